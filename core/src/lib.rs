@@ -3,3 +3,4 @@
 
 pub mod http1;
 pub mod sse;
+pub mod store;

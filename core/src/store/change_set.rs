@@ -1,0 +1,92 @@
+//! What a data source asks the store to do.
+
+use super::deps::ItemRef;
+use super::{Item, Kind};
+
+/// Which protocol's rules apply a [`ChangeSet`] (DESIGN.md §3): the two apply modes of
+/// one store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApplyMode {
+    /// FDv1: an upsert or delete applies only if its version is newer than the stored
+    /// item's (tombstones included); a full data set counts an item as changed only if
+    /// its version grew (PROTOCOL.md B §3.4, §4.1).
+    Fdv1,
+    /// FDv2: the payload state wins; items are written without per-item version checks
+    /// and change detection compares versions for inequality (PROTOCOL.md B §5.8).
+    Fdv2,
+}
+
+/// How a change set relates to what is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transfer {
+    /// Replace everything (FDv1 `put` or poll, FDv2 `xfer-full`).
+    Full,
+    /// Merge into what is stored (FDv1 `patch`/`delete`, FDv2 `xfer-changes`).
+    Changes,
+    /// Nothing changed (FDv2 intent `none`): a no-op.
+    None,
+}
+
+/// An FDv2 selector: the payload state the store holds, sent back as `basis`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Selector {
+    /// The opaque state string from `payload-transferred`.
+    pub state: String,
+    /// The payload version.
+    pub version: u64,
+}
+
+impl Selector {
+    /// A selector is defined unless it is the empty selector `("", 0)`.
+    pub fn is_defined(&self) -> bool {
+        !(self.state.is_empty() && self.version == 0)
+    }
+}
+
+/// One item to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The item's kind.
+    pub kind: Kind,
+    /// The key it is stored under.
+    pub key: String,
+    /// The item (a tombstone for a delete).
+    pub item: Item,
+    /// What the item references (see [`super::DependencyIndex`]).
+    pub depends_on: Vec<ItemRef>,
+}
+
+/// A batch of writes with the rules to apply them by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeSet {
+    /// FDv1 or FDv2 rules.
+    pub mode: ApplyMode,
+    /// Full replacement, merge, or nothing.
+    pub transfer: Transfer,
+    /// The items, in order; a later change to the same key wins.
+    pub changes: Vec<Change>,
+    /// The FDv2 selector to store (FDv1 change sets carry `None` and leave it as is).
+    pub selector: Option<Selector>,
+}
+
+impl ChangeSet {
+    /// An FDv1 full data set (`put` or a poll response).
+    pub fn fdv1_full(changes: Vec<Change>) -> Self {
+        Self {
+            mode: ApplyMode::Fdv1,
+            transfer: Transfer::Full,
+            changes,
+            selector: None,
+        }
+    }
+
+    /// An FDv1 single upsert or delete.
+    pub fn fdv1_upsert(change: Change) -> Self {
+        Self {
+            mode: ApplyMode::Fdv1,
+            transfer: Transfer::Changes,
+            changes: vec![change],
+            selector: None,
+        }
+    }
+}

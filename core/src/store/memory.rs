@@ -1,0 +1,170 @@
+//! The in-memory store: versioned items, tombstones, snapshots and the dependency
+//! index, under FDv1 or FDv2 rules.
+
+use std::collections::BTreeSet;
+
+use super::change_set::{ApplyMode, ChangeSet, Selector, Transfer};
+use super::deps::{DependencyIndex, ItemRef};
+use super::snapshot::{ItemMap, Snapshot};
+use super::{Item, Kind};
+
+/// What applying a change set did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// Keys of the flags whose data changed, directly or through a prerequisite or a
+    /// segment they use, sorted. Only writes that were applied count (PROTOCOL.md A.4.5).
+    pub changed_flags: Vec<String>,
+    /// Number of items written.
+    pub written: usize,
+}
+
+/// The in-memory flag store.
+///
+/// Writes go through [`Store::apply`]; readers take a [`Snapshot`] (an O(1) clone).
+///
+/// ```
+/// use bytes::Bytes;
+/// use flagsync_core::store::{decode, Change, ChangeSet, Kind, Store};
+///
+/// let mut store = Store::new();
+/// let raw = Bytes::from_static(br#"{"key":"f","version":2,"on":true}"#);
+/// let d = decode(Kind::Flag, raw).unwrap();
+/// let change = Change { kind: Kind::Flag, key: "f".into(), item: d.item, depends_on: d.depends_on };
+/// let applied = store.apply(ChangeSet::fdv1_full(vec![change]));
+/// assert_eq!(applied.changed_flags, ["f"]);
+/// assert_eq!(store.snapshot().get(Kind::Flag, "f").unwrap().version, 2);
+/// ```
+#[derive(Debug, Default, Clone)]
+pub struct Store {
+    data: Snapshot,
+    deps: DependencyIndex,
+    selector: Selector,
+}
+
+impl Store {
+    /// An empty, uninitialized store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A cheap immutable view of the current data.
+    pub fn snapshot(&self) -> Snapshot {
+        self.data.clone()
+    }
+
+    /// The current data, borrowed.
+    pub fn data(&self) -> &Snapshot {
+        &self.data
+    }
+
+    /// True once a full data set has been applied.
+    pub fn initialized(&self) -> bool {
+        self.data.initialized
+    }
+
+    /// The FDv2 selector of the stored payload (empty until an FDv2 payload arrives).
+    pub fn selector(&self) -> &Selector {
+        &self.selector
+    }
+
+    /// The dependency index.
+    pub fn dependencies(&self) -> &DependencyIndex {
+        &self.deps
+    }
+
+    /// Apply `cs` under its mode's rules and report what changed.
+    pub fn apply(&mut self, cs: ChangeSet) -> Applied {
+        match cs.transfer {
+            Transfer::None => Applied::default(),
+            Transfer::Full => self.apply_full(cs),
+            Transfer::Changes => self.apply_changes(cs),
+        }
+    }
+
+    fn apply_full(&mut self, cs: ChangeSet) -> Applied {
+        let old = std::mem::take(&mut self.data);
+        let mut new = Snapshot {
+            initialized: true,
+            ..Snapshot::default()
+        };
+        self.deps.clear();
+        let written = cs.changes.len();
+        for c in cs.changes {
+            let r = (c.kind, c.key);
+            self.deps.set(&r, if c.item.deleted { Vec::new() } else { c.depends_on });
+            new.map_mut(r.0).insert(r.1, c.item);
+        }
+        // PROTOCOL.md B §3.4 (FDv1: changed if missing on one side or the version grew)
+        // and B §5.8 (FDv2: versions differ; a new tombstone counts as present).
+        let mut affected = BTreeSet::new();
+        for kind in Kind::ALL {
+            let (old_map, new_map) = (old.map(kind), new.map(kind));
+            let visible_new = |i: &Item| cs.mode == ApplyMode::Fdv2 || !i.deleted;
+            for (key, n) in new_map.iter().filter(|(_, i)| visible_new(i)) {
+                let changed = match old_map.get(key).filter(|i| !i.deleted) {
+                    None => true,
+                    Some(o) => match cs.mode {
+                        ApplyMode::Fdv1 => o.version < n.version,
+                        ApplyMode::Fdv2 => o.version != n.version || o.deleted != n.deleted,
+                    },
+                };
+                if changed {
+                    self.deps.add_affected(&(kind, key.clone()), &mut affected);
+                }
+            }
+            for (key, _) in old_map.iter().filter(|(_, i)| !i.deleted) {
+                if !new_map.get(key).is_some_and(visible_new) {
+                    self.deps.add_affected(&(kind, key.clone()), &mut affected);
+                }
+            }
+        }
+        self.data = new;
+        if let Some(sel) = cs.selector {
+            self.selector = sel;
+        }
+        Applied {
+            changed_flags: flags_of(affected),
+            written,
+        }
+    }
+
+    fn apply_changes(&mut self, cs: ChangeSet) -> Applied {
+        let mut affected = BTreeSet::new();
+        let mut written = 0;
+        for c in cs.changes {
+            let map = self.data.map_mut(c.kind);
+            if cs.mode == ApplyMode::Fdv1 && !newer(map, &c.key, c.item.version) {
+                continue;
+            }
+            let r: ItemRef = (c.kind, c.key);
+            self.deps.set(&r, if c.item.deleted { Vec::new() } else { c.depends_on });
+            self.deps.add_affected(&r, &mut affected);
+            self.data.map_mut(r.0).insert(r.1, c.item);
+            written += 1;
+        }
+        if let Some(sel) = cs.selector {
+            self.selector = sel;
+        }
+        Applied {
+            changed_flags: flags_of(affected),
+            written,
+        }
+    }
+}
+
+/// FDv1 rule (PROTOCOL.md B §4.1): write only if nothing is stored or the stored
+/// version (tombstones included) is lower.
+fn newer(map: &ItemMap, key: &str, version: u64) -> bool {
+    map.get(key).is_none_or(|old| old.version < version)
+}
+
+fn flags_of(affected: BTreeSet<ItemRef>) -> Vec<String> {
+    affected
+        .into_iter()
+        .filter(|(k, _)| *k == Kind::Flag)
+        .map(|(_, key)| key)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,244 @@
+use bytes::Bytes;
+use proptest::prelude::*;
+
+use super::*;
+use crate::store::{Change, ChangeSet, decode};
+
+fn change(kind: Kind, json: &str) -> Change {
+    let d = decode(kind, Bytes::copy_from_slice(json.as_bytes())).unwrap();
+    Change {
+        kind,
+        key: d.key.clone().unwrap(),
+        item: d.item,
+        depends_on: d.depends_on,
+    }
+}
+
+fn flag(key: &str, version: u64) -> Change {
+    change(Kind::Flag, &format!(r#"{{"key":"{key}","version":{version}}}"#))
+}
+
+fn delete(kind: Kind, key: &str, version: u64) -> Change {
+    Change {
+        kind,
+        key: key.into(),
+        item: Item::tombstone(key, version),
+        depends_on: Vec::new(),
+    }
+}
+
+fn store_with(changes: Vec<Change>) -> Store {
+    let mut s = Store::new();
+    s.apply(ChangeSet::fdv1_full(changes));
+    s
+}
+
+fn version(s: &Store, kind: Kind, key: &str) -> Option<u64> {
+    s.data().get(kind, key).map(|i| i.version)
+}
+
+#[test]
+fn starts_uninitialized_and_full_set_initializes() {
+    let mut s = Store::new();
+    assert!(!s.initialized());
+    s.apply(ChangeSet::fdv1_full(Vec::new()));
+    assert!(s.initialized());
+}
+
+#[test]
+fn fdv1_upsert_applies_only_newer_versions() {
+    for kind in Kind::ALL {
+        let mut s = store_with(vec![change(kind, r#"{"key":"x","version":100}"#)]);
+        for (v, applied) in [(99, false), (100, false), (101, true)] {
+            let a = s.apply(ChangeSet::fdv1_upsert(change(
+                kind,
+                &format!(r#"{{"key":"x","version":{v}}}"#),
+            )));
+            assert_eq!(a.written == 1, applied, "{kind} version {v}");
+        }
+        assert_eq!(version(&s, kind, "x"), Some(101));
+    }
+}
+
+#[test]
+fn fdv1_delete_applies_only_newer_versions_and_hides_the_item() {
+    let mut s = store_with(vec![flag("x", 100)]);
+    assert_eq!(s.apply(ChangeSet::fdv1_upsert(delete(Kind::Flag, "x", 100))).written, 0);
+    assert_eq!(version(&s, Kind::Flag, "x"), Some(100));
+    let a = s.apply(ChangeSet::fdv1_upsert(delete(Kind::Flag, "x", 101)));
+    assert_eq!(a.changed_flags, ["x"]);
+    assert_eq!(version(&s, Kind::Flag, "x"), None);
+    assert_eq!(s.data().get_including_deleted(Kind::Flag, "x").unwrap().version, 101);
+    assert_eq!(s.data().len(Kind::Flag), 0);
+}
+
+#[test]
+fn delete_of_unknown_key_keeps_a_tombstone_that_blocks_older_upserts() {
+    let mut s = store_with(vec![]);
+    s.apply(ChangeSet::fdv1_upsert(delete(Kind::Segment, "gone", 100)));
+    let older = change(Kind::Segment, r#"{"key":"gone","version":100}"#);
+    assert_eq!(s.apply(ChangeSet::fdv1_upsert(older)).written, 0);
+    assert_eq!(version(&s, Kind::Segment, "gone"), None);
+    let newer = change(Kind::Segment, r#"{"key":"gone","version":101}"#);
+    assert_eq!(s.apply(ChangeSet::fdv1_upsert(newer)).written, 1);
+    assert_eq!(version(&s, Kind::Segment, "gone"), Some(101));
+}
+
+#[test]
+fn patch_for_a_missing_item_is_applied() {
+    let mut s = store_with(vec![]);
+    s.apply(ChangeSet::fdv1_upsert(flag("new", 1)));
+    assert_eq!(version(&s, Kind::Flag, "new"), Some(1));
+}
+
+#[test]
+fn full_replace_removes_absent_items_and_reports_each_change_once() {
+    // PROTOCOL.md B §3.4 test_is_called_once_per_flag_during_init: a version bump, two
+    // deletions and one addition give four events.
+    let mut s = store_with(vec![flag("a", 1), flag("b", 1), flag("c", 1), flag("same", 5)]);
+    let a = s.apply(ChangeSet::fdv1_full(vec![flag("a", 2), flag("d", 1), flag("same", 5)]));
+    assert_eq!(a.changed_flags, ["a", "b", "c", "d"]);
+    assert_eq!(version(&s, Kind::Flag, "b"), None);
+}
+
+#[test]
+fn fdv1_full_with_lower_version_is_stored_but_not_reported() {
+    let mut s = store_with(vec![flag("a", 5)]);
+    let a = s.apply(ChangeSet::fdv1_full(vec![flag("a", 3)]));
+    assert!(a.changed_flags.is_empty());
+    assert_eq!(version(&s, Kind::Flag, "a"), Some(3));
+}
+
+#[test]
+fn rejected_writes_report_no_change() {
+    let mut s = store_with(vec![flag("a", 5)]);
+    assert!(s.apply(ChangeSet::fdv1_upsert(flag("a", 5))).changed_flags.is_empty());
+    assert!(s.apply(ChangeSet::fdv1_upsert(flag("a", 4))).changed_flags.is_empty());
+}
+
+/// The worked examples of PROTOCOL.md B §3.4.
+#[test]
+fn changes_reach_every_dependent_flag() {
+    let base = || {
+        store_with(vec![
+            change(Kind::Flag, r#"{"key":"flag1","version":1,"prerequisites":[{"key":"flag2"}]}"#),
+            change(
+                Kind::Flag,
+                r#"{"key":"flag2","version":1,"prerequisites":[{"key":"flag3"},{"key":"flag4"},{"key":"flag6"}]}"#,
+            ),
+            flag("flag3", 1),
+            flag("flag4", 1),
+            change(
+                Kind::Flag,
+                r#"{"key":"flag6","version":1,"rules":[{"clauses":[{"op":"segmentMatch","values":["segment2"]}]}]}"#,
+            ),
+            change(Kind::Segment, r#"{"key":"segment1","version":1}"#),
+            change(
+                Kind::Segment,
+                r#"{"key":"segment2","version":1,"rules":[{"clauses":[{"op":"segmentMatch","values":["segment1"]}]}]}"#,
+            ),
+        ])
+    };
+    let seg1 = change(Kind::Segment, r#"{"key":"segment1","version":2}"#);
+    assert_eq!(base().apply(ChangeSet::fdv1_upsert(seg1)).changed_flags, ["flag1", "flag2", "flag6"]);
+    assert_eq!(
+        base().apply(ChangeSet::fdv1_upsert(flag("flag4", 2))).changed_flags,
+        ["flag1", "flag2", "flag4"]
+    );
+    assert_eq!(
+        base().apply(ChangeSet::fdv1_upsert(delete(Kind::Flag, "flag4", 2))).changed_flags,
+        ["flag1", "flag2", "flag4"]
+    );
+    let f3 = change(Kind::Flag, r#"{"key":"flag3","version":2,"prerequisites":[{"key":"flag4"}]}"#);
+    assert_eq!(base().apply(ChangeSet::fdv1_upsert(f3)).changed_flags, ["flag1", "flag2", "flag3"]);
+    let f2 = change(Kind::Flag, r#"{"key":"flag2","version":2,"prerequisites":[{"key":"flag3"}]}"#);
+    let mut s = base();
+    assert_eq!(s.apply(ChangeSet::fdv1_upsert(f2)).changed_flags, ["flag1", "flag2"]);
+    // flag4 is no longer a prerequisite of flag2.
+    assert_eq!(s.apply(ChangeSet::fdv1_upsert(flag("flag4", 3))).changed_flags, ["flag4"]);
+}
+
+fn fdv2(transfer: Transfer, changes: Vec<Change>, state: &str) -> ChangeSet {
+    ChangeSet {
+        mode: ApplyMode::Fdv2,
+        transfer,
+        changes,
+        selector: Some(Selector { state: state.into(), version: 1 }),
+    }
+}
+
+#[test]
+fn fdv2_changes_ignore_item_versions() {
+    let mut s = Store::new();
+    s.apply(fdv2(Transfer::Full, vec![flag("a", 100)], "s1"));
+    let a = s.apply(fdv2(Transfer::Changes, vec![flag("a", 1)], "s2"));
+    assert_eq!(a.changed_flags, ["a"]);
+    assert_eq!(version(&s, Kind::Flag, "a"), Some(1));
+    assert_eq!(s.selector().state, "s2");
+}
+
+#[test]
+fn fdv2_none_is_a_no_op() {
+    let mut s = Store::new();
+    s.apply(fdv2(Transfer::Full, vec![flag("a", 1)], "s1"));
+    let a = s.apply(fdv2(Transfer::None, vec![flag("a", 2)], "s2"));
+    assert_eq!(a, Applied::default());
+    assert_eq!(s.selector().state, "s1");
+    assert_eq!(version(&s, Kind::Flag, "a"), Some(1));
+}
+
+#[test]
+fn fdv2_full_reports_any_version_difference() {
+    let mut s = Store::new();
+    s.apply(fdv2(Transfer::Full, vec![flag("a", 5), flag("b", 1)], "s1"));
+    let a = s.apply(fdv2(Transfer::Full, vec![flag("a", 3), flag("b", 1)], "s2"));
+    assert_eq!(a.changed_flags, ["a"]);
+}
+
+#[test]
+fn snapshots_do_not_see_later_writes() {
+    let mut s = store_with(vec![flag("a", 1)]);
+    let snap = s.snapshot();
+    s.apply(ChangeSet::fdv1_upsert(flag("a", 2)));
+    assert_eq!(snap.get(Kind::Flag, "a").unwrap().version, 1);
+    assert_eq!(version(&s, Kind::Flag, "a"), Some(2));
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Upsert(u8, u64),
+    Delete(u8, u64),
+    Full(Vec<(u8, u64)>),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0u8..6, 0u64..20).prop_map(|(k, v)| Op::Upsert(k, v)),
+        (0u8..6, 0u64..20).prop_map(|(k, v)| Op::Delete(k, v)),
+        proptest::collection::vec((0u8..6, 0u64..20), 0..6).prop_map(Op::Full),
+    ]
+}
+
+proptest! {
+    /// Under FDv1 rules, a patch or delete never moves an item's version backwards; only
+    /// a full replacement may.
+    #[test]
+    fn fdv1_version_never_goes_backwards(ops in proptest::collection::vec(op(), 1..40)) {
+        let mut s = Store::new();
+        for op in ops {
+            let before = s.snapshot();
+            let full = matches!(op, Op::Full(_));
+            match op {
+                Op::Upsert(k, v) => { s.apply(ChangeSet::fdv1_upsert(flag(&format!("k{k}"), v))); }
+                Op::Delete(k, v) => { s.apply(ChangeSet::fdv1_upsert(delete(Kind::Flag, &format!("k{k}"), v))); }
+                Op::Full(items) => { s.apply(ChangeSet::fdv1_full(items.into_iter().map(|(k, v)| flag(&format!("k{k}"), v)).collect())); }
+            }
+            if !full {
+                for (key, old) in before.iter_including_deleted(Kind::Flag) {
+                    let new = s.data().get_including_deleted(Kind::Flag, key).unwrap();
+                    prop_assert!(new.version >= old.version);
+                }
+            }
+        }
+    }
+}

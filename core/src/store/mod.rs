@@ -1,0 +1,21 @@
+//! The versioned flag store (DESIGN.md §3).
+//!
+//! Items keep their raw JSON; the store reads only what its rules need. FDv1 and FDv2
+//! rules are two [`ApplyMode`]s of one [`Store`]. Readers get [`Snapshot`]s, which
+//! share structure with the store and never block it.
+
+mod change_set;
+mod deps;
+mod init_order;
+mod item;
+mod kind;
+mod memory;
+mod snapshot;
+
+pub use change_set::{ApplyMode, Change, ChangeSet, Selector, Transfer};
+pub use deps::{DependencyIndex, ItemRef};
+pub use init_order::init_order;
+pub use item::{DecodeError, Decoded, Item, decode};
+pub use kind::Kind;
+pub use memory::{Applied, Store};
+pub use snapshot::Snapshot;
