@@ -1,0 +1,202 @@
+//! Reconnect delays with seeded jitter (PROTOCOL.md A.3, B §1.9).
+
+use std::time::{Duration, Instant};
+
+/// Backoff settings; every value is configurable (PROTOCOL.md A.5).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BackoffConfig {
+    /// First delay of a failure streak (default 1 s). A server `retry:` replaces it.
+    pub initial: Duration,
+    /// Ceiling of the normal regime (default 30 s).
+    pub max: Duration,
+    /// A connection that stayed healthy this long resets the streak (default 60 s).
+    pub reset_after: Duration,
+    /// Fraction of each delay that jitter may subtract (default 0.5).
+    pub jitter: f64,
+    /// First delay of the extended regime after an unrecoverable HTTP status under the
+    /// RETRY policy (default 300 s).
+    pub extended_initial: Duration,
+    /// Ceiling of the extended regime (default 3600 s).
+    pub extended_max: Duration,
+}
+
+impl Default for BackoffConfig {
+    fn default() -> Self {
+        Self {
+            initial: Duration::from_secs(1),
+            max: Duration::from_secs(30),
+            reset_after: Duration::from_secs(60),
+            jitter: 0.5,
+            extended_initial: Duration::from_secs(300),
+            extended_max: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// Which regime a failure belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Regime {
+    /// Network errors and recoverable statuses: `initial`, doubling to `max`.
+    Normal,
+    /// Unrecoverable statuses under the RETRY policy: `extended_initial`, doubling to
+    /// `extended_max`.
+    Extended,
+}
+
+/// Exponential backoff with subtractive jitter, as a pure value.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use flagsync_core::backoff::{Backoff, BackoffConfig, Regime};
+///
+/// let mut b = Backoff::new(BackoffConfig { jitter: 0.0, ..Default::default() }, 7);
+/// let now = Instant::now();
+/// assert_eq!(b.next_delay(now, Regime::Normal), Duration::from_secs(1));
+/// assert_eq!(b.next_delay(now, Regime::Normal), Duration::from_secs(2));
+/// b.on_connected(now);
+/// // A connection that lasted 60 s resets the streak.
+/// assert_eq!(b.next_delay(now + Duration::from_secs(60), Regime::Normal), Duration::from_secs(1));
+/// ```
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    config: BackoffConfig,
+    rng: fastrand::Rng,
+    /// Base of the last delay in the current streak, and its regime.
+    last: Option<(Regime, Duration)>,
+    /// When the current connection became healthy.
+    connected_at: Option<Instant>,
+}
+
+impl Backoff {
+    /// A backoff whose jitter is drawn from a PRNG seeded with `seed`.
+    pub fn new(config: BackoffConfig, seed: u64) -> Self {
+        Self {
+            config,
+            rng: fastrand::Rng::with_seed(seed),
+            last: None,
+            connected_at: None,
+        }
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &BackoffConfig {
+        &self.config
+    }
+
+    /// A connection succeeded at `now`.
+    pub fn on_connected(&mut self, now: Instant) {
+        self.connected_at = Some(now);
+        if matches!(self.last, Some((Regime::Extended, _))) {
+            // Any success leaves the extended regime.
+            self.last = None;
+        }
+    }
+
+    /// The server sent `retry:` with this delay: it becomes the base delay.
+    pub fn set_initial(&mut self, initial: Duration) {
+        self.config.initial = initial;
+        self.config.max = self.config.max.max(initial);
+        if matches!(self.last, Some((Regime::Normal, _))) {
+            self.last = None;
+        }
+    }
+
+    /// Forget the streak.
+    pub fn reset(&mut self) {
+        self.last = None;
+    }
+
+    /// The delay before the next attempt after a failure at `now`, measured from `now`.
+    pub fn next_delay(&mut self, now: Instant, regime: Regime) -> Duration {
+        if let Some(at) = self.connected_at.take() {
+            if now.saturating_duration_since(at) >= self.config.reset_after {
+                self.last = None;
+            }
+        }
+        let (initial, max) = match regime {
+            Regime::Normal => (self.config.initial, self.config.max),
+            Regime::Extended => (self.config.extended_initial, self.config.extended_max),
+        };
+        let base = match self.last {
+            Some((r, prev)) if r == regime => prev.saturating_mul(2).min(max),
+            _ => initial,
+        };
+        self.last = Some((regime, base));
+        let jitter = self.config.jitter.clamp(0.0, 1.0) * self.rng.f64();
+        base.mul_f64(1.0 - jitter)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    fn no_jitter() -> Backoff {
+        Backoff::new(BackoffConfig { jitter: 0.0, ..Default::default() }, 1)
+    }
+
+    #[test]
+    fn doubles_up_to_the_cap() {
+        let mut b = no_jitter();
+        let t = Instant::now();
+        let got: Vec<_> = (0..7).map(|_| b.next_delay(t, Regime::Normal).as_secs()).collect();
+        assert_eq!(got, [1, 2, 4, 8, 16, 30, 30]);
+    }
+
+    #[test]
+    fn jitter_subtracts_at_most_half() {
+        let mut b = Backoff::new(BackoffConfig::default(), 42);
+        let t = Instant::now();
+        for base in [1, 2, 4, 8, 16, 30, 30, 30] {
+            let d = b.next_delay(t, Regime::Normal);
+            assert!(d > secs(base) / 2 && d <= secs(base), "{d:?} for base {base}");
+        }
+    }
+
+    #[test]
+    fn same_seed_same_delays() {
+        let t = Instant::now();
+        let run = |seed| {
+            let mut b = Backoff::new(BackoffConfig::default(), seed);
+            (0..5).map(|_| b.next_delay(t, Regime::Normal)).collect::<Vec<_>>()
+        };
+        assert_eq!(run(9), run(9));
+        assert_ne!(run(9), run(10));
+    }
+
+    #[test]
+    fn short_connection_does_not_reset_but_long_one_does() {
+        let mut b = no_jitter();
+        let t = Instant::now();
+        b.next_delay(t, Regime::Normal);
+        b.next_delay(t, Regime::Normal);
+        b.on_connected(t);
+        assert_eq!(b.next_delay(t + secs(59), Regime::Normal), secs(4));
+        b.on_connected(t);
+        assert_eq!(b.next_delay(t + secs(60), Regime::Normal), secs(1));
+    }
+
+    #[test]
+    fn extended_regime_starts_at_five_minutes_and_caps_at_an_hour() {
+        let mut b = no_jitter();
+        let t = Instant::now();
+        let got: Vec<_> = (0..6).map(|_| b.next_delay(t, Regime::Extended).as_secs()).collect();
+        assert_eq!(got, [300, 600, 1200, 2400, 3600, 3600]);
+        b.on_connected(t);
+        assert_eq!(b.next_delay(t, Regime::Normal), secs(1));
+    }
+
+    #[test]
+    fn server_retry_becomes_the_base() {
+        let mut b = no_jitter();
+        let t = Instant::now();
+        b.next_delay(t, Regime::Normal);
+        b.set_initial(Duration::from_millis(5000));
+        assert_eq!(b.next_delay(t, Regime::Normal), secs(5));
+        assert_eq!(b.next_delay(t, Regime::Normal), secs(10));
+    }
+}

@@ -1,0 +1,411 @@
+//! A general server-sent-events client as a state machine: connect, read events,
+//! reconnect with backoff, follow redirects, time out silent streams, stop on 204
+//! (PROTOCOL.md A.2, A.3). FDv1 and FDv2 streaming sources and the adapters' SSE client
+//! are built on it.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use super::exchange::{ConnIds, Exchange, Progress, StatusClass, classify};
+use crate::backoff::{Backoff, BackoffConfig, Regime};
+use crate::endpoint::Url;
+use crate::http1::{self, Method, ResponseHead};
+use crate::io::{Action, CloseCause, ConnId};
+use crate::sse;
+use crate::status::{Cause, ErrorInfo, ErrorKind};
+
+/// What to do after an unrecoverable HTTP status (401, 403, and 4xx other than
+/// 400/408/429), PROTOCOL.md A.3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UnrecoverablePolicy {
+    /// Never stop: retry in the extended regime (5 min doubling to 1 h). The default.
+    #[default]
+    Retry,
+    /// The legacy rule: stop for good.
+    Stop,
+}
+
+/// Settings of an [`EventStream`].
+#[derive(Debug, Clone)]
+pub struct EventStreamConfig {
+    /// The stream URL.
+    pub url: Url,
+    /// The request method (GET unless the server wants POST or REPORT).
+    pub method: Method,
+    /// Request headers sent on every attempt (`Accept`, `Cache-Control` and
+    /// `Last-Event-ID` are added).
+    pub headers: Vec<(String, String)>,
+    /// A request body, sent on every attempt.
+    pub body: Option<Bytes>,
+    /// The `Last-Event-ID` of the first attempt, until the stream commits an id.
+    pub last_event_id: Option<String>,
+    /// Connect timeout (default 10 s).
+    pub connect_timeout: Duration,
+    /// Silence longer than this drops the connection (default 300 s).
+    pub read_timeout: Duration,
+    /// Reconnect backoff.
+    pub backoff: BackoffConfig,
+    /// Unrecoverable-status policy.
+    pub unrecoverable: UnrecoverablePolicy,
+    /// Redirects followed per attempt (default 3).
+    pub max_redirects: u8,
+    /// SSE parser limits.
+    pub sse: sse::Config,
+    /// HTTP response limits.
+    pub http: http1::Config,
+}
+
+impl EventStreamConfig {
+    /// Defaults for `url`.
+    pub fn new(url: Url) -> Self {
+        Self {
+            url,
+            method: Method::Get,
+            headers: Vec::new(),
+            body: None,
+            last_event_id: None,
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(300),
+            backoff: BackoffConfig::default(),
+            unrecoverable: UnrecoverablePolicy::Retry,
+            max_redirects: 3,
+            sse: sse::Config::default(),
+            http: http1::Config::default(),
+        }
+    }
+}
+
+/// What an [`EventStream`] produces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StreamOutput {
+    /// Perform this I/O.
+    Action(Action),
+    /// A connection was accepted (2xx, `text/event-stream`); its response head.
+    Opened(ResponseHead),
+    /// A parsed SSE item.
+    Item(sse::Item),
+    /// The connection failed or ended. `retry_at` is when the next attempt starts, or
+    /// `None` if the stream stopped for good.
+    Failed {
+        /// What went wrong.
+        error: ErrorInfo,
+        /// The next attempt, if any.
+        retry_at: Option<Instant>,
+    },
+}
+
+#[derive(Debug)]
+enum Phase {
+    Idle,
+    Active { ex: Exchange, opened: bool },
+    Waiting { at: Instant },
+    Stopped,
+}
+
+/// An SSE client as a sans-I/O state machine.
+///
+/// Feed it `handle_*` inputs; drain [`EventStream::poll_output`]; sleep until
+/// [`EventStream::poll_timeout`] and then call [`EventStream::handle_timeout`].
+#[derive(Debug)]
+pub struct EventStream {
+    config: EventStreamConfig,
+    backoff: Backoff,
+    parser: sse::Parser,
+    ids: ConnIds,
+    phase: Phase,
+    url: Url,
+    redirects: u8,
+    seen_id: bool,
+    out: VecDeque<StreamOutput>,
+    progress: Vec<Progress>,
+}
+
+impl EventStream {
+    /// A stopped stream; `seed` seeds the backoff jitter, `first_conn_id` the ids it
+    /// hands out (ids are `first_conn_id + 1`, `+ 2`, …).
+    pub fn new(config: EventStreamConfig, seed: u64, first_conn_id: u64) -> Self {
+        Self {
+            backoff: Backoff::new(config.backoff, seed),
+            parser: sse::Parser::new(config.sse),
+            ids: ConnIds::new(first_conn_id),
+            phase: Phase::Idle,
+            url: config.url.clone(),
+            redirects: 0,
+            seen_id: false,
+            out: VecDeque::new(),
+            progress: Vec::new(),
+            config,
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &EventStreamConfig {
+        &self.config
+    }
+
+    /// Change the URL used from the next attempt on (FDv2 updates its `basis`).
+    pub fn set_url(&mut self, url: Url) {
+        self.config.url = url;
+    }
+
+    /// True unless stopped or never started.
+    pub fn is_running(&self) -> bool {
+        matches!(self.phase, Phase::Active { .. } | Phase::Waiting { .. })
+    }
+
+    /// The id of the open connection, if any.
+    pub fn conn(&self) -> Option<ConnId> {
+        match &self.phase {
+            Phase::Active { ex, .. } => Some(ex.conn),
+            _ => None,
+        }
+    }
+
+    /// The last event id that a reconnect sends.
+    pub fn last_event_id(&self) -> Option<&str> {
+        let id = self.parser.last_event_id();
+        if self.seen_id {
+            (!id.is_empty()).then_some(id)
+        } else {
+            self.config.last_event_id.as_deref().filter(|s| !s.is_empty())
+        }
+    }
+
+    /// Connect now (the first attempt has no delay). A no-op while running.
+    pub fn handle_start(&mut self, now: Instant) {
+        if !self.is_running() {
+            self.connect(now);
+        }
+    }
+
+    /// Drop the current connection, if any, and connect again at once.
+    pub fn handle_restart(&mut self, now: Instant) {
+        self.close_current();
+        self.connect(now);
+    }
+
+    /// Stop for good: close the connection and make no more attempts.
+    pub fn handle_stop(&mut self) {
+        self.close_current();
+        self.phase = Phase::Stopped;
+    }
+
+    /// The driver connected `conn`.
+    pub fn handle_connected(&mut self, now: Instant, conn: ConnId) {
+        if let Phase::Active { ex, .. } = &mut self.phase {
+            if ex.conn == conn {
+                ex.handle_connected(now);
+            }
+        }
+    }
+
+    /// Bytes arrived on `conn`.
+    pub fn handle_data(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) {
+        let mut progress = std::mem::take(&mut self.progress);
+        if let Phase::Active { ex, .. } = &mut self.phase {
+            if ex.conn == conn {
+                ex.handle_data(now, bytes, &mut progress);
+            }
+        }
+        self.apply(now, &mut progress);
+        self.progress = progress;
+    }
+
+    /// `conn` closed.
+    pub fn handle_closed(&mut self, now: Instant, conn: ConnId, cause: CloseCause) {
+        let mut progress = std::mem::take(&mut self.progress);
+        if let Phase::Active { ex, .. } = &mut self.phase {
+            if ex.conn == conn {
+                ex.handle_closed(now, cause, &mut progress);
+            }
+        }
+        self.apply(now, &mut progress);
+        self.progress = progress;
+    }
+
+    /// Time passed: fire due timeouts and reconnects. Early calls are no-ops.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        match &mut self.phase {
+            Phase::Waiting { at } if now >= *at => self.connect(now),
+            Phase::Active { ex, .. } => {
+                let mut progress = std::mem::take(&mut self.progress);
+                ex.handle_timeout(now, &mut progress);
+                self.apply(now, &mut progress);
+                self.progress = progress;
+            }
+            _ => {}
+        }
+    }
+
+    /// The owner found the stream's data unusable: drop the connection, discard every
+    /// item not yet drained, and retry with backoff.
+    pub fn fail(&mut self, now: Instant, error: ErrorInfo) {
+        self.out.retain(|o| !matches!(o, StreamOutput::Item(_)));
+        self.failed(now, error, Regime::Normal);
+    }
+
+    /// The next output, if any.
+    pub fn poll_output(&mut self) -> Option<StreamOutput> {
+        self.out.pop_front()
+    }
+
+    /// When [`EventStream::handle_timeout`] must be called next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match &self.phase {
+            Phase::Active { ex, .. } => Some(ex.deadline()),
+            Phase::Waiting { at } => Some(*at),
+            _ => None,
+        }
+    }
+
+    fn connect(&mut self, now: Instant) {
+        self.close_current();
+        self.parser.reset();
+        self.redirects = 0;
+        self.url = self.config.url.clone();
+        self.open(now);
+    }
+
+    fn open(&mut self, now: Instant) {
+        let mut headers = self.config.headers.clone();
+        headers.push(("Accept".into(), "text/event-stream".into()));
+        headers.push(("Cache-Control".into(), "no-cache".into()));
+        if let Some(id) = self.last_event_id() {
+            headers.push(("Last-Event-ID".into(), id.to_owned()));
+        }
+        let conn = self.ids.next_id();
+        let (ex, action) = Exchange::start(
+            now,
+            conn,
+            &self.url,
+            self.config.method,
+            headers,
+            self.config.body.as_deref(),
+            self.config.connect_timeout,
+            self.config.read_timeout,
+            self.config.http,
+        );
+        tracing::debug!(%conn, url = %self.url, "stream connecting");
+        self.out.push_back(StreamOutput::Action(action));
+        self.phase = Phase::Active { ex, opened: false };
+    }
+
+    fn close_current(&mut self) {
+        if let Phase::Active { ex, .. } = &self.phase {
+            self.out.push_back(StreamOutput::Action(Action::Close { conn: ex.conn }));
+            self.phase = Phase::Idle;
+        }
+    }
+
+    fn apply(&mut self, now: Instant, progress: &mut Vec<Progress>) {
+        for p in progress.drain(..) {
+            if !matches!(self.phase, Phase::Active { .. }) {
+                break;
+            }
+            match p {
+                Progress::Head(head) => self.on_head(now, head),
+                Progress::Body(bytes) => {
+                    self.parser.handle_bytes(&bytes);
+                    self.drain_parser(now);
+                }
+                Progress::End => {
+                    self.parser.handle_eof();
+                    self.drain_parser(now);
+                    let e = ErrorInfo::new(now, ErrorKind::NetworkError, Cause::StreamClosed);
+                    self.failed(now, e, Regime::Normal);
+                }
+                Progress::Failed(e) => {
+                    self.parser.handle_eof();
+                    self.drain_parser(now);
+                    self.failed(now, e, Regime::Normal);
+                }
+            }
+        }
+    }
+
+    fn drain_parser(&mut self, now: Instant) {
+        while let Some(item) = self.parser.poll_item() {
+            match item {
+                Ok(item) => {
+                    if let sse::Item::Retry(ms) = &item {
+                        self.backoff.set_initial(Duration::from_millis(*ms));
+                    }
+                    if !self.parser.last_event_id().is_empty() {
+                        self.seen_id = true;
+                    }
+                    self.out.push_back(StreamOutput::Item(item));
+                }
+                Err(e) => {
+                    let e = ErrorInfo::new(now, ErrorKind::InvalidData, Cause::Sse(e));
+                    self.failed(now, e, Regime::Normal);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn on_head(&mut self, now: Instant, head: ResponseHead) {
+        match classify(head.status) {
+            StatusClass::Success => {
+                let ct = head.header("content-type").unwrap_or("");
+                if !ct.trim_start().to_ascii_lowercase().starts_with("text/event-stream") {
+                    let e = ErrorInfo::new(now, ErrorKind::Unknown, Cause::ContentType(ct.to_owned()));
+                    return self.failed(now, e, Regime::Normal);
+                }
+                self.backoff.on_connected(now);
+                if let Phase::Active { opened, .. } = &mut self.phase {
+                    *opened = true;
+                }
+                self.out.push_back(StreamOutput::Opened(head));
+            }
+            StatusClass::Redirect => {
+                let next = head.header("location").and_then(|l| self.url.join(l.trim()).ok());
+                match next {
+                    Some(url) if self.redirects < self.config.max_redirects => {
+                        self.redirects += 1;
+                        self.close_current();
+                        self.url = url;
+                        self.open(now);
+                    }
+                    _ => {
+                        let e = ErrorInfo::new(now, ErrorKind::Unknown, Cause::Redirect);
+                        self.failed(now, e, Regime::Normal);
+                    }
+                }
+            }
+            StatusClass::NoContent => {
+                self.handle_stop();
+                let e = ErrorInfo::new(now, ErrorKind::ErrorResponse, Cause::Status(204));
+                self.out.push_back(StreamOutput::Failed { error: e, retry_at: None });
+            }
+            StatusClass::Recoverable => {
+                let e = ErrorInfo::new(now, ErrorKind::ErrorResponse, Cause::Status(head.status));
+                self.failed(now, e, Regime::Normal);
+            }
+            StatusClass::Unrecoverable => {
+                let e = ErrorInfo::new(now, ErrorKind::ErrorResponse, Cause::Status(head.status));
+                match self.config.unrecoverable {
+                    UnrecoverablePolicy::Retry => self.failed(now, e, Regime::Extended),
+                    UnrecoverablePolicy::Stop => {
+                        self.handle_stop();
+                        self.out.push_back(StreamOutput::Failed { error: e, retry_at: None });
+                    }
+                }
+            }
+        }
+    }
+
+    fn failed(&mut self, now: Instant, error: ErrorInfo, regime: Regime) {
+        if !matches!(self.phase, Phase::Active { .. }) {
+            return;
+        }
+        self.close_current();
+        let at = now + self.backoff.next_delay(now, regime);
+        tracing::debug!(error = %error.cause, retry_in = ?at - now, "stream failed");
+        self.phase = Phase::Waiting { at };
+        self.out.push_back(StreamOutput::Failed { error, retry_at: Some(at) });
+    }
+}

@@ -1,0 +1,184 @@
+//! One HTTP request and its response over one connection, with the connect and read
+//! timeouts (PROTOCOL.md A.5). Shared by every source.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use crate::endpoint::Url;
+use crate::http1::{self, RequestHead, ResponseEvent, ResponseHead, ResponseReader};
+use crate::io::{Action, CloseCause, ConnId};
+use crate::status::{Cause, ErrorInfo, ErrorKind};
+
+/// What happened on an exchange.
+#[derive(Debug)]
+pub(crate) enum Progress {
+    /// The response head arrived.
+    Head(ResponseHead),
+    /// Decoded body bytes.
+    Body(Bytes),
+    /// The body is complete, or the server closed a stream.
+    End,
+    /// The exchange failed; the connection must be closed.
+    Failed(ErrorInfo),
+}
+
+/// An HTTP exchange in flight.
+#[derive(Debug)]
+pub(crate) struct Exchange {
+    pub(crate) conn: ConnId,
+    reader: ResponseReader,
+    connected: bool,
+    ended: bool,
+    deadline: Instant,
+    read_timeout: Duration,
+}
+
+impl Exchange {
+    /// Start a request to `url`; returns the exchange and the `Connect` action.
+    #[allow(clippy::too_many_arguments, reason = "one call site per source, all fields needed")]
+    pub(crate) fn start(
+        now: Instant,
+        conn: ConnId,
+        url: &Url,
+        method: http1::Method,
+        headers: Vec<(String, String)>,
+        body: Option<&[u8]>,
+        connect_timeout: Duration,
+        read_timeout: Duration,
+        http: http1::Config,
+    ) -> (Self, Action) {
+        let head = RequestHead {
+            method,
+            target: url.target(),
+            host: url.endpoint.host_header(),
+            headers,
+        };
+        let mut request = Vec::with_capacity(256);
+        head.write_to(body, &mut request);
+        let action = Action::Connect {
+            conn,
+            endpoint: url.endpoint.clone(),
+            request: Bytes::from(request),
+        };
+        let ex = Self {
+            conn,
+            reader: ResponseReader::new(http),
+            connected: false,
+            ended: false,
+            deadline: now + connect_timeout,
+            read_timeout,
+        };
+        (ex, action)
+    }
+
+    /// When this exchange times out.
+    pub(crate) fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    pub(crate) fn handle_connected(&mut self, now: Instant) {
+        self.connected = true;
+        self.deadline = now + self.read_timeout;
+    }
+
+    /// Feed received bytes; every byte resets the read timeout.
+    pub(crate) fn handle_data(&mut self, now: Instant, bytes: &[u8], out: &mut Vec<Progress>) {
+        self.connected = true;
+        self.deadline = now + self.read_timeout;
+        self.reader.handle_bytes(bytes);
+        self.drain(now, out);
+    }
+
+    pub(crate) fn handle_closed(&mut self, now: Instant, cause: CloseCause, out: &mut Vec<Progress>) {
+        match cause {
+            CloseCause::Io(io) => out.push(Progress::Failed(ErrorInfo::new(
+                now,
+                ErrorKind::NetworkError,
+                Cause::Io(io),
+            ))),
+            CloseCause::Eof => {
+                self.reader.handle_eof();
+                self.drain(now, out);
+                if !self.ended && !out.iter().any(|p| matches!(p, Progress::Failed(_))) {
+                    out.push(Progress::Failed(ErrorInfo::new(
+                        now,
+                        ErrorKind::NetworkError,
+                        Cause::StreamClosed,
+                    )));
+                }
+            }
+        }
+    }
+
+    /// Report a timeout if the deadline has passed.
+    pub(crate) fn handle_timeout(&mut self, now: Instant, out: &mut Vec<Progress>) {
+        if now >= self.deadline && !self.ended {
+            let cause = if self.connected { Cause::ReadTimeout } else { Cause::ConnectTimeout };
+            out.push(Progress::Failed(ErrorInfo::new(now, ErrorKind::NetworkError, cause)));
+        }
+    }
+
+    fn drain(&mut self, now: Instant, out: &mut Vec<Progress>) {
+        while let Some(ev) = self.reader.poll_event() {
+            match ev {
+                Ok(ResponseEvent::Head(h)) => out.push(Progress::Head(h)),
+                Ok(ResponseEvent::Body(b)) => out.push(Progress::Body(b)),
+                Ok(ResponseEvent::End) => {
+                    self.ended = true;
+                    out.push(Progress::End);
+                }
+                Ok(_) => {}
+                Err(http1::Error::UnexpectedEof) => out.push(Progress::Failed(ErrorInfo::new(
+                    now,
+                    ErrorKind::NetworkError,
+                    Cause::StreamClosed,
+                ))),
+                Err(e) => {
+                    out.push(Progress::Failed(ErrorInfo::new(now, ErrorKind::Unknown, Cause::Http(e))));
+                }
+            }
+        }
+    }
+}
+
+/// How an HTTP status is handled (PROTOCOL.md B §1.8, A.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StatusClass {
+    /// 2xx other than 204.
+    Success,
+    /// A redirect to follow.
+    Redirect,
+    /// 204 on a stream: stop.
+    NoContent,
+    /// Retry in the normal regime: 400, 408, 429, 5xx and anything else.
+    Recoverable,
+    /// 401, 403 and every other 4xx: stop, or the extended regime under RETRY.
+    Unrecoverable,
+}
+
+pub(crate) fn classify(status: u16) -> StatusClass {
+    match status {
+        204 => StatusClass::NoContent,
+        200..=299 => StatusClass::Success,
+        301 | 302 | 303 | 307 | 308 => StatusClass::Redirect,
+        400 | 408 | 429 => StatusClass::Recoverable,
+        401..=499 => StatusClass::Unrecoverable,
+        _ => StatusClass::Recoverable,
+    }
+}
+
+/// Hands out connection ids, never reusing one.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnIds(u64);
+
+impl ConnIds {
+    pub(crate) fn new(first: u64) -> Self {
+        Self(first)
+    }
+
+    pub(crate) fn next_id(&mut self) -> ConnId {
+        self.0 += 1;
+        ConnId(self.0)
+    }
+}

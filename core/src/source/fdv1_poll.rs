@@ -1,0 +1,281 @@
+//! The FDv1 polling source: `GET <base>/sdk/latest-all` at a fixed rate, with ETags
+//! and gzip (PROTOCOL.md B §2, A.4.7).
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+
+use super::SourceOutput;
+use super::event_stream::UnrecoverablePolicy;
+use super::exchange::{ConnIds, Exchange, Progress, StatusClass, classify};
+use crate::backoff::{Backoff, BackoffConfig, Regime};
+use crate::endpoint::Url;
+use crate::fdv1;
+use crate::http1::{self, Method, ResponseHead};
+use crate::io::{Action, CloseCause, ConnId};
+use crate::status::{Cause, ErrorInfo, ErrorKind, State};
+use crate::store::ChangeSet;
+
+/// Settings of the polling source.
+#[derive(Debug, Clone)]
+pub struct PollConfig {
+    /// The full request URL (`…/sdk/latest-all` with any `filter`).
+    pub url: Url,
+    /// Request headers (identity headers; `Accept-Encoding`, `Content-Type` and
+    /// `If-None-Match` are added).
+    pub headers: Vec<(String, String)>,
+    /// Time between poll starts; at least 30 s unless the caller lowers the minimum
+    /// for tests (PROTOCOL.md B §2.3).
+    pub interval: Duration,
+    /// Connect timeout (default 10 s).
+    pub connect_timeout: Duration,
+    /// Read timeout (default 15 s).
+    pub read_timeout: Duration,
+    /// Unrecoverable-status policy.
+    pub unrecoverable: UnrecoverablePolicy,
+    /// Extended-regime delays under the RETRY policy.
+    pub backoff: BackoffConfig,
+    /// Response limits; `max_body_len` bounds the decoded body.
+    pub http: http1::Config,
+    /// Redirects followed per poll (default 3).
+    pub max_redirects: u8,
+}
+
+#[derive(Debug)]
+struct InFlight {
+    ex: Exchange,
+    head: Option<ResponseHead>,
+    body: BytesMut,
+    redirects: u8,
+    url: Url,
+}
+
+/// The FDv1 polling data source.
+#[derive(Debug)]
+pub struct Fdv1Poll {
+    config: PollConfig,
+    ids: ConnIds,
+    backoff: Backoff,
+    etag: Option<String>,
+    in_flight: Option<InFlight>,
+    next_poll: Option<Instant>,
+    started_at: Option<Instant>,
+    running: bool,
+    out: VecDeque<SourceOutput>,
+}
+
+impl Fdv1Poll {
+    /// A stopped polling source.
+    pub fn new(config: PollConfig, seed: u64, first_conn_id: u64) -> Self {
+        Self {
+            // Extended-regime polls wait at least the full delay: no jitter.
+            backoff: Backoff::new(BackoffConfig { jitter: 0.0, ..config.backoff }, seed),
+            config,
+            ids: ConnIds::new(first_conn_id),
+            etag: None,
+            in_flight: None,
+            next_poll: None,
+            started_at: None,
+            running: false,
+            out: VecDeque::new(),
+        }
+    }
+
+    /// The ETag the next poll sends as `If-None-Match`.
+    pub fn etag(&self) -> Option<&str> {
+        self.etag.as_deref()
+    }
+
+    /// Poll now, then every interval.
+    pub fn handle_start(&mut self, now: Instant) {
+        if !self.running {
+            self.running = true;
+            self.poll(now);
+        }
+    }
+
+    /// Stop for good; reports OFF.
+    pub fn handle_stop(&mut self, _now: Instant) {
+        self.running = false;
+        self.next_poll = None;
+        self.abort();
+        self.out.push_back(SourceOutput::Status(State::Off, None));
+    }
+
+    /// The driver connected `conn`.
+    pub fn handle_connected(&mut self, now: Instant, conn: ConnId) {
+        if let Some(f) = self.in_flight.as_mut().filter(|f| f.ex.conn == conn) {
+            f.ex.handle_connected(now);
+        }
+    }
+
+    /// Bytes arrived on `conn`.
+    pub fn handle_data(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) {
+        let mut progress = Vec::new();
+        if let Some(f) = self.in_flight.as_mut().filter(|f| f.ex.conn == conn) {
+            f.ex.handle_data(now, bytes, &mut progress);
+        }
+        self.apply(now, progress);
+    }
+
+    /// `conn` closed.
+    pub fn handle_closed(&mut self, now: Instant, conn: ConnId, cause: CloseCause) {
+        let mut progress = Vec::new();
+        if let Some(f) = self.in_flight.as_mut().filter(|f| f.ex.conn == conn) {
+            f.ex.handle_closed(now, cause, &mut progress);
+        }
+        self.apply(now, progress);
+    }
+
+    /// Time passed: time out the poll in flight, or start the next one.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let mut progress = Vec::new();
+        if let Some(f) = self.in_flight.as_mut() {
+            f.ex.handle_timeout(now, &mut progress);
+            self.apply(now, progress);
+        } else if self.running && self.next_poll.is_some_and(|t| now >= t) {
+            self.poll(now);
+        }
+    }
+
+    /// The next output.
+    pub fn poll_output(&mut self) -> Option<SourceOutput> {
+        self.out.pop_front()
+    }
+
+    /// When to call [`Fdv1Poll::handle_timeout`].
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match &self.in_flight {
+            Some(f) => Some(f.ex.deadline()),
+            None if self.running => self.next_poll,
+            None => None,
+        }
+    }
+
+    fn poll(&mut self, now: Instant) {
+        self.started_at = Some(now);
+        self.next_poll = None;
+        let url = self.config.url.clone();
+        self.request(now, url, 0);
+    }
+
+    fn request(&mut self, now: Instant, url: Url, redirects: u8) {
+        let mut headers = self.config.headers.clone();
+        headers.push(("Content-Type".into(), "application/json".into()));
+        headers.push(("Accept-Encoding".into(), "gzip".into()));
+        if let Some(etag) = &self.etag {
+            headers.push(("If-None-Match".into(), etag.clone()));
+        }
+        let conn = self.ids.next_id();
+        let (ex, action) = Exchange::start(
+            now,
+            conn,
+            &url,
+            Method::Get,
+            headers,
+            None,
+            self.config.connect_timeout,
+            self.config.read_timeout,
+            self.config.http,
+        );
+        self.out.push_back(SourceOutput::Action(action));
+        self.in_flight = Some(InFlight {
+            ex,
+            head: None,
+            body: BytesMut::new(),
+            redirects,
+            url,
+        });
+    }
+
+    fn abort(&mut self) {
+        if let Some(f) = self.in_flight.take() {
+            self.out.push_back(SourceOutput::Action(Action::Close { conn: f.ex.conn }));
+        }
+    }
+
+    fn apply(&mut self, now: Instant, progress: Vec<Progress>) {
+        for p in progress {
+            let Some(f) = self.in_flight.as_mut() else { return };
+            match p {
+                Progress::Head(h) => f.head = Some(h),
+                Progress::Body(b) => f.body.extend_from_slice(&b),
+                Progress::End => {
+                    let Some(f) = self.in_flight.take() else { return };
+                    self.out.push_back(SourceOutput::Action(Action::Close { conn: f.ex.conn }));
+                    self.on_response(now, f);
+                }
+                Progress::Failed(e) => {
+                    self.abort();
+                    self.finish(now, State::Interrupted, Some(e), Regime::Normal);
+                }
+            }
+        }
+    }
+
+    fn on_response(&mut self, now: Instant, f: InFlight) {
+        let Some(head) = f.head else { return };
+        let err = |kind, cause| Some(ErrorInfo::new(now, kind, cause));
+        match (head.status, classify(head.status)) {
+            (304, _) => self.finish(now, State::Valid, None, Regime::Normal),
+            (_, StatusClass::Success) => {
+                let body: Bytes = f.body.freeze();
+                match fdv1::parse_poll(&body) {
+                    Ok(changes) => {
+                        // A 200 without an ETag drops the cached one (PROTOCOL.md A.4.7).
+                        self.etag = head.header("etag").map(str::to_owned);
+                        if let Some(env) = head.header("x-ld-envid").filter(|e| !e.is_empty()) {
+                            self.out.push_back(SourceOutput::EnvironmentId(env.to_owned()));
+                        }
+                        self.out.push_back(SourceOutput::Apply(ChangeSet::fdv1_full(changes)));
+                        self.finish(now, State::Valid, None, Regime::Normal);
+                    }
+                    Err(e) => self.finish(now, State::Interrupted, err(e.kind(), Cause::Fdv1(e)), Regime::Normal),
+                }
+            }
+            (status, StatusClass::Redirect) if f.redirects < self.config.max_redirects => {
+                match head.header("location").and_then(|l| f.url.join(l.trim()).ok()) {
+                    Some(url) => self.request(now, url, f.redirects + 1),
+                    None => self.finish(now, State::Interrupted, err(ErrorKind::Unknown, Cause::Redirect), Regime::Normal),
+                }
+                let _ = status;
+            }
+            (status, StatusClass::Unrecoverable) => {
+                let e = err(ErrorKind::ErrorResponse, Cause::Status(status));
+                match self.config.unrecoverable {
+                    UnrecoverablePolicy::Stop => {
+                        self.running = false;
+                        self.finish(now, State::Off, e, Regime::Normal);
+                    }
+                    UnrecoverablePolicy::Retry => self.finish(now, State::Interrupted, e, Regime::Extended),
+                }
+            }
+            (status, StatusClass::Redirect) => {
+                let _ = status;
+                self.finish(now, State::Interrupted, err(ErrorKind::Unknown, Cause::Redirect), Regime::Normal);
+            }
+            (status, _) => {
+                self.finish(now, State::Interrupted, err(ErrorKind::ErrorResponse, Cause::Status(status)), Regime::Normal);
+            }
+        }
+    }
+
+    /// Report the outcome of a poll and schedule the next one at a fixed rate from the
+    /// previous start (at once if the poll overran), or after the extended delay.
+    fn finish(&mut self, now: Instant, state: State, error: Option<ErrorInfo>, regime: Regime) {
+        if state == State::Valid {
+            self.backoff.on_connected(now);
+        }
+        self.out.push_back(SourceOutput::Status(state, error));
+        if !self.running {
+            return;
+        }
+        let start = self.started_at.unwrap_or(now);
+        let mut next = (start + self.config.interval).max(now);
+        if regime == Regime::Extended {
+            next = next.max(now + self.backoff.next_delay(now, Regime::Extended));
+        }
+        self.next_poll = Some(next);
+    }
+}
