@@ -1,0 +1,377 @@
+//! The incremental WHATWG event-stream parser.
+//!
+//! Spec: <https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation>.
+
+use std::borrow::Cow;
+use std::collections::VecDeque;
+use std::mem;
+
+use bytes::{Buf, BytesMut};
+
+use super::utf8::Utf8Progress;
+use super::{Config, Error, Event, Item};
+
+/// The UTF-8 byte order mark, stripped once at the start of a stream.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Line buffers larger than this are released after their line instead of being kept.
+const MAX_RETAINED_LINE_CAPACITY: usize = 64 * 1024;
+
+/// Whether the start of the stream may still be a BOM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BomState {
+    /// This many leading bytes of the stream matched the BOM so far (0 to 2).
+    Matching(usize),
+    /// The BOM was stripped, or the stream did not start with one.
+    Done,
+}
+
+/// An incremental parser for one `text/event-stream` connection after another.
+///
+/// Drive it with [`handle_bytes`](Self::handle_bytes) for every read and
+/// [`handle_eof`](Self::handle_eof) when the connection closes, and drain
+/// [`poll_item`](Self::poll_item) after each call. Before the next connection, call
+/// [`reset`](Self::reset); the last event id survives it.
+#[derive(Debug, Clone)]
+pub struct Parser {
+    config: Config,
+    bom: BomState,
+    /// The last read ended with CR: an LF at the start of the next read completes it.
+    pending_cr: bool,
+    /// The unterminated line carried over from earlier reads.
+    line: BytesMut,
+    /// UTF-8 validation progress over `line`.
+    line_utf8: Utf8Progress,
+    /// The data buffer without its final LF (valid UTF-8); meaningful when `has_data`.
+    data: BytesMut,
+    /// At least one `data` field since the last dispatch (the spec's buffer is non-empty).
+    has_data: bool,
+    event_type: String,
+    /// The spec's "last event ID buffer": set by `id` fields, committed at dispatch.
+    id_buffer: String,
+    /// The committed last event id.
+    last_event_id: String,
+    items: VecDeque<Result<Item, Error>>,
+    /// A limit was exceeded: input is ignored until `reset`.
+    failed: bool,
+}
+
+impl Parser {
+    /// Create a parser for the start of a stream, with no last event id.
+    pub fn new(config: Config) -> Self {
+        Self {
+            config,
+            bom: BomState::Matching(0),
+            pending_cr: false,
+            line: BytesMut::new(),
+            line_utf8: Utf8Progress::default(),
+            data: BytesMut::new(),
+            has_data: false,
+            event_type: String::new(),
+            id_buffer: String::new(),
+            last_event_id: String::new(),
+            items: VecDeque::new(),
+            failed: false,
+        }
+    }
+
+    /// Feed the next bytes of the stream, any size (borrowed; copy only what is kept).
+    ///
+    /// Drain [`poll_item`](Self::poll_item) afterwards. How the stream is split into
+    /// reads never changes the items produced. Ignored after an [`Error`] until
+    /// [`reset`](Self::reset).
+    pub fn handle_bytes(&mut self, bytes: &[u8]) {
+        if self.failed || bytes.is_empty() {
+            return;
+        }
+        let mut input = bytes;
+        if let BomState::Matching(matched) = self.bom {
+            let expected = BOM.get(matched..).unwrap_or_default();
+            let common = expected
+                .iter()
+                .zip(input)
+                .take_while(|(want, got)| want == got)
+                .count();
+            if common == expected.len() {
+                self.bom = BomState::Done;
+                input = input.get(common..).unwrap_or_default();
+            } else if common == input.len() {
+                self.bom = BomState::Matching(matched + common);
+                return;
+            } else {
+                // Not a BOM after all: the bytes held back so far are ordinary input.
+                self.bom = BomState::Done;
+                self.feed(BOM.get(..matched).unwrap_or_default());
+            }
+        }
+        self.feed(input);
+    }
+
+    /// End of the stream (connection closed).
+    ///
+    /// A pending unterminated line is discarded, and so is a pending event: no dispatch,
+    /// and neither a `retry` nor an `id` of the unfinished block takes effect. Drain
+    /// [`poll_item`](Self::poll_item) afterwards, then call [`reset`](Self::reset) before
+    /// feeding the next connection.
+    pub fn handle_eof(&mut self) {
+        if self.failed {
+            return;
+        }
+        self.discard_pending();
+    }
+
+    /// Prepare for a new connection.
+    ///
+    /// Clears all per-connection state: buffers, items not yet polled, the BOM state
+    /// (back to "expect a BOM"), the pending event and a sticky error. Keeps the last
+    /// event id.
+    pub fn reset(&mut self) {
+        self.discard_pending();
+        self.line = BytesMut::new();
+        self.bom = BomState::Matching(0);
+        self.items.clear();
+        self.failed = false;
+    }
+
+    /// Return the next parsed item or error, in stream order.
+    ///
+    /// Errors are in-band: items completed before the offending line come first, then the
+    /// error. After an error the parser is failed: it ignores input until
+    /// [`reset`](Self::reset), and this returns `None` once the error has been returned.
+    pub fn poll_item(&mut self) -> Option<Result<Item, Error>> {
+        self.items.pop_front()
+    }
+
+    /// The last event id committed so far (`""` if none).
+    ///
+    /// This is what a reconnect sends as `Last-Event-ID`; omit the header when empty.
+    /// An id is committed when its block is dispatched by a blank line.
+    pub fn last_event_id(&self) -> &str {
+        &self.last_event_id
+    }
+
+    /// Drop the unterminated line and the unfinished event; uncommitted ids revert.
+    fn discard_pending(&mut self) {
+        self.pending_cr = false;
+        self.clear_line();
+        self.line_utf8 = Utf8Progress::default();
+        self.data = BytesMut::new();
+        self.has_data = false;
+        self.event_type = String::new();
+        self.id_buffer.clone_from(&self.last_event_id);
+    }
+
+    fn clear_line(&mut self) {
+        if self.line.capacity() > MAX_RETAINED_LINE_CAPACITY {
+            self.line = BytesMut::new();
+        } else {
+            self.line.clear();
+        }
+    }
+
+    fn fail(&mut self, error: Error) {
+        self.items.push_back(Err(error));
+        self.failed = true;
+        self.line = BytesMut::new();
+        self.data = BytesMut::new();
+    }
+
+    /// Split input (after the BOM) into lines. Each byte is scanned once.
+    fn feed(&mut self, mut input: &[u8]) {
+        if self.pending_cr {
+            if let Some((&first, rest)) = input.split_first() {
+                self.pending_cr = false;
+                if first == b'\n' {
+                    input = rest;
+                }
+            }
+        }
+        while !self.failed {
+            let Some(end) = memchr::memchr2(b'\n', b'\r', input) else {
+                self.buffer_partial_line(input);
+                return;
+            };
+            let Some((content, rest)) = input.split_at_checked(end) else {
+                return;
+            };
+            let Some((&terminator, rest)) = rest.split_first() else {
+                return;
+            };
+            input = rest;
+            if terminator == b'\r' {
+                match input.split_first() {
+                    Some((b'\n', after_lf)) => input = after_lf,
+                    Some(_) => {}
+                    None => self.pending_cr = true,
+                }
+            }
+            self.complete_line(content);
+        }
+    }
+
+    /// Keep the start of a line whose terminator has not arrived yet.
+    fn buffer_partial_line(&mut self, input: &[u8]) {
+        if input.is_empty() {
+            return;
+        }
+        if self.line.len().saturating_add(input.len()) > self.config.max_line_len {
+            self.fail(Error::LineTooLong {
+                limit: self.config.max_line_len,
+            });
+            return;
+        }
+        self.line.extend_from_slice(input);
+        self.line_utf8.advance(&self.line);
+    }
+
+    /// A terminator arrived: `content` is the end of the line (or all of it).
+    fn complete_line(&mut self, content: &[u8]) {
+        let limit = self.config.max_line_len;
+        if self.line.len().saturating_add(content.len()) > limit {
+            self.fail(Error::LineTooLong { limit });
+            return;
+        }
+        if self.line.is_empty() {
+            // The whole line is in this read: parse it in place, no copy.
+            self.process_line(content);
+            return;
+        }
+        self.line.extend_from_slice(content);
+        let valid = self.line_utf8.is_valid(&self.line);
+        self.line_utf8 = Utf8Progress::default();
+        let line = mem::take(&mut self.line);
+        if valid && !self.has_data {
+            if let Some((b"data", value_start)) = split_field(&line) {
+                // The first data line of an event: the line buffer becomes the data
+                // buffer without a copy (a `put` line is tens of MB).
+                self.take_data_line(line, value_start);
+                return;
+            }
+        }
+        self.process_line(&line);
+        self.line = line;
+        self.clear_line();
+    }
+
+    /// The first `data` line of an event, already validated, moved into the data buffer.
+    fn take_data_line(&mut self, mut line: BytesMut, value_start: usize) {
+        line.advance(value_start.min(line.len()));
+        let limit = self.config.max_event_len;
+        if line.len().saturating_add(1) > limit {
+            self.fail(Error::EventTooLarge { limit });
+            return;
+        }
+        self.data = line;
+        self.has_data = true;
+    }
+
+    /// Interpret one complete line (without its terminator).
+    fn process_line(&mut self, line: &[u8]) {
+        if let Some((b':', text)) = line.split_first() {
+            // A comment: everything after the leading colon, spaces included.
+            let text = String::from_utf8_lossy(text).into_owned();
+            self.items.push_back(Ok(Item::Comment(text)));
+            return;
+        }
+        let Some((name, value_start)) = split_field(line) else {
+            self.dispatch();
+            return;
+        };
+        let value = line.get(value_start..).unwrap_or_default();
+        match name {
+            b"data" => self.append_data(value),
+            b"event" => {
+                self.event_type.clear();
+                self.event_type.push_str(&String::from_utf8_lossy(value));
+            }
+            b"id" => {
+                if memchr::memchr(0, value).is_none() {
+                    self.id_buffer.clear();
+                    self.id_buffer.push_str(&String::from_utf8_lossy(value));
+                }
+            }
+            b"retry" => {
+                if let Some(millis) = parse_retry(value) {
+                    self.items.push_back(Ok(Item::Retry(millis)));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Append a `data` value and its LF to the data buffer.
+    fn append_data(&mut self, value: &[u8]) {
+        let value: Cow<'_, [u8]> = match String::from_utf8_lossy(value) {
+            Cow::Borrowed(text) => Cow::Borrowed(text.as_bytes()),
+            Cow::Owned(text) => Cow::Owned(text.into_bytes()),
+        };
+        // The spec's buffer holds every value plus one LF each; `data` omits the last LF.
+        let current = if self.has_data { self.data.len() + 1 } else { 0 };
+        let limit = self.config.max_event_len;
+        if current.saturating_add(value.len()).saturating_add(1) > limit {
+            self.fail(Error::EventTooLarge { limit });
+            return;
+        }
+        if self.has_data {
+            self.data.extend_from_slice(b"\n");
+        }
+        self.data.extend_from_slice(&value);
+        self.has_data = true;
+    }
+
+    /// A blank line: commit the id, and dispatch the event if there is data.
+    fn dispatch(&mut self) {
+        if self.last_event_id != self.id_buffer {
+            self.last_event_id.clone_from(&self.id_buffer);
+        }
+        if !self.has_data {
+            self.event_type.clear();
+            return;
+        }
+        self.has_data = false;
+        let data = mem::take(&mut self.data).freeze();
+        let event_type = if self.event_type.is_empty() {
+            "message".to_owned()
+        } else {
+            mem::take(&mut self.event_type)
+        };
+        self.items.push_back(Ok(Item::Event(Event {
+            event_type,
+            data,
+            id: self.last_event_id.clone(),
+        })));
+    }
+}
+
+/// Split a non-empty line into its field name and the offset of its value.
+///
+/// The name runs up to the first colon (empty for a comment); one space after the colon
+/// is not part of the value. A line without a colon is all name, with an empty value.
+/// Returns `None` for a blank line.
+fn split_field(line: &[u8]) -> Option<(&[u8], usize)> {
+    if line.is_empty() {
+        return None;
+    }
+    let Some(colon) = memchr::memchr(b':', line) else {
+        return Some((line, line.len()));
+    };
+    let name = line.get(..colon).unwrap_or_default();
+    let value_start = if line.get(colon + 1) == Some(&b' ') {
+        colon + 2
+    } else {
+        colon + 1
+    };
+    Some((name, value_start))
+}
+
+/// A `retry` value: ASCII digits only, not empty; saturates instead of overflowing.
+fn parse_retry(value: &[u8]) -> Option<u64> {
+    if value.is_empty() || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(value.iter().fold(0_u64, |millis, digit| {
+        millis
+            .saturating_mul(10)
+            .saturating_add(u64::from(digit - b'0'))
+    }))
+}

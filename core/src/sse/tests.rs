@@ -1,0 +1,632 @@
+//! Unit and property tests for the SSE parser (PROTOCOL.md A.2, Part E 1–15).
+
+use bytes::Bytes;
+use proptest::prelude::*;
+
+use super::{Config, Error, Event, Item, Parser};
+
+type Transcript = Vec<Result<Item, Error>>;
+
+/// Feed `chunks` one read each, drain after every call, end with EOF.
+fn run_with<'a>(config: Config, chunks: impl IntoIterator<Item = &'a [u8]>) -> (Transcript, String) {
+    let mut parser = Parser::new(config);
+    let mut out = Vec::new();
+    for chunk in chunks {
+        parser.handle_bytes(chunk);
+        out.extend(std::iter::from_fn(|| parser.poll_item()));
+    }
+    parser.handle_eof();
+    out.extend(std::iter::from_fn(|| parser.poll_item()));
+    (out, parser.last_event_id().to_owned())
+}
+
+fn run(chunks: &[&[u8]]) -> Transcript {
+    run_with(Config::default(), chunks.iter().copied()).0
+}
+
+fn event(event_type: &str, data: &str, id: &str) -> Result<Item, Error> {
+    Ok(Item::Event(Event {
+        event_type: event_type.to_owned(),
+        data: Bytes::copy_from_slice(data.as_bytes()),
+        id: id.to_owned(),
+    }))
+}
+
+fn message(data: &str) -> Result<Item, Error> {
+    event("message", data, "")
+}
+
+fn comment(text: &str) -> Result<Item, Error> {
+    Ok(Item::Comment(text.to_owned()))
+}
+
+/// Every way of splitting `stream` in two gives `expected`.
+fn assert_every_split(stream: &[u8], expected: &Transcript) {
+    for at in 0..=stream.len() {
+        let (a, b) = stream.split_at(at);
+        assert_eq!(&run(&[a, b]), expected, "split at {at}");
+    }
+    let bytes: Vec<&[u8]> = stream.chunks(1).collect();
+    assert_eq!(&run(&bytes), expected, "one byte per read");
+}
+
+// ---- BOM ----------------------------------------------------------------------------
+
+#[test]
+fn bom_at_stream_start_is_stripped() {
+    let expected = vec![message("x")];
+    assert_eq!(run(&[b"\xEF\xBB\xBFdata: x\n\n"]), expected);
+    assert_every_split(b"\xEF\xBB\xBFdata: x\n\n", &expected);
+}
+
+#[test]
+fn bom_split_one_byte_per_read_is_stripped() {
+    assert_eq!(
+        run(&[b"\xEF", b"\xBB", b"\xBF", b"data: x\n\n"]),
+        vec![message("x")]
+    );
+}
+
+#[test]
+fn partial_bom_followed_by_other_bytes_is_kept_as_data() {
+    // The held-back bytes become part of the field name, so this is no `data` field.
+    assert_eq!(run(&[b"\xEF\xBB", b"data: x\n\n"]), vec![]);
+    assert_eq!(run(&[b"\xEF", b"\xBBdata: x\n\n"]), vec![]);
+    // As a comment's text they decode to one U+FFFD (maximal subpart).
+    assert_eq!(run(&[b":", b"\xEF\xBB\n"]), vec![comment("\u{FFFD}")]);
+    assert_eq!(run(&[b"\xEF", b"\n:c\n"]), vec![comment("c")]);
+}
+
+#[test]
+fn second_bom_is_not_stripped() {
+    assert_every_split(b"\xEF\xBB\xBF\xEF\xBB\xBFdata: x\n\n", &vec![]);
+}
+
+#[test]
+fn mid_stream_bom_stays_in_name_and_value() {
+    let stream = b"data: x\n\xEF\xBB\xBFdata: y\ndata: \xEF\xBB\xBFz\n\n";
+    assert_every_split(stream, &vec![message("x\n\u{FEFF}z")]);
+}
+
+#[test]
+fn reset_expects_a_bom_again() {
+    let mut parser = Parser::new(Config::default());
+    parser.handle_bytes(b"\xEF\xBB\xBFdata: a\n\n");
+    parser.handle_eof();
+    assert_eq!(parser.poll_item(), Some(message("a")));
+    parser.reset();
+    parser.handle_bytes(b"\xEF\xBB\xBFdata: b\n\n");
+    assert_eq!(parser.poll_item(), Some(message("b")));
+}
+
+// ---- Line terminators ----------------------------------------------------------------
+
+#[test]
+fn crlf_split_across_reads_is_one_terminator() {
+    // LaunchDarkly's 6-chunk case (Part E 1).
+    let chunks: [&[u8]; 6] = [b"data: Hello\r", b"\n", b"data: World\r", b"\n", b"\r", b"\n"];
+    assert_eq!(run(&chunks), vec![message("Hello\nWorld")]);
+}
+
+#[test]
+fn cr_lf_and_crlf_all_terminate_lines() {
+    assert_every_split(
+        b"data: a\rdata: b\ndata: c\r\n\r\ndata: d\r\r",
+        &vec![message("a\nb\nc"), message("d")],
+    );
+}
+
+#[test]
+fn lf_followed_by_cr_is_two_terminators() {
+    assert_every_split(b"data: a\n\r", &vec![message("a")]);
+}
+
+#[test]
+fn cr_cr_lf_is_a_line_end_then_a_blank_line() {
+    assert_every_split(b"data: a\r\r\ndata: b\n\n", &vec![message("a"), message("b")]);
+}
+
+#[test]
+fn lone_cr_before_eof_terminates_the_line() {
+    assert_eq!(run(&[b"data: a\n\r"]), vec![message("a")]);
+    assert_eq!(run(&[b":c\r"]), vec![comment("c")]);
+}
+
+// ---- UTF-8 ---------------------------------------------------------------------------
+
+#[test]
+fn invalid_utf8_becomes_replacement_character() {
+    assert_every_split(
+        b"event: \xFFx\ndata: a\xC3\ndata: \xE2\x82\n\n",
+        &vec![event("\u{FFFD}x", "a\u{FFFD}\n\u{FFFD}", "")],
+    );
+}
+
+#[test]
+fn invalid_utf8_in_a_long_buffered_line_becomes_replacement_character() {
+    let mut stream = b"data: ".to_vec();
+    stream.extend(std::iter::repeat_n(b'a', 100));
+    stream.push(0xFF);
+    stream.extend(b"\n\n");
+    let expected = format!("{}\u{FFFD}", "a".repeat(100));
+    let chunks: Vec<&[u8]> = stream.chunks(7).collect();
+    assert_eq!(run(&chunks), vec![message(&expected)]);
+}
+
+#[test]
+fn utf8_split_at_every_byte_decodes() {
+    let stream = "event: é€\nid: 𝄞\ndata: ü€𝄞\n\n".as_bytes();
+    assert_every_split(stream, &vec![event("é€", "ü€𝄞", "𝄞")]);
+}
+
+// ---- Fields --------------------------------------------------------------------------
+
+#[test]
+fn comment_is_reported_at_its_line_end_without_the_colon() {
+    let chunks: [&[u8]; 3] = [b": heart", b"beat", b"\n"];
+    assert_eq!(run(&chunks), vec![comment(" heartbeat")]);
+}
+
+#[test]
+fn comment_that_looks_like_a_field_is_ignored_as_a_field() {
+    assert_every_split(
+        b":data: x\n:id: 1\n\n",
+        &vec![comment("data: x"), comment("id: 1")],
+    );
+}
+
+#[test]
+fn field_name_runs_to_the_first_colon() {
+    assert_every_split(b"data:a:b\n\n", &vec![message("a:b")]);
+}
+
+#[test]
+fn only_one_space_after_the_colon_is_stripped() {
+    assert_every_split(b"data:  a\ndata:b\n\n", &vec![message(" a\nb")]);
+}
+
+#[test]
+fn space_after_colon_arriving_in_the_next_read_is_stripped() {
+    assert_eq!(run(&[b"data:", b" x\n\n"]), vec![message("x")]);
+    assert_eq!(run(&[b"data:", b" ", b" x\n\n"]), vec![message(" x")]);
+}
+
+#[test]
+fn field_without_colon_has_an_empty_value() {
+    assert_every_split(b"data\n\n", &vec![message("")]);
+    assert_every_split(b"data\ndata\n\n", &vec![message("\n")]);
+}
+
+#[test]
+fn bare_id_clears_the_last_event_id() {
+    let (items, last) = run_with(Config::default(), [&b"id: 1\n\nid\ndata: x\n\n"[..]]);
+    assert_eq!(items, vec![message("x")]);
+    assert_eq!(last, "");
+}
+
+#[test]
+fn bare_event_gives_message() {
+    assert_every_split(b"event\ndata: x\n\n", &vec![message("x")]);
+    assert_every_split(b"event:\ndata: x\n\n", &vec![message("x")]);
+}
+
+#[test]
+fn data_lines_are_joined_with_lf() {
+    assert_every_split(b"data: a\ndata: b\ndata: c\n\n", &vec![message("a\nb\nc")]);
+}
+
+#[test]
+fn empty_data_dispatches_an_empty_string() {
+    assert_every_split(b"data:\n\n", &vec![message("")]);
+}
+
+#[test]
+fn blank_line_with_empty_data_buffer_dispatches_nothing() {
+    assert_every_split(b"\n\n\r\n\n", &vec![]);
+}
+
+#[test]
+fn only_the_final_lf_is_removed() {
+    assert_every_split(b"data:\ndata:\n\n", &vec![message("\n")]);
+    assert_every_split(b"data: a\ndata:\n\n", &vec![message("a\n")]);
+}
+
+#[test]
+fn event_type_resets_after_dispatch() {
+    assert_every_split(
+        b"event: put\ndata: a\n\ndata: b\n\n",
+        &vec![event("put", "a", ""), message("b")],
+    );
+}
+
+#[test]
+fn type_only_block_is_dropped_and_does_not_leak() {
+    assert_every_split(b"event: put\n\ndata: b\n\n", &vec![message("b")]);
+}
+
+#[test]
+fn id_containing_nul_is_ignored_and_the_previous_id_kept() {
+    let stream = b"id: 1\ndata: a\n\nid: 2\x003\ndata: b\n\n";
+    let (items, last) = run_with(Config::default(), [&stream[..]]);
+    assert_eq!(items, vec![event("message", "a", "1"), event("message", "b", "1")]);
+    assert_eq!(last, "1");
+}
+
+#[test]
+fn id_persists_across_events() {
+    assert_every_split(
+        b"id: 1\ndata: a\n\ndata: b\n\n",
+        &vec![event("message", "a", "1"), event("message", "b", "1")],
+    );
+}
+
+#[test]
+fn empty_id_clears_the_last_event_id() {
+    let stream = b"id: 1\ndata: a\n\nid:\ndata: b\n\n";
+    let (items, last) = run_with(Config::default(), [&stream[..]]);
+    assert_eq!(items, vec![event("message", "a", "1"), message("b")]);
+    assert_eq!(last, "");
+}
+
+#[test]
+fn id_only_block_commits_the_last_event_id() {
+    let (items, last) = run_with(Config::default(), [&b"id: 7\n\n"[..]]);
+    assert_eq!(items, vec![]);
+    assert_eq!(last, "7");
+}
+
+#[test]
+fn id_is_committed_only_at_dispatch() {
+    let mut parser = Parser::new(Config::default());
+    parser.handle_bytes(b"id: 7\n");
+    assert_eq!(parser.last_event_id(), "");
+    parser.handle_bytes(b"\n");
+    assert_eq!(parser.last_event_id(), "7");
+}
+
+#[test]
+fn id_in_unfinished_event_at_eof_is_not_committed() {
+    let (items, last) = run_with(Config::default(), [&b"id: 1\n\nid: 2\ndata: x\n"[..]]);
+    assert_eq!(items, vec![]);
+    assert_eq!(last, "1");
+}
+
+#[test]
+fn uncommitted_id_does_not_leak_into_the_next_connection() {
+    let mut parser = Parser::new(Config::default());
+    parser.handle_bytes(b"id: 1\n\nid: 2\n");
+    parser.handle_eof();
+    parser.reset();
+    parser.handle_bytes(b"data: x\n\n");
+    assert_eq!(parser.poll_item(), Some(event("message", "x", "1")));
+}
+
+#[test]
+fn retry_with_ascii_digits_applies_without_dispatch() {
+    assert_eq!(run(&[b"retry: 1500\n"]), vec![Ok(Item::Retry(1500))]);
+}
+
+#[test]
+fn retry_with_other_characters_is_ignored() {
+    assert_every_split(b"retry: 1.5\nretry: -1\nretry:  1\nretry: 1a\nretry:\nretry\n", &vec![]);
+    assert_every_split("retry: ١\n".as_bytes(), &vec![]);
+}
+
+#[test]
+fn retry_unterminated_at_eof_is_ignored() {
+    assert_eq!(run(&[b"retry: 1500"]), vec![]);
+}
+
+#[test]
+fn retry_last_valid_value_wins() {
+    assert_eq!(
+        run(&[b"retry: 10\nretry: x\nretry: 20\n"]),
+        vec![Ok(Item::Retry(10)), Ok(Item::Retry(20))]
+    );
+}
+
+#[test]
+fn retry_overflow_saturates() {
+    assert_eq!(
+        run(&[b"retry: 99999999999999999999999999\n"]),
+        vec![Ok(Item::Retry(u64::MAX))]
+    );
+}
+
+#[test]
+fn retry_is_reported_in_stream_order() {
+    assert_every_split(
+        b"data: a\nretry: 5\n:c\n\n",
+        &vec![Ok(Item::Retry(5)), comment("c"), message("a")],
+    );
+}
+
+#[test]
+fn unknown_fields_are_ignored() {
+    assert_every_split(b"foo: bar\nDATA: x\ndata : y\ndata: z\n\n", &vec![message("z")]);
+}
+
+// ---- End of stream and reconnects ------------------------------------------------------
+
+#[test]
+fn unterminated_event_is_discarded_at_eof() {
+    assert_eq!(run(&[b"data: a\n\ndata: b\n"]), vec![message("a")]);
+    assert_eq!(run(&[b"data: a\n\ndata: b"]), vec![message("a")]);
+}
+
+#[test]
+fn next_connection_starts_clean_after_reset() {
+    let mut parser = Parser::new(Config::default());
+    parser.handle_bytes(b"event: put\ndata: partial\nda");
+    parser.handle_eof();
+    parser.reset();
+    parser.handle_bytes(b"ta: b\n\ndata: c\n\n");
+    let items: Transcript = std::iter::from_fn(|| parser.poll_item()).collect();
+    assert_eq!(items, vec![message("c")]);
+}
+
+#[test]
+fn reset_discards_items_not_yet_polled() {
+    let mut parser = Parser::new(small(4, 4));
+    parser.handle_bytes(b"data\n\n:toolong\n");
+    parser.reset();
+    assert_eq!(parser.poll_item(), None);
+}
+
+#[test]
+fn reset_discards_a_pending_cr() {
+    let mut parser = Parser::new(Config::default());
+    parser.handle_bytes(b":a\r");
+    parser.reset();
+    parser.handle_bytes(b"\ndata: x\n\n");
+    let items: Transcript = std::iter::from_fn(|| parser.poll_item()).collect();
+    assert_eq!(items, vec![message("x")]);
+}
+
+// ---- Limits --------------------------------------------------------------------------
+
+fn small(max_line_len: usize, max_event_len: usize) -> Config {
+    Config {
+        max_line_len,
+        max_event_len,
+    }
+}
+
+#[test]
+fn line_at_the_limit_is_accepted() {
+    let (items, _) = run_with(small(8, 100), [&b"data: ab\n\n"[..]]);
+    assert_eq!(items, vec![message("ab")]);
+}
+
+#[test]
+fn line_longer_than_limit_is_an_error_after_earlier_items() {
+    let stream = b"data: a\n\n:c\ndata: abc\n\ndata: late\n\n";
+    for at in 0..=stream.len() {
+        let (a, b) = stream.split_at(at);
+        let (items, _) = run_with(small(8, 100), [a, b]);
+        assert_eq!(
+            items,
+            vec![message("a"), comment("c"), Err(Error::LineTooLong { limit: 8 })],
+            "split at {at}"
+        );
+    }
+}
+
+#[test]
+fn unterminated_too_long_line_fails_before_it_ends() {
+    let mut parser = Parser::new(small(8, 100));
+    parser.handle_bytes(b"data: abc");
+    assert_eq!(parser.poll_item(), Some(Err(Error::LineTooLong { limit: 8 })));
+    assert_eq!(parser.poll_item(), None);
+}
+
+#[test]
+fn event_larger_than_limit_is_an_error() {
+    // "abc\n" + "de\n" = 7 bytes in the spec's data buffer.
+    let (items, _) = run_with(small(100, 7), [&b"data: abc\ndata: de\n\n"[..]]);
+    assert_eq!(items, vec![message("abc\nde")]);
+    let (items, _) = run_with(small(100, 6), [&b"data: abc\ndata: de\n\n"[..]]);
+    assert_eq!(items, vec![Err(Error::EventTooLarge { limit: 6 })]);
+}
+
+#[test]
+fn event_larger_than_limit_in_one_buffered_line_is_an_error() {
+    let (items, _) = run_with(small(100, 3), [&b"data: a"[..], b"bc\n\n"]);
+    assert_eq!(items, vec![Err(Error::EventTooLarge { limit: 3 })]);
+}
+
+#[test]
+fn error_is_sticky_until_reset() {
+    let mut parser = Parser::new(small(4, 100));
+    parser.handle_bytes(b":abcdef\n");
+    assert_eq!(parser.poll_item(), Some(Err(Error::LineTooLong { limit: 4 })));
+    parser.handle_bytes(b"data\n\n");
+    parser.handle_eof();
+    assert_eq!(parser.poll_item(), None);
+    parser.reset();
+    parser.handle_bytes(b"data\n\n");
+    assert_eq!(parser.poll_item(), Some(message("")));
+}
+
+// ---- Size and volume (Part E 14) -----------------------------------------------------------
+
+#[test]
+fn line_longer_than_64_kib() {
+    let value = "x".repeat(70 * 1024);
+    let stream = format!("data: {value}\n\n");
+    let chunks: Vec<&[u8]> = stream.as_bytes().chunks(4096).collect();
+    assert_eq!(run(&chunks), vec![message(&value)]);
+}
+
+#[test]
+fn hundred_events_in_one_chunk() {
+    let stream: String = (0..100).map(|i| format!("id: {i}\ndata: {i}\n\n")).collect();
+    let expected: Transcript = (0..100)
+        .map(|i| event("message", &i.to_string(), &i.to_string()))
+        .collect();
+    assert_eq!(run(&[stream.as_bytes()]), expected);
+}
+
+#[test]
+fn fourteen_mb_message_in_16_kib_reads() {
+    let value = "{\"k\":\"v\"},".repeat(1_400_000);
+    let stream = format!("event: put\ndata: {value}\n\n");
+    let chunks: Vec<&[u8]> = stream.as_bytes().chunks(16 * 1024).collect();
+    let items = run(&chunks);
+    assert_eq!(items.len(), 1);
+    let Some(Ok(Item::Event(put))) = items.first() else {
+        panic!("expected one event, got {items:?}");
+    };
+    assert_eq!(put.event_type, "put");
+    assert_eq!(put.data.len(), value.len());
+    assert!(put.data_str() == value);
+}
+
+// ---- Event ---------------------------------------------------------------------------
+
+#[test]
+fn data_str_of_hand_made_invalid_data_does_not_panic() {
+    let event = Event {
+        event_type: "message".to_owned(),
+        data: Bytes::from_static(b"ok\xFFnot"),
+        id: String::new(),
+    };
+    assert_eq!(event.data_str(), "ok");
+}
+
+// ---- Reference model and chunking properties ------------------------------------------
+
+/// A literal transcription of the WHATWG algorithm over the whole stream at once.
+fn reference(stream: &[u8]) -> (Transcript, String) {
+    let decoded = String::from_utf8_lossy(stream);
+    let text = decoded.strip_prefix('\u{FEFF}').unwrap_or(&decoded);
+    let mut lines = Vec::new();
+    let mut current = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' => {
+                if chars.peek() == Some(&'\n') {
+                    chars.next();
+                }
+                lines.push(std::mem::take(&mut current));
+            }
+            '\n' => lines.push(std::mem::take(&mut current)),
+            c => current.push(c),
+        }
+    }
+    let (mut data, mut event_type, mut id_buffer, mut last_id) =
+        (String::new(), String::new(), String::new(), String::new());
+    let mut out = Vec::new();
+    for line in lines {
+        if line.is_empty() {
+            last_id.clone_from(&id_buffer);
+            if data.is_empty() {
+                event_type.clear();
+                continue;
+            }
+            if data.ends_with('\n') {
+                data.pop();
+            }
+            let kind = if event_type.is_empty() { "message" } else { &event_type };
+            out.push(event(kind, &data, &last_id));
+            data.clear();
+            event_type.clear();
+        } else if let Some(text) = line.strip_prefix(':') {
+            out.push(comment(text));
+        } else {
+            let (name, value) = line.split_once(':').unwrap_or((&line, ""));
+            let value = value.strip_prefix(' ').unwrap_or(value);
+            match name {
+                "data" => {
+                    data.push_str(value);
+                    data.push('\n');
+                }
+                "event" => event_type = value.to_owned(),
+                "id" if !value.contains('\0') => id_buffer = value.to_owned(),
+                "retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
+                    let millis = value.bytes().fold(0_u64, |n, d| {
+                        n.saturating_mul(10).saturating_add(u64::from(d - b'0'))
+                    });
+                    out.push(Ok(Item::Retry(millis)));
+                }
+                _ => {}
+            }
+        }
+    }
+    (out, last_id)
+}
+
+/// Bytes where SSE syntax, BOM bytes, invalid UTF-8 and NUL are common.
+fn sse_bytes() -> impl Strategy<Value = Vec<u8>> {
+    let token = prop_oneof![
+        Just(&b"\r"[..]),
+        Just(&b"\n"[..]),
+        Just(&b"\r\n"[..]),
+        Just(&b"\n\n"[..]),
+        Just(&b":"[..]),
+        Just(&b" "[..]),
+        Just(&b"data"[..]),
+        Just(&b"data: "[..]),
+        Just(&b"id"[..]),
+        Just(&b"event"[..]),
+        Just(&b"retry"[..]),
+        Just(&b"\xEF\xBB\xBF"[..]),
+        Just(&b"\xEF"[..]),
+        Just(&b"\xBB"[..]),
+        Just(&b"\xBF"[..]),
+        Just(&b"\xC3"[..]),
+        Just(&b"\xE2\x82\xAC"[..]),
+        Just(&b"\xFF"[..]),
+        Just(&b"\0"[..]),
+        Just(&b"42"[..]),
+        Just(&b"x"[..]),
+    ];
+    let piece = prop_oneof![
+        4 => token.prop_map(<[u8]>::to_vec),
+        1 => any::<u8>().prop_map(|b| vec![b]),
+    ];
+    prop::collection::vec(piece, 0..80).prop_map(|pieces| pieces.concat())
+}
+
+/// Split `stream` at the given positions.
+fn split<'a>(stream: &'a [u8], cuts: &[prop::sample::Index]) -> Vec<&'a [u8]> {
+    let mut at: Vec<usize> = cuts.iter().map(|i| i.index(stream.len() + 1)).collect();
+    at.sort_unstable();
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    for end in at {
+        pieces.push(&stream[start..end]);
+        start = end;
+    }
+    pieces.push(&stream[start..]);
+    pieces
+}
+
+proptest! {
+    #[test]
+    fn matches_the_reference_algorithm(stream in sse_bytes()) {
+        prop_assert_eq!(run_with(Config::default(), [&stream[..]]), reference(&stream));
+    }
+
+    #[test]
+    fn chunking_never_changes_the_transcript(
+        stream in sse_bytes(),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
+    ) {
+        let whole = run_with(Config::default(), [&stream[..]]);
+        prop_assert_eq!(run_with(Config::default(), split(&stream, &cuts)), whole);
+    }
+
+    #[test]
+    fn chunking_never_changes_the_transcript_with_errors(
+        stream in sse_bytes(),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
+        max_line_len in 0_usize..24,
+        max_event_len in 0_usize..32,
+    ) {
+        let config = small(max_line_len, max_event_len);
+        let whole = run_with(config, [&stream[..]]);
+        prop_assert_eq!(run_with(config, split(&stream, &cuts)), whole);
+    }
+}
