@@ -301,8 +301,11 @@ impl EventStream {
     }
 
     fn apply(&mut self, now: Instant, progress: &mut Vec<Progress>) {
+        let conn = self.conn();
         for p in progress.drain(..) {
-            if !matches!(self.phase, Phase::Active { .. }) {
+            // Stop at a failure, a stop or a redirect: the rest belongs to a closed
+            // connection.
+            if conn.is_none() || self.conn() != conn {
                 break;
             }
             match p {

@@ -128,7 +128,6 @@ impl Exchange {
                     self.ended = true;
                     out.push(Progress::End);
                 }
-                Ok(_) => {}
                 Err(http1::Error::UnexpectedEof) => out.push(Progress::Failed(ErrorInfo::new(
                     now,
                     ErrorKind::NetworkError,

@@ -1,0 +1,332 @@
+//! A virtual clock and a scripted fake server for driving a [`DataSystem`] in tests
+//! (DESIGN.md §5, STYLE.md §3.10). A five-minute backoff takes microseconds.
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use crate::{Action, CloseCause, Command, ConnId, DataSystem, Event, Input, IoCause, Output};
+
+/// One real `Instant` to serve as the origin of virtual time.
+#[allow(clippy::disallowed_methods, reason = "the virtual clock needs one real origin")]
+pub fn origin() -> Instant {
+    Instant::now()
+}
+
+/// How a scripted response ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// The server closes the connection cleanly after the last chunk.
+    Close,
+    /// The connection stays open and silent.
+    Hang,
+    /// The connection breaks with an I/O error after the last chunk.
+    Reset,
+}
+
+/// The server's answer to one connection attempt.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// Accept the connection and send this response.
+    Respond(Response),
+    /// Refuse the connection (an I/O error before anything is sent).
+    Refuse,
+    /// Never complete the connection.
+    Hang,
+}
+
+/// A scripted HTTP response: the head, then body chunks each after a delay.
+#[derive(Debug, Clone)]
+pub struct Response {
+    /// Status code.
+    pub status: u16,
+    /// Response headers.
+    pub headers: Vec<(String, String)>,
+    /// Body chunks with the delay before each.
+    pub chunks: Vec<(Duration, Bytes)>,
+    /// What happens after the last chunk.
+    pub end: End,
+}
+
+impl Response {
+    /// A `text/event-stream` response sending `body` at once, then `end`.
+    pub fn sse(body: &str, end: End) -> Self {
+        Self {
+            status: 200,
+            headers: vec![("Content-Type".into(), "text/event-stream; charset=utf-8".into())],
+            chunks: vec![(Duration::ZERO, Bytes::copy_from_slice(body.as_bytes()))],
+            end,
+        }
+    }
+
+    /// A response with `status`, a `Content-Length` body, closed afterwards.
+    pub fn status(status: u16, body: &str) -> Self {
+        Self {
+            status,
+            headers: vec![("Content-Length".into(), body.len().to_string())],
+            chunks: vec![(Duration::ZERO, Bytes::copy_from_slice(body.as_bytes()))],
+            end: End::Close,
+        }
+    }
+
+    /// Add a header.
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Send another chunk `after` the previous one.
+    pub fn then(mut self, after: Duration, chunk: &str) -> Self {
+        self.chunks.push((after, Bytes::copy_from_slice(chunk.as_bytes())));
+        self
+    }
+
+    fn head(&self) -> Bytes {
+        let mut s = format!("HTTP/1.1 {} Scripted\r\n", self.status);
+        for (n, v) in &self.headers {
+            s.push_str(&format!("{n}: {v}\r\n"));
+        }
+        s.push_str("\r\n");
+        Bytes::from(s)
+    }
+}
+
+/// A request the system made, as the fake server saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// Virtual time since the start.
+    pub at: Duration,
+    /// The connection.
+    pub conn: ConnId,
+    /// Host and port.
+    pub host: String,
+    /// The request line, e.g. `GET /all HTTP/1.1`.
+    pub line: String,
+    /// Headers in order.
+    pub headers: Vec<(String, String)>,
+}
+
+impl Request {
+    /// A header by case-insensitive name.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The request target (path and query).
+    pub fn target(&self) -> &str {
+        self.line.split(' ').nth(1).unwrap_or("")
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Delivery {
+    Connected,
+    Data(Bytes),
+    Closed(CloseCause),
+}
+
+/// Drives a [`DataSystem`] against scripted replies under virtual time.
+pub struct Harness {
+    /// The system under test.
+    pub system: DataSystem,
+    origin: Instant,
+    now: Instant,
+    replies: VecDeque<Reply>,
+    pending: BTreeMap<(Instant, u64), (ConnId, Delivery)>,
+    seq: u64,
+    open: HashSet<ConnId>,
+    /// Every request made.
+    pub requests: Vec<Request>,
+    /// Every event, with its virtual time.
+    pub events: Vec<(Duration, Event)>,
+    /// Connections the system closed.
+    pub closed: Vec<ConnId>,
+    /// Deliver received bytes in pieces of at most this size.
+    pub split: Option<usize>,
+    last_wait: Option<Instant>,
+}
+
+impl Harness {
+    /// A harness for `system`, whose clock starts at `origin`.
+    pub fn new(system: DataSystem, origin: Instant) -> Self {
+        Self {
+            system,
+            origin,
+            now: origin,
+            replies: VecDeque::new(),
+            pending: BTreeMap::new(),
+            seq: 0,
+            open: HashSet::new(),
+            requests: Vec::new(),
+            events: Vec::new(),
+            closed: Vec::new(),
+            split: None,
+            last_wait: None,
+        }
+    }
+
+    /// Queue the reply to the next connection attempt. Attempts with no reply queued hang.
+    pub fn reply(&mut self, reply: Reply) -> &mut Self {
+        self.replies.push_back(reply);
+        self
+    }
+
+    /// Virtual time elapsed.
+    pub fn elapsed(&self) -> Duration {
+        self.now - self.origin
+    }
+
+    /// Connections still open.
+    pub fn open_connections(&self) -> usize {
+        self.open.len()
+    }
+
+    /// Send `Command::Start` and run to `until` (virtual time since the origin).
+    pub fn start(&mut self, until: Duration) {
+        self.input(Input::Command(Command::Start));
+        self.run_until(until);
+    }
+
+    /// Feed one input now and drain.
+    pub fn input(&mut self, input: Input<'_>) {
+        self.system.handle_input(self.now, input);
+        self.drain();
+    }
+
+    /// Advance virtual time to `until`, delivering scripted I/O and timeouts in order.
+    pub fn run_until(&mut self, until: Duration) {
+        let until = self.origin + until;
+        for _ in 0..1_000_000 {
+            let io = self.pending.keys().next().map(|k| k.0);
+            let next = match (io, self.last_wait) {
+                (Some(a), Some(b)) => a.min(b),
+                (a, b) => match a.or(b) {
+                    Some(t) => t,
+                    None => break,
+                },
+            };
+            if next > until {
+                break;
+            }
+            self.now = self.now.max(next);
+            if io == Some(next) {
+                let Some((_, (conn, d))) = self.pending.pop_first() else { break };
+                if !self.open.contains(&conn) {
+                    continue;
+                }
+                match d {
+                    Delivery::Connected => self.input(Input::Connected { conn }),
+                    Delivery::Data(bytes) => {
+                        let piece = self.split.unwrap_or(usize::MAX).max(1);
+                        for chunk in bytes.chunks(piece) {
+                            if self.open.contains(&conn) {
+                                self.input(Input::Data { conn, bytes: chunk });
+                            }
+                        }
+                    }
+                    Delivery::Closed(cause) => {
+                        self.open.remove(&conn);
+                        self.input(Input::Closed { conn, cause });
+                    }
+                }
+            } else {
+                self.input(Input::Timeout);
+                // A deadline always moves forward after it fires (DESIGN.md §2).
+                assert!(
+                    self.last_wait.is_none_or(|d| d > self.now),
+                    "busy loop: deadline {:?} at {:?}",
+                    self.last_wait,
+                    self.now
+                );
+            }
+        }
+        self.now = self.now.max(until);
+    }
+
+    /// Events of one shape, e.g. every status change.
+    pub fn statuses(&self) -> Vec<crate::Status> {
+        self.events
+            .iter()
+            .filter_map(|(_, e)| match e {
+                Event::StatusChanged(s) => Some(s.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn schedule(&mut self, at: Instant, conn: ConnId, d: Delivery) {
+        self.seq += 1;
+        self.pending.insert((at, self.seq), (conn, d));
+    }
+
+    fn drain(&mut self) {
+        loop {
+            match self.system.poll_output() {
+                Output::Wait(deadline) => {
+                    self.last_wait = deadline;
+                    return;
+                }
+                Output::Event(e) => self.events.push((self.now - self.origin, e)),
+                Output::Action(Action::Connect { conn, endpoint, request }) => {
+                    self.record(conn, format!("{}:{}", endpoint.host, endpoint.port), &request);
+                    self.open.insert(conn);
+                    self.connect(conn);
+                }
+                Output::Action(Action::Close { conn }) => {
+                    self.open.remove(&conn);
+                    self.closed.push(conn);
+                }
+            }
+        }
+    }
+
+    fn connect(&mut self, conn: ConnId) {
+        let now = self.now;
+        match self.replies.pop_front().unwrap_or(Reply::Hang) {
+            Reply::Hang => {}
+            Reply::Refuse => {
+                let cause = CloseCause::Io(IoCause {
+                    kind: std::io::ErrorKind::ConnectionRefused,
+                    message: "connection refused".into(),
+                });
+                self.schedule(now, conn, Delivery::Closed(cause));
+            }
+            Reply::Respond(r) => {
+                self.schedule(now, conn, Delivery::Connected);
+                self.schedule(now, conn, Delivery::Data(r.head()));
+                let mut at = now;
+                for (delay, chunk) in r.chunks {
+                    at += delay;
+                    self.schedule(at, conn, Delivery::Data(chunk));
+                }
+                match r.end {
+                    End::Close => self.schedule(at, conn, Delivery::Closed(CloseCause::Eof)),
+                    End::Reset => {
+                        let cause = CloseCause::Io(IoCause {
+                            kind: std::io::ErrorKind::ConnectionReset,
+                            message: "connection reset".into(),
+                        });
+                        self.schedule(at, conn, Delivery::Closed(cause));
+                    }
+                    End::Hang => {}
+                }
+            }
+        }
+    }
+
+    fn record(&mut self, conn: ConnId, host: String, request: &[u8]) {
+        let text = String::from_utf8_lossy(request);
+        let head = text.split("\r\n\r\n").next().unwrap_or("");
+        let mut lines = head.split("\r\n");
+        let line = lines.next().unwrap_or("").to_owned();
+        let headers = lines
+            .filter_map(|l| l.split_once(": "))
+            .map(|(n, v)| (n.to_owned(), v.to_owned()))
+            .collect();
+        self.requests.push(Request { at: self.now - self.origin, conn, host, line, headers });
+    }
+}
