@@ -136,14 +136,22 @@ mod tests {
     }
 
     fn no_jitter() -> Backoff {
-        Backoff::new(BackoffConfig { jitter: 0.0, ..Default::default() }, 1)
+        Backoff::new(
+            BackoffConfig {
+                jitter: 0.0,
+                ..Default::default()
+            },
+            1,
+        )
     }
 
     #[test]
     fn doubles_up_to_the_cap() {
         let mut b = no_jitter();
         let t = Instant::now();
-        let got: Vec<_> = (0..7).map(|_| b.next_delay(t, Regime::Normal).as_secs()).collect();
+        let got: Vec<_> = (0..7)
+            .map(|_| b.next_delay(t, Regime::Normal).as_secs())
+            .collect();
         assert_eq!(got, [1, 2, 4, 8, 16, 30, 30]);
     }
 
@@ -153,7 +161,10 @@ mod tests {
         let t = Instant::now();
         for base in [1, 2, 4, 8, 16, 30, 30, 30] {
             let d = b.next_delay(t, Regime::Normal);
-            assert!(d > secs(base) / 2 && d <= secs(base), "{d:?} for base {base}");
+            assert!(
+                d > secs(base) / 2 && d <= secs(base),
+                "{d:?} for base {base}"
+            );
         }
     }
 
@@ -162,7 +173,9 @@ mod tests {
         let t = Instant::now();
         let run = |seed| {
             let mut b = Backoff::new(BackoffConfig::default(), seed);
-            (0..5).map(|_| b.next_delay(t, Regime::Normal)).collect::<Vec<_>>()
+            (0..5)
+                .map(|_| b.next_delay(t, Regime::Normal))
+                .collect::<Vec<_>>()
         };
         assert_eq!(run(9), run(9));
         assert_ne!(run(9), run(10));
@@ -184,7 +197,9 @@ mod tests {
     fn extended_regime_starts_at_five_minutes_and_caps_at_an_hour() {
         let mut b = no_jitter();
         let t = Instant::now();
-        let got: Vec<_> = (0..6).map(|_| b.next_delay(t, Regime::Extended).as_secs()).collect();
+        let got: Vec<_> = (0..6)
+            .map(|_| b.next_delay(t, Regime::Extended).as_secs())
+            .collect();
         assert_eq!(got, [300, 600, 1200, 2400, 3600, 3600]);
         b.on_connected(t);
         assert_eq!(b.next_delay(t, Regime::Normal), secs(1));

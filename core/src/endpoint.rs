@@ -74,7 +74,11 @@ impl Url {
         let authority = authority.rsplit('@').next().unwrap_or_default();
         let (host, port) = split_host_port(authority)?;
         let port = match port {
-            Some(p) => p.parse::<u16>().ok().filter(|p| *p > 0).ok_or(UrlError::Port)?,
+            Some(p) => p
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or(UrlError::Port)?,
             None if tls => 443,
             None => 80,
         };
@@ -83,7 +87,11 @@ impl Url {
             None => (tail, None),
         };
         Ok(Self {
-            endpoint: Endpoint { tls, host: host.to_owned(), port },
+            endpoint: Endpoint {
+                tls,
+                host: host.to_owned(),
+                port,
+            },
             path: path.trim_end_matches('/').to_owned(),
             query,
         })
@@ -96,9 +104,17 @@ impl Url {
                 Some((p, q)) => (p.to_owned(), Some(q.to_owned())),
                 None => (location.to_owned(), None),
             };
-            Ok(Self { endpoint: self.endpoint.clone(), path, query })
+            Ok(Self {
+                endpoint: self.endpoint.clone(),
+                path,
+                query,
+            })
         } else if let Some(rest) = location.strip_prefix("//") {
-            let scheme = if self.endpoint.tls { "https://" } else { "http://" };
+            let scheme = if self.endpoint.tls {
+                "https://"
+            } else {
+                "http://"
+            };
             Self::parse(&format!("{scheme}{rest}"))
         } else {
             Self::parse(location)
@@ -125,7 +141,11 @@ impl Url {
 
     /// The request target: path (or `/`) and query.
     pub fn target(&self) -> String {
-        let path = if self.path.is_empty() { "/" } else { &self.path };
+        let path = if self.path.is_empty() {
+            "/"
+        } else {
+            &self.path
+        };
         match &self.query {
             Some(q) => format!("{path}?{q}"),
             None => path.to_owned(),
@@ -136,13 +156,19 @@ impl Url {
 impl fmt::Display for Url {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let scheme = if self.endpoint.tls { "https" } else { "http" };
-        write!(f, "{scheme}://{}{}", self.endpoint.host_header(), self.target())
+        write!(
+            f,
+            "{scheme}://{}{}",
+            self.endpoint.host_header(),
+            self.target()
+        )
     }
 }
 
 fn strip_prefix_ci<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
     let head = s.get(..prefix.len())?;
-    head.eq_ignore_ascii_case(prefix).then(|| &s[prefix.len()..])
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &s[prefix.len()..])
 }
 
 fn split_host_port(authority: &str) -> Result<(&str, Option<&str>), UrlError> {
@@ -172,7 +198,9 @@ pub fn form_encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'*' => out.push(b as char),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'*' => {
+                out.push(b as char)
+            }
             b' ' => out.push('+'),
             _ => out.push_str(&format!("%{b:02X}")),
         }
@@ -187,14 +215,23 @@ mod tests {
     #[test]
     fn parses_hosts_ports_and_paths() {
         let u = Url::parse("https://stream.launchdarkly.com/").unwrap();
-        assert_eq!((u.endpoint.tls, u.endpoint.port, u.path.as_str()), (true, 443, ""));
+        assert_eq!(
+            (u.endpoint.tls, u.endpoint.port, u.path.as_str()),
+            (true, 443, "")
+        );
         assert_eq!(u.with_path("/all", &[]).target(), "/all");
         let u = Url::parse("http://127.0.0.1:8080/base//").unwrap();
         assert_eq!(u.endpoint.host_header(), "127.0.0.1:8080");
-        assert_eq!(u.with_path("/all", &[("filter", "a b&c")]).target(), "/base/all?filter=a+b%26c");
+        assert_eq!(
+            u.with_path("/all", &[("filter", "a b&c")]).target(),
+            "/base/all?filter=a+b%26c"
+        );
         let u = Url::parse("http://[::1]:9/x?y=1").unwrap();
         assert_eq!((u.endpoint.host.as_str(), u.endpoint.port), ("::1", 9));
-        assert_eq!(u.with_path("/all", &[("filter", "f")]).target(), "/x/all?y=1&filter=f");
+        assert_eq!(
+            u.with_path("/all", &[("filter", "f")]).target(),
+            "/x/all?y=1&filter=f"
+        );
     }
 
     #[test]
@@ -209,7 +246,10 @@ mod tests {
     #[test]
     fn joins_redirect_locations() {
         let u = Url::parse("http://a:1/all").unwrap();
-        assert_eq!(u.join("/other?q").unwrap().to_string(), "http://a:1/other?q");
+        assert_eq!(
+            u.join("/other?q").unwrap().to_string(),
+            "http://a:1/other?q"
+        );
         assert_eq!(u.join("https://b/x").unwrap().to_string(), "https://b/x");
         assert_eq!(u.join("//c:5/y").unwrap().to_string(), "http://c:5/y");
     }

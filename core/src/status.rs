@@ -174,7 +174,12 @@ impl StatusTracker {
     /// 1. INTERRUPTED while INITIALIZING stays INITIALIZING.
     /// 2. The same state with no new error is a no-op.
     /// 3. `since` changes only when the state does; the last error is sticky.
-    pub fn update(&mut self, now: Instant, state: State, error: Option<ErrorInfo>) -> Option<&Status> {
+    pub fn update(
+        &mut self,
+        now: Instant,
+        state: State,
+        error: Option<ErrorInfo>,
+    ) -> Option<&Status> {
         let state = match (state, self.current.state) {
             (State::Interrupted, State::Initializing) => State::Initializing,
             (s, _) => s,
@@ -200,14 +205,29 @@ mod tests {
     use super::*;
 
     fn err(at: Instant, kind: ErrorKind, code: u16) -> ErrorInfo {
-        ErrorInfo::new(at, kind, if code > 0 { Cause::Status(code) } else { Cause::StreamClosed })
+        ErrorInfo::new(
+            at,
+            kind,
+            if code > 0 {
+                Cause::Status(code)
+            } else {
+                Cause::StreamClosed
+            },
+        )
     }
 
     #[test]
     fn interrupted_before_first_success_stays_initializing() {
         let t0 = Instant::now();
         let mut s = StatusTracker::new(t0);
-        let st = s.update(t0 + Duration::from_secs(1), State::Interrupted, Some(err(t0, ErrorKind::ErrorResponse, 503))).cloned().unwrap();
+        let st = s
+            .update(
+                t0 + Duration::from_secs(1),
+                State::Interrupted,
+                Some(err(t0, ErrorKind::ErrorResponse, 503)),
+            )
+            .cloned()
+            .unwrap();
         assert_eq!(st.state, State::Initializing);
         assert_eq!(st.since, t0);
         assert_eq!(st.error.unwrap().status_code, 503);
@@ -219,7 +239,10 @@ mod tests {
         let mut s = StatusTracker::new(t0);
         assert!(s.update(t0, State::Initializing, None).is_none());
         s.update(t0, State::Valid, None).unwrap();
-        assert!(s.update(t0 + Duration::from_secs(5), State::Valid, None).is_none());
+        assert!(
+            s.update(t0 + Duration::from_secs(5), State::Valid, None)
+                .is_none()
+        );
     }
 
     #[test]
@@ -228,9 +251,20 @@ mod tests {
         let mut s = StatusTracker::new(t0);
         s.update(t0, State::Valid, None);
         let t1 = t0 + Duration::from_secs(1);
-        s.update(t1, State::Interrupted, Some(err(t1, ErrorKind::NetworkError, 0))).unwrap();
+        s.update(
+            t1,
+            State::Interrupted,
+            Some(err(t1, ErrorKind::NetworkError, 0)),
+        )
+        .unwrap();
         let t2 = t0 + Duration::from_secs(2);
-        let st = s.update(t2, State::Interrupted, Some(err(t2, ErrorKind::ErrorResponse, 500))).unwrap();
+        let st = s
+            .update(
+                t2,
+                State::Interrupted,
+                Some(err(t2, ErrorKind::ErrorResponse, 500)),
+            )
+            .unwrap();
         assert_eq!(st.since, t1);
         assert_eq!(st.error.as_ref().unwrap().status_code, 500);
     }
@@ -239,7 +273,11 @@ mod tests {
     fn error_is_sticky_through_valid() {
         let t0 = Instant::now();
         let mut s = StatusTracker::new(t0);
-        s.update(t0, State::Interrupted, Some(err(t0, ErrorKind::ErrorResponse, 503)));
+        s.update(
+            t0,
+            State::Interrupted,
+            Some(err(t0, ErrorKind::ErrorResponse, 503)),
+        );
         let t1 = t0 + Duration::from_secs(3);
         let st = s.update(t1, State::Valid, None).unwrap();
         assert_eq!((st.state, st.since), (State::Valid, t1));
@@ -251,7 +289,11 @@ mod tests {
         let t0 = Instant::now();
         let mut s = StatusTracker::new(t0);
         s.update(t0, State::Valid, None);
-        s.update(t0, State::Interrupted, Some(err(t0, ErrorKind::StoreError, 0)));
+        s.update(
+            t0,
+            State::Interrupted,
+            Some(err(t0, ErrorKind::StoreError, 0)),
+        );
         let st = s.update(t0, State::Valid, None).unwrap();
         assert_eq!(st.error.as_ref().unwrap().kind, ErrorKind::StoreError);
     }

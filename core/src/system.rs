@@ -54,8 +54,9 @@ pub enum Input<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Event {
-    /// The store was written; `changed_flags` lists every flag whose data changed,
-    /// directly or through a prerequisite or segment (may be empty).
+    /// The store was written (a rejected stale update writes nothing and reports
+    /// nothing); `changed_flags` lists every flag whose data changed, directly or
+    /// through a prerequisite or segment (may be empty).
     StoreChanged {
         /// Affected flag keys, sorted.
         changed_flags: Vec<String>,
@@ -71,7 +72,6 @@ pub enum Event {
 
 /// What to do next, from [`DataSystem::poll_output`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum Output {
     /// Perform this I/O.
     Action(Action),
@@ -218,11 +218,21 @@ impl DataSystem {
         let now = now.max(self.last_now);
         self.last_now = now;
         match input {
-            Input::Command(Command::Start) => each_source!(&mut self.source, s => s.handle_start(now)),
-            Input::Command(Command::Stop) => each_source!(&mut self.source, s => s.handle_stop(now)),
-            Input::Connected { conn } => each_source!(&mut self.source, s => s.handle_connected(now, conn)),
-            Input::Data { conn, bytes } => each_source!(&mut self.source, s => s.handle_data(now, conn, bytes)),
-            Input::Closed { conn, cause } => each_source!(&mut self.source, s => s.handle_closed(now, conn, cause)),
+            Input::Command(Command::Start) => {
+                each_source!(&mut self.source, s => s.handle_start(now))
+            }
+            Input::Command(Command::Stop) => {
+                each_source!(&mut self.source, s => s.handle_stop(now))
+            }
+            Input::Connected { conn } => {
+                each_source!(&mut self.source, s => s.handle_connected(now, conn))
+            }
+            Input::Data { conn, bytes } => {
+                each_source!(&mut self.source, s => s.handle_data(now, conn, bytes))
+            }
+            Input::Closed { conn, cause } => {
+                each_source!(&mut self.source, s => s.handle_closed(now, conn, cause))
+            }
             Input::Timeout => each_source!(&mut self.source, s => s.handle_timeout(now)),
         }
         self.pump(now);
@@ -241,15 +251,19 @@ impl DataSystem {
             match o {
                 SourceOutput::Action(a) => self.out.push_back(Output::Action(a)),
                 SourceOutput::Apply(cs) => {
+                    let full = cs.transfer == crate::store::Transfer::Full;
                     let applied = self.store.apply(cs);
-                    self.out.push_back(Output::Event(Event::StoreChanged {
-                        changed_flags: applied.changed_flags,
-                    }));
+                    if applied.written > 0 || full {
+                        self.out.push_back(Output::Event(Event::StoreChanged {
+                            changed_flags: applied.changed_flags,
+                        }));
+                    }
                 }
                 SourceOutput::Status(state, error) => {
                     let terminal = state == crate::State::Off;
                     if let Some(st) = self.status.update(now, state, error) {
-                        self.out.push_back(Output::Event(Event::StatusChanged(st.clone())));
+                        self.out
+                            .push_back(Output::Event(Event::StatusChanged(st.clone())));
                     }
                     if (terminal || self.store.initialized()) && !self.ready {
                         self.ready = true;

@@ -9,7 +9,10 @@ use bytes::Bytes;
 use crate::{Action, CloseCause, Command, ConnId, DataSystem, Event, Input, IoCause, Output};
 
 /// One real `Instant` to serve as the origin of virtual time.
-#[allow(clippy::disallowed_methods, reason = "the virtual clock needs one real origin")]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the virtual clock needs one real origin"
+)]
 pub fn origin() -> Instant {
     Instant::now()
 }
@@ -54,7 +57,10 @@ impl Response {
     pub fn sse(body: &str, end: End) -> Self {
         Self {
             status: 200,
-            headers: vec![("Content-Type".into(), "text/event-stream; charset=utf-8".into())],
+            headers: vec![(
+                "Content-Type".into(),
+                "text/event-stream; charset=utf-8".into(),
+            )],
             chunks: vec![(Duration::ZERO, Bytes::copy_from_slice(body.as_bytes()))],
             end,
         }
@@ -78,7 +84,8 @@ impl Response {
 
     /// Send another chunk `after` the previous one.
     pub fn then(mut self, after: Duration, chunk: &str) -> Self {
-        self.chunks.push((after, Bytes::copy_from_slice(chunk.as_bytes())));
+        self.chunks
+            .push((after, Bytes::copy_from_slice(chunk.as_bytes())));
         self
     }
 
@@ -214,7 +221,9 @@ impl Harness {
             }
             self.now = self.now.max(next);
             if io == Some(next) {
-                let Some((_, (conn, d))) = self.pending.pop_first() else { break };
+                let Some((_, (conn, d))) = self.pending.pop_first() else {
+                    break;
+                };
                 if !self.open.contains(&conn) {
                     continue;
                 }
@@ -271,8 +280,16 @@ impl Harness {
                     return;
                 }
                 Output::Event(e) => self.events.push((self.now - self.origin, e)),
-                Output::Action(Action::Connect { conn, endpoint, request }) => {
-                    self.record(conn, format!("{}:{}", endpoint.host, endpoint.port), &request);
+                Output::Action(Action::Connect {
+                    conn,
+                    endpoint,
+                    request,
+                }) => {
+                    self.record(
+                        conn,
+                        format!("{}:{}", endpoint.host, endpoint.port),
+                        &request,
+                    );
                     self.open.insert(conn);
                     self.connect(conn);
                 }
@@ -327,6 +344,122 @@ impl Harness {
             .filter_map(|l| l.split_once(": "))
             .map(|(n, v)| (n.to_owned(), v.to_owned()))
             .collect();
-        self.requests.push(Request { at: self.now - self.origin, conn, host, line, headers });
+        self.requests.push(Request {
+            at: self.now - self.origin,
+            conn,
+            host,
+            line,
+            headers,
+        });
+    }
+}
+
+/// One step of an input script: advance virtual time, then feed one input.
+///
+/// Scripts are what the `data_system` fuzz target generates and what conformance
+/// scenarios replay: a crashing fuzz input is a scenario, and a scenario is a seed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub struct Step {
+    /// Milliseconds of virtual time before the input.
+    pub advance_ms: u32,
+    /// The input.
+    pub input: ScriptInput,
+}
+
+/// An input in a script. Connections are named by the index of the `Connect` action
+/// that opened them (modulo the number opened so far).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub enum ScriptInput {
+    /// `Command::Start`.
+    Start,
+    /// `Command::Stop`.
+    Stop,
+    /// The connection completed.
+    Connected(u8),
+    /// A response head with this status and an SSE or JSON content type.
+    Head(u8, u16, bool),
+    /// Raw bytes.
+    Data(u8, Vec<u8>),
+    /// The connection closed (cleanly if `true`).
+    Closed(u8, bool),
+    /// `Input::Timeout`.
+    Timeout,
+}
+
+/// A script replay that checks the core's invariants after every drain: a deadline
+/// that fired moves forward, `poll_output` keeps returning `Wait` once drained, and the
+/// state never panics.
+pub struct ScriptRun {
+    /// The system.
+    pub system: DataSystem,
+    now: Instant,
+    conns: Vec<ConnId>,
+    /// Every output, for transcripts.
+    pub outputs: Vec<Output>,
+}
+
+impl ScriptRun {
+    /// Start replaying against `system`, whose clock starts at `origin`.
+    pub fn new(system: DataSystem, origin: Instant) -> Self {
+        Self { system, now: origin, conns: Vec::new(), outputs: Vec::new() }
+    }
+
+    /// Feed one step and check the invariants.
+    pub fn step(&mut self, step: &Step) {
+        self.now += Duration::from_millis(u64::from(step.advance_ms));
+        let conn = |conns: &[ConnId], i: u8| conns.get(usize::from(i) % conns.len().max(1)).copied();
+        let head;
+        let input = match &step.input {
+            ScriptInput::Start => Input::Command(Command::Start),
+            ScriptInput::Stop => Input::Command(Command::Stop),
+            ScriptInput::Timeout => Input::Timeout,
+            ScriptInput::Connected(i) => match conn(&self.conns, *i) {
+                Some(conn) => Input::Connected { conn },
+                None => return,
+            },
+            ScriptInput::Head(i, status, sse) => {
+                let Some(conn) = conn(&self.conns, *i) else { return };
+                let ct = if *sse { "text/event-stream" } else { "application/json" };
+                head = format!("HTTP/1.1 {status} X\r\nContent-Type: {ct}\r\n\r\n");
+                Input::Data { conn, bytes: head.as_bytes() }
+            }
+            ScriptInput::Data(i, bytes) => match conn(&self.conns, *i) {
+                Some(conn) => Input::Data { conn, bytes },
+                None => return,
+            },
+            ScriptInput::Closed(i, clean) => match conn(&self.conns, *i) {
+                Some(conn) => Input::Closed {
+                    conn,
+                    cause: if *clean {
+                        CloseCause::Eof
+                    } else {
+                        CloseCause::Io(IoCause { kind: std::io::ErrorKind::ConnectionReset, message: "reset".into() })
+                    },
+                },
+                None => return,
+            },
+        };
+        let timeout = matches!(input, Input::Timeout);
+        self.system.handle_input(self.now, input);
+        loop {
+            let out = self.system.poll_output();
+            match &out {
+                Output::Wait(deadline) => {
+                    if timeout {
+                        if let Some(d) = deadline {
+                            assert!(*d > self.now, "deadline {d:?} did not move past {:?}", self.now);
+                        }
+                    }
+                    assert_eq!(self.system.poll_output(), out, "Wait must repeat until the next input");
+                    self.outputs.push(out);
+                    return;
+                }
+                Output::Action(Action::Connect { conn, .. }) => self.conns.push(*conn),
+                _ => {}
+            }
+            self.outputs.push(out);
+        }
     }
 }

@@ -1,2 +1,4 @@
 #![no_main]
-libfuzzer_sys::fuzz_target!(|data: &[u8]| { let _ = data; });
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    let _ = data;
+});

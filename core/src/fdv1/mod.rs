@@ -97,8 +97,10 @@ pub fn parse_event(event_type: &str, data: &Bytes) -> Result<Event, Error> {
 
 /// Parse an FDv1 polling response body `{"flags":{…},"segments":{…}}`.
 pub fn parse_poll(body: &Bytes) -> Result<Vec<Change>, Error> {
-    let all: AllData<'_> = serde_json::from_slice(body).map_err(|e| Error::from_json("poll", &e))?;
-    all.into_changes(body).map_err(|e| Error::from_decode("poll", e))
+    let all: AllData<'_> =
+        serde_json::from_slice(body).map_err(|e| Error::from_json("poll", &e))?;
+    all.into_changes(body)
+        .map_err(|e| Error::from_decode("poll", e))
 }
 
 /// The kind and key named by a stream path (`/flags/KEY`, `/segments/KEY`), or `None`

@@ -10,24 +10,39 @@ fn put_with_and_without_path() {
         r#"{"path":"/","data":{"flags":{"f":{"key":"f","version":1}},"segments":{"s":{"key":"s","version":2}}}}"#,
         r#"{"data":{"flags":{"f":{"key":"f","version":1}},"segments":{"s":{"key":"s","version":2}}}}"#,
     ] {
-        let Ok(Event::Put(changes)) = parse("put", data) else { panic!() };
-        let got: Vec<_> = changes.iter().map(|c| (c.kind, c.key.as_str(), c.item.version)).collect();
+        let Ok(Event::Put(changes)) = parse("put", data) else {
+            panic!()
+        };
+        let got: Vec<_> = changes
+            .iter()
+            .map(|c| (c.kind, c.key.as_str(), c.item.version))
+            .collect();
         assert_eq!(got, [(Kind::Segment, "s", 2), (Kind::Flag, "f", 1)]);
     }
 }
 
 #[test]
 fn put_items_are_slices_of_the_event_data() {
-    let data = Bytes::from_static(br#"{"data":{"flags":{"f":{"key":"f","version":1,"on":true}},"segments":{}}}"#);
-    let Ok(Event::Put(changes)) = parse_event("put", &data) else { panic!() };
-    assert_eq!(&changes[0].item.raw[..], br#"{"key":"f","version":1,"on":true}"#);
+    let data = Bytes::from_static(
+        br#"{"data":{"flags":{"f":{"key":"f","version":1,"on":true}},"segments":{}}}"#,
+    );
+    let Ok(Event::Put(changes)) = parse_event("put", &data) else {
+        panic!()
+    };
+    assert_eq!(
+        &changes[0].item.raw[..],
+        br#"{"key":"f","version":1,"on":true}"#
+    );
     let inside = changes[0].item.raw.as_ptr() as usize - data.as_ptr() as usize;
     assert!(inside < data.len());
 }
 
 #[test]
 fn put_requires_both_maps() {
-    assert_eq!(parse("put", r#"{"data":{"flags":{}}}"#), Err(Error::Schema { event: "put" }));
+    assert_eq!(
+        parse("put", r#"{"data":{"flags":{}}}"#),
+        Err(Error::Schema { event: "put" })
+    );
     assert_eq!(
         parse("put", r#"{"data":{"flags":true,"segments":{}}}"#),
         Err(Error::Schema { event: "put" })
@@ -40,32 +55,69 @@ fn malformed_json_is_invalid_data_and_schema_mismatch_is_unknown() {
         let e = parse(name, "{sorry").unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidData, "{name}");
     }
-    assert_eq!(parse("patch", r#"{"path":"/flags/x","data":true}"#).unwrap_err().kind(), ErrorKind::Unknown);
+    assert_eq!(
+        parse("patch", r#"{"path":"/flags/x","data":true}"#)
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Unknown
+    );
     // Truncated and schema-invalid at once: the harness's delete case.
     assert!(parse("delete", r#"{"path":"/flags/x","version":"no""#).is_err());
-    assert_eq!(parse("delete", r#"{"path":"/flags/x","version":"no"}"#).unwrap_err().kind(), ErrorKind::Unknown);
+    assert_eq!(
+        parse("delete", r#"{"path":"/flags/x","version":"no"}"#)
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Unknown
+    );
 }
 
 #[test]
 fn patch_keys_by_the_object_and_selects_kind_by_path() {
-    let Ok(Event::Patch(c)) = parse("patch", r#"{"path":"/segments/p","data":{"key":"s","version":4}}"#) else { panic!() };
-    assert_eq!((c.kind, c.key.as_str(), c.item.version), (Kind::Segment, "s", 4));
-    let Ok(Event::Patch(c)) = parse("patch", r#"{"path":"/flags/p","data":{"version":4}}"#) else { panic!() };
+    let Ok(Event::Patch(c)) = parse(
+        "patch",
+        r#"{"path":"/segments/p","data":{"key":"s","version":4}}"#,
+    ) else {
+        panic!()
+    };
+    assert_eq!(
+        (c.kind, c.key.as_str(), c.item.version),
+        (Kind::Segment, "s", 4)
+    );
+    let Ok(Event::Patch(c)) = parse("patch", r#"{"path":"/flags/p","data":{"version":4}}"#) else {
+        panic!()
+    };
     assert_eq!(c.key, "p");
 }
 
 #[test]
 fn delete_makes_a_keyed_tombstone_from_the_path() {
-    let Ok(Event::Delete(c)) = parse("delete", r#"{"path":"/flags/gone","version":9}"#) else { panic!() };
-    assert_eq!((c.kind, c.key.as_str(), c.item.version, c.item.deleted), (Kind::Flag, "gone", 9, true));
+    let Ok(Event::Delete(c)) = parse("delete", r#"{"path":"/flags/gone","version":9}"#) else {
+        panic!()
+    };
+    assert_eq!(
+        (c.kind, c.key.as_str(), c.item.version, c.item.deleted),
+        (Kind::Flag, "gone", 9, true)
+    );
 }
 
 #[test]
 fn unknown_paths_and_events_are_ignored() {
-    assert_eq!(parse("patch", r#"{"path":"/cats/Jack","data":{}}"#), Ok(Event::UnknownPath("/cats/Jack".into())));
-    assert_eq!(parse("delete", r#"{"path":"/cats/Jack","version":1}"#), Ok(Event::UnknownPath("/cats/Jack".into())));
-    assert_eq!(parse("whatever", "not JSON"), Ok(Event::Unknown("whatever".into())));
-    assert_eq!(parse("indirect/put", "{}"), Ok(Event::Unknown("indirect/put".into())));
+    assert_eq!(
+        parse("patch", r#"{"path":"/cats/Jack","data":{}}"#),
+        Ok(Event::UnknownPath("/cats/Jack".into()))
+    );
+    assert_eq!(
+        parse("delete", r#"{"path":"/cats/Jack","version":1}"#),
+        Ok(Event::UnknownPath("/cats/Jack".into()))
+    );
+    assert_eq!(
+        parse("whatever", "not JSON"),
+        Ok(Event::Unknown("whatever".into()))
+    );
+    assert_eq!(
+        parse("indirect/put", "{}"),
+        Ok(Event::Unknown("indirect/put".into()))
+    );
 }
 
 #[test]
@@ -79,6 +131,12 @@ fn paths_match_by_prefix_and_keys_may_be_empty() {
 fn poll_payload() {
     let body = Bytes::from_static(br#"{"flags":{"f":{"key":"f","version":1}},"segments":{}}"#);
     assert_eq!(parse_poll(&body).unwrap().len(), 1);
-    assert_eq!(parse_poll(&Bytes::from_static(b"{}")), Err(Error::Schema { event: "poll" }));
-    assert_eq!(parse_poll(&Bytes::new()), Err(Error::MalformedJson { event: "poll" }));
+    assert_eq!(
+        parse_poll(&Bytes::from_static(b"{}")),
+        Err(Error::Schema { event: "poll" })
+    );
+    assert_eq!(
+        parse_poll(&Bytes::new()),
+        Err(Error::MalformedJson { event: "poll" })
+    );
 }

@@ -170,7 +170,10 @@ impl EventStream {
         if self.seen_id {
             (!id.is_empty()).then_some(id)
         } else {
-            self.config.last_event_id.as_deref().filter(|s| !s.is_empty())
+            self.config
+                .last_event_id
+                .as_deref()
+                .filter(|s| !s.is_empty())
         }
     }
 
@@ -295,7 +298,8 @@ impl EventStream {
 
     fn close_current(&mut self) {
         if let Phase::Active { ex, .. } = &self.phase {
-            self.out.push_back(StreamOutput::Action(Action::Close { conn: ex.conn }));
+            self.out
+                .push_back(StreamOutput::Action(Action::Close { conn: ex.conn }));
             self.phase = Phase::Idle;
         }
     }
@@ -354,8 +358,13 @@ impl EventStream {
         match classify(head.status) {
             StatusClass::Success => {
                 let ct = head.header("content-type").unwrap_or("");
-                if !ct.trim_start().to_ascii_lowercase().starts_with("text/event-stream") {
-                    let e = ErrorInfo::new(now, ErrorKind::Unknown, Cause::ContentType(ct.to_owned()));
+                if !ct
+                    .trim_start()
+                    .to_ascii_lowercase()
+                    .starts_with("text/event-stream")
+                {
+                    let e =
+                        ErrorInfo::new(now, ErrorKind::Unknown, Cause::ContentType(ct.to_owned()));
                     return self.failed(now, e, Regime::Normal);
                 }
                 self.backoff.on_connected(now);
@@ -365,7 +374,9 @@ impl EventStream {
                 self.out.push_back(StreamOutput::Opened(head));
             }
             StatusClass::Redirect => {
-                let next = head.header("location").and_then(|l| self.url.join(l.trim()).ok());
+                let next = head
+                    .header("location")
+                    .and_then(|l| self.url.join(l.trim()).ok());
                 match next {
                     Some(url) if self.redirects < self.config.max_redirects => {
                         self.redirects += 1;
@@ -382,7 +393,10 @@ impl EventStream {
             StatusClass::NoContent => {
                 self.handle_stop();
                 let e = ErrorInfo::new(now, ErrorKind::ErrorResponse, Cause::Status(204));
-                self.out.push_back(StreamOutput::Failed { error: e, retry_at: None });
+                self.out.push_back(StreamOutput::Failed {
+                    error: e,
+                    retry_at: None,
+                });
             }
             StatusClass::Recoverable => {
                 let e = ErrorInfo::new(now, ErrorKind::ErrorResponse, Cause::Status(head.status));
@@ -394,7 +408,10 @@ impl EventStream {
                     UnrecoverablePolicy::Retry => self.failed(now, e, Regime::Extended),
                     UnrecoverablePolicy::Stop => {
                         self.handle_stop();
-                        self.out.push_back(StreamOutput::Failed { error: e, retry_at: None });
+                        self.out.push_back(StreamOutput::Failed {
+                            error: e,
+                            retry_at: None,
+                        });
                     }
                 }
             }
@@ -409,6 +426,9 @@ impl EventStream {
         let at = now + self.backoff.next_delay(now, regime);
         tracing::debug!(error = %error.cause, retry_in = ?at - now, "stream failed");
         self.phase = Phase::Waiting { at };
-        self.out.push_back(StreamOutput::Failed { error, retry_at: Some(at) });
+        self.out.push_back(StreamOutput::Failed {
+            error,
+            retry_at: Some(at),
+        });
     }
 }

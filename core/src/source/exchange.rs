@@ -36,7 +36,10 @@ pub(crate) struct Exchange {
 
 impl Exchange {
     /// Start a request to `url`; returns the exchange and the `Connect` action.
-    #[allow(clippy::too_many_arguments, reason = "one call site per source, all fields needed")]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one call site per source, all fields needed"
+    )]
     pub(crate) fn start(
         now: Instant,
         conn: ConnId,
@@ -90,7 +93,12 @@ impl Exchange {
         self.drain(now, out);
     }
 
-    pub(crate) fn handle_closed(&mut self, now: Instant, cause: CloseCause, out: &mut Vec<Progress>) {
+    pub(crate) fn handle_closed(
+        &mut self,
+        now: Instant,
+        cause: CloseCause,
+        out: &mut Vec<Progress>,
+    ) {
         match cause {
             CloseCause::Io(io) => out.push(Progress::Failed(ErrorInfo::new(
                 now,
@@ -114,8 +122,16 @@ impl Exchange {
     /// Report a timeout if the deadline has passed.
     pub(crate) fn handle_timeout(&mut self, now: Instant, out: &mut Vec<Progress>) {
         if now >= self.deadline && !self.ended {
-            let cause = if self.connected { Cause::ReadTimeout } else { Cause::ConnectTimeout };
-            out.push(Progress::Failed(ErrorInfo::new(now, ErrorKind::NetworkError, cause)));
+            let cause = if self.connected {
+                Cause::ReadTimeout
+            } else {
+                Cause::ConnectTimeout
+            };
+            out.push(Progress::Failed(ErrorInfo::new(
+                now,
+                ErrorKind::NetworkError,
+                cause,
+            )));
         }
     }
 
@@ -134,7 +150,11 @@ impl Exchange {
                     Cause::StreamClosed,
                 ))),
                 Err(e) => {
-                    out.push(Progress::Failed(ErrorInfo::new(now, ErrorKind::Unknown, Cause::Http(e))));
+                    out.push(Progress::Failed(ErrorInfo::new(
+                        now,
+                        ErrorKind::Unknown,
+                        Cause::Http(e),
+                    )));
                 }
             }
         }

@@ -70,7 +70,13 @@ impl Fdv1Poll {
     pub fn new(config: PollConfig, seed: u64, first_conn_id: u64) -> Self {
         Self {
             // Extended-regime polls wait at least the full delay: no jitter.
-            backoff: Backoff::new(BackoffConfig { jitter: 0.0, ..config.backoff }, seed),
+            backoff: Backoff::new(
+                BackoffConfig {
+                    jitter: 0.0,
+                    ..config.backoff
+                },
+                seed,
+            ),
             config,
             ids: ConnIds::new(first_conn_id),
             etag: None,
@@ -191,19 +197,25 @@ impl Fdv1Poll {
 
     fn abort(&mut self) {
         if let Some(f) = self.in_flight.take() {
-            self.out.push_back(SourceOutput::Action(Action::Close { conn: f.ex.conn }));
+            self.out
+                .push_back(SourceOutput::Action(Action::Close { conn: f.ex.conn }));
         }
     }
 
     fn apply(&mut self, now: Instant, progress: Vec<Progress>) {
         for p in progress {
-            let Some(f) = self.in_flight.as_mut() else { return };
+            let Some(f) = self.in_flight.as_mut() else {
+                return;
+            };
             match p {
                 Progress::Head(h) => f.head = Some(h),
                 Progress::Body(b) => f.body.extend_from_slice(&b),
                 Progress::End => {
-                    let Some(f) = self.in_flight.take() else { return };
-                    self.out.push_back(SourceOutput::Action(Action::Close { conn: f.ex.conn }));
+                    let Some(f) = self.in_flight.take() else {
+                        return;
+                    };
+                    self.out
+                        .push_back(SourceOutput::Action(Action::Close { conn: f.ex.conn }));
                     self.on_response(now, f);
                 }
                 Progress::Failed(e) => {
@@ -226,18 +238,33 @@ impl Fdv1Poll {
                         // A 200 without an ETag drops the cached one (PROTOCOL.md A.4.7).
                         self.etag = head.header("etag").map(str::to_owned);
                         if let Some(env) = head.header("x-ld-envid").filter(|e| !e.is_empty()) {
-                            self.out.push_back(SourceOutput::EnvironmentId(env.to_owned()));
+                            self.out
+                                .push_back(SourceOutput::EnvironmentId(env.to_owned()));
                         }
-                        self.out.push_back(SourceOutput::Apply(ChangeSet::fdv1_full(changes)));
+                        self.out
+                            .push_back(SourceOutput::Apply(ChangeSet::fdv1_full(changes)));
                         self.finish(now, State::Valid, None, Regime::Normal);
                     }
-                    Err(e) => self.finish(now, State::Interrupted, err(e.kind(), Cause::Fdv1(e)), Regime::Normal),
+                    Err(e) => self.finish(
+                        now,
+                        State::Interrupted,
+                        err(e.kind(), Cause::Fdv1(e)),
+                        Regime::Normal,
+                    ),
                 }
             }
             (status, StatusClass::Redirect) if f.redirects < self.config.max_redirects => {
-                match head.header("location").and_then(|l| f.url.join(l.trim()).ok()) {
+                match head
+                    .header("location")
+                    .and_then(|l| f.url.join(l.trim()).ok())
+                {
                     Some(url) => self.request(now, url, f.redirects + 1),
-                    None => self.finish(now, State::Interrupted, err(ErrorKind::Unknown, Cause::Redirect), Regime::Normal),
+                    None => self.finish(
+                        now,
+                        State::Interrupted,
+                        err(ErrorKind::Unknown, Cause::Redirect),
+                        Regime::Normal,
+                    ),
                 }
                 let _ = status;
             }
@@ -248,15 +275,27 @@ impl Fdv1Poll {
                         self.running = false;
                         self.finish(now, State::Off, e, Regime::Normal);
                     }
-                    UnrecoverablePolicy::Retry => self.finish(now, State::Interrupted, e, Regime::Extended),
+                    UnrecoverablePolicy::Retry => {
+                        self.finish(now, State::Interrupted, e, Regime::Extended)
+                    }
                 }
             }
             (status, StatusClass::Redirect) => {
                 let _ = status;
-                self.finish(now, State::Interrupted, err(ErrorKind::Unknown, Cause::Redirect), Regime::Normal);
+                self.finish(
+                    now,
+                    State::Interrupted,
+                    err(ErrorKind::Unknown, Cause::Redirect),
+                    Regime::Normal,
+                );
             }
             (status, _) => {
-                self.finish(now, State::Interrupted, err(ErrorKind::ErrorResponse, Cause::Status(status)), Regime::Normal);
+                self.finish(
+                    now,
+                    State::Interrupted,
+                    err(ErrorKind::ErrorResponse, Cause::Status(status)),
+                    Regime::Normal,
+                );
             }
         }
     }

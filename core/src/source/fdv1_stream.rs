@@ -88,13 +88,18 @@ impl Fdv1Stream {
                 StreamOutput::Opened(head) => {
                     // PROTOCOL.md B §1.11: only from successful responses.
                     if let Some(env) = head.header("x-ld-envid").filter(|e| !e.is_empty()) {
-                        self.out.push_back(SourceOutput::EnvironmentId(env.to_owned()));
+                        self.out
+                            .push_back(SourceOutput::EnvironmentId(env.to_owned()));
                     }
                 }
                 StreamOutput::Item(sse::Item::Event(ev)) => self.on_event(now, &ev),
                 StreamOutput::Item(_) => {}
                 StreamOutput::Failed { error, retry_at } => {
-                    let state = if retry_at.is_some() { State::Interrupted } else { State::Off };
+                    let state = if retry_at.is_some() {
+                        State::Interrupted
+                    } else {
+                        State::Off
+                    };
                     self.out.push_back(SourceOutput::Status(state, Some(error)));
                 }
             }
@@ -104,18 +109,23 @@ impl Fdv1Stream {
     fn on_event(&mut self, now: Instant, ev: &sse::Event) {
         match fdv1::parse_event(&ev.event_type, &ev.data) {
             Ok(Event::Put(changes)) => {
-                self.out.push_back(SourceOutput::Apply(ChangeSet::fdv1_full(changes)));
+                self.out
+                    .push_back(SourceOutput::Apply(ChangeSet::fdv1_full(changes)));
                 // Only a put marks the source VALID (PROTOCOL.md B §1.6).
                 self.out.push_back(SourceOutput::Status(State::Valid, None));
             }
             Ok(Event::Patch(c) | Event::Delete(c)) => {
-                self.out.push_back(SourceOutput::Apply(ChangeSet::fdv1_upsert(c)));
+                self.out
+                    .push_back(SourceOutput::Apply(ChangeSet::fdv1_upsert(c)));
             }
-            Ok(Event::UnknownPath(path)) => tracing::debug!(%path, "ignoring update for unknown path"),
+            Ok(Event::UnknownPath(path)) => {
+                tracing::debug!(%path, "ignoring update for unknown path")
+            }
             Ok(other) => tracing::debug!(event = ?other, "ignoring unknown event"),
             Err(e) => {
                 tracing::debug!(error = %e, "dropping the stream");
-                self.stream.fail(now, ErrorInfo::new(now, e.kind(), Cause::Fdv1(e)));
+                self.stream
+                    .fail(now, ErrorInfo::new(now, e.kind(), Cause::Fdv1(e)));
             }
         }
     }

@@ -35,7 +35,8 @@ impl std::fmt::Debug for RequestIdentity {
 fn valid(s: &str, max: usize) -> bool {
     !s.is_empty()
         && s.len() <= max
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 impl RequestIdentity {
@@ -43,7 +44,11 @@ impl RequestIdentity {
     /// characters, or characters outside `[a-zA-Z0-9._-]`) is sent as `""`; invalid
     /// application ids and versions (over 64 characters) are dropped.
     pub fn headers(&self) -> Vec<(String, String)> {
-        let key = if valid(&self.sdk_key, 8192) { self.sdk_key.as_str() } else { "" };
+        let key = if valid(&self.sdk_key, 8192) {
+            self.sdk_key.as_str()
+        } else {
+            ""
+        };
         let mut h = vec![
             ("Authorization".to_owned(), key.to_owned()),
             ("User-Agent".to_owned(), USER_AGENT.to_owned()),
@@ -56,7 +61,11 @@ impl RequestIdentity {
             ("application-version", &self.application_version),
         ]
         .into_iter()
-        .filter_map(|(name, v)| v.as_deref().filter(|v| valid(v, 64)).map(|v| format!("{name}/{v}")))
+        .filter_map(|(name, v)| {
+            v.as_deref()
+                .filter(|v| valid(v, 64))
+                .map(|v| format!("{name}/{v}"))
+        })
         .collect();
         if !tags.is_empty() {
             h.push(("X-LaunchDarkly-Tags".into(), tags.join(" ")));
@@ -91,7 +100,10 @@ mod tests {
         assert_eq!(h[0], ("Authorization".into(), "sdk-abc".into()));
         assert!(h.contains(&("X-LaunchDarkly-Tags".into(), "application-id/app".into())));
         assert!(h.contains(&("X-LaunchDarkly-Wrapper".into(), "Wrap/1.0".into())));
-        let bad = RequestIdentity { sdk_key: "key with\nnewline".into(), ..Default::default() };
+        let bad = RequestIdentity {
+            sdk_key: "key with\nnewline".into(),
+            ..Default::default()
+        };
         assert_eq!(bad.headers()[0].1, "");
         assert!(!format!("{id:?}").contains("sdk-abc"));
     }

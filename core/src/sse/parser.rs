@@ -306,7 +306,11 @@ impl Parser {
             Cow::Owned(text) => Cow::Owned(text.into_bytes()),
         };
         // The spec's buffer holds every value plus one LF each; `data` omits the last LF.
-        let current = if self.has_data { self.data.len() + 1 } else { 0 };
+        let current = if self.has_data {
+            self.data.len() + 1
+        } else {
+            0
+        };
         let limit = self.config.max_event_len;
         if current.saturating_add(value.len()).saturating_add(1) > limit {
             self.fail(Error::EventTooLarge { limit });

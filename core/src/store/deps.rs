@@ -117,7 +117,10 @@ mod tests {
 
     #[test]
     fn prerequisite_change_reaches_dependents() {
-        assert_eq!(affected(&example(), f("flag4")), ["flag1", "flag2", "flag4"]);
+        assert_eq!(
+            affected(&example(), f("flag4")),
+            ["flag1", "flag2", "flag4"]
+        );
     }
 
     #[test]

@@ -21,7 +21,9 @@ pub fn init_order(data: &Snapshot) -> Vec<(Kind, &str, &Item)> {
         // Iterative depth-first walk: (key, prerequisites visited yet?).
         let mut stack = vec![(start, false)];
         while let Some((key, expanded)) = stack.pop() {
-            let Some(&item) = flags.get(key) else { continue };
+            let Some(&item) = flags.get(key) else {
+                continue;
+            };
             if expanded {
                 out.push((Kind::Flag, key, item));
                 continue;
@@ -84,16 +86,31 @@ mod tests {
     fn segments_first_then_prerequisites_before_dependents() {
         let mut store = Store::new();
         store.apply(ChangeSet::fdv1_full(vec![
-            change(Kind::Flag, r#"{"key":"a","version":1,"prerequisites":[{"key":"c"},{"key":"b"}]}"#),
-            change(Kind::Flag, r#"{"key":"b","version":1,"prerequisites":[{"key":"c"}]}"#),
+            change(
+                Kind::Flag,
+                r#"{"key":"a","version":1,"prerequisites":[{"key":"c"},{"key":"b"}]}"#,
+            ),
+            change(
+                Kind::Flag,
+                r#"{"key":"b","version":1,"prerequisites":[{"key":"c"}]}"#,
+            ),
             change(Kind::Flag, r#"{"key":"c","version":1}"#),
-            change(Kind::Flag, r#"{"key":"x","version":1,"prerequisites":[{"key":"y"}]}"#),
-            change(Kind::Flag, r#"{"key":"y","version":1,"prerequisites":[{"key":"x"}]}"#),
+            change(
+                Kind::Flag,
+                r#"{"key":"x","version":1,"prerequisites":[{"key":"y"}]}"#,
+            ),
+            change(
+                Kind::Flag,
+                r#"{"key":"y","version":1,"prerequisites":[{"key":"x"}]}"#,
+            ),
             change(Kind::Segment, r#"{"key":"s2","version":1}"#),
             change(Kind::Segment, r#"{"key":"s1","version":1}"#),
         ]));
         let snap = store.snapshot();
-        let order: Vec<_> = init_order(&snap).into_iter().map(|(k, key, _)| (k, key)).collect();
+        let order: Vec<_> = init_order(&snap)
+            .into_iter()
+            .map(|(k, key, _)| (k, key))
+            .collect();
         assert_eq!(
             order,
             [

@@ -91,7 +91,14 @@ impl Store {
         let written = cs.changes.len();
         for c in cs.changes {
             let r = (c.kind, c.key);
-            self.deps.set(&r, if c.item.deleted { Vec::new() } else { c.depends_on });
+            self.deps.set(
+                &r,
+                if c.item.deleted {
+                    Vec::new()
+                } else {
+                    c.depends_on
+                },
+            );
             new.map_mut(r.0).insert(r.1, c.item);
         }
         // PROTOCOL.md B §3.4 (FDv1: changed if missing on one side or the version grew)
@@ -137,7 +144,14 @@ impl Store {
                 continue;
             }
             let r: ItemRef = (c.kind, c.key);
-            self.deps.set(&r, if c.item.deleted { Vec::new() } else { c.depends_on });
+            self.deps.set(
+                &r,
+                if c.item.deleted {
+                    Vec::new()
+                } else {
+                    c.depends_on
+                },
+            );
             self.deps.add_affected(&r, &mut affected);
             self.data.map_mut(r.0).insert(r.1, c.item);
             written += 1;

@@ -40,7 +40,8 @@ fn longer_interval_is_respected() {
     let mut c = config(Mode::Polling);
     c.poll_interval = secs(45);
     let mut h = harness(c);
-    h.reply(ok(&all_data(&[], &[]), None)).reply(ok(&all_data(&[], &[]), None));
+    h.reply(ok(&all_data(&[], &[]), None))
+        .reply(ok(&all_data(&[], &[]), None));
     h.start(secs(50));
     assert_eq!(h.requests[1].at, secs(45));
 }
@@ -87,7 +88,8 @@ fn recoverable_errors_keep_polling_at_the_interval() {
         assert_eq!(h.requests.len(), 3);
         let st = h.statuses();
         assert!(st[..2].iter().all(|s| s.state == State::Initializing
-            && s.error.as_ref().map(|e| (e.kind, e.status_code)) == Some((ErrorKind::ErrorResponse, code))));
+            && s.error.as_ref().map(|e| (e.kind, e.status_code))
+                == Some((ErrorKind::ErrorResponse, code))));
         assert_eq!(st[2].state, State::Valid);
     }
 }
@@ -126,8 +128,15 @@ fn bad_payloads_are_reported_and_polling_continues() {
     h.reply(ok("{\"flags\":{}}", None));
     h.reply(ok(&all_data(&[("a", 1)], &[]), None));
     h.start(secs(61));
-    let kinds: Vec<_> = h.statuses().iter().map(|s| s.error.as_ref().map(|e| e.kind)).collect();
-    assert_eq!(kinds[..2], [Some(ErrorKind::InvalidData), Some(ErrorKind::Unknown)]);
+    let kinds: Vec<_> = h
+        .statuses()
+        .iter()
+        .map(|s| s.error.as_ref().map(|e| e.kind))
+        .collect();
+    assert_eq!(
+        kinds[..2],
+        [Some(ErrorKind::InvalidData), Some(ErrorKind::Unknown)]
+    );
     assert!(h.system.initialized());
 }
 
@@ -141,7 +150,10 @@ fn network_failures_and_timeouts_are_interrupted_network_errors() {
     let st = h.statuses();
     assert_eq!(st[1].state, State::Interrupted);
     assert_eq!(st[1].error.as_ref().unwrap().kind, ErrorKind::NetworkError);
-    assert_eq!(st[2].error.as_ref().unwrap().cause, crate::status::Cause::ConnectTimeout);
+    assert_eq!(
+        st[2].error.as_ref().unwrap().cause,
+        crate::status::Cause::ConnectTimeout
+    );
     assert_eq!(h.open_connections(), 0);
 }
 

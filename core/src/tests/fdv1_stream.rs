@@ -19,7 +19,10 @@ fn request_shape() {
     assert_eq!(r.host, "stream.test:8030");
     assert_eq!(r.header("Host"), Some("stream.test:8030"));
     assert_eq!(r.header("Authorization"), Some("sdk-test-key"));
-    assert_eq!(r.header("User-Agent"), Some(concat!("flagsync/", env!("CARGO_PKG_VERSION"))));
+    assert_eq!(
+        r.header("User-Agent"),
+        Some(concat!("flagsync/", env!("CARGO_PKG_VERSION")))
+    );
     assert_eq!(r.header("Accept"), Some("text/event-stream"));
     assert_eq!(r.header("Cache-Control"), Some("no-cache"));
     assert_eq!(r.header("Last-Event-ID"), None);
@@ -39,7 +42,10 @@ fn payload_filter_becomes_the_filter_query() {
 fn put_initializes_with_or_without_path() {
     for body in [
         put(&[("a", 1)], &[("s", 1)]),
-        format!("event: put\ndata: {{\"data\":{}}}\n\n", all_data(&[("a", 1)], &[("s", 1)])),
+        format!(
+            "event: put\ndata: {{\"data\":{}}}\n\n",
+            all_data(&[("a", 1)], &[("s", 1)])
+        ),
     ] {
         let h = started(&body);
         assert_eq!(items(&h, Kind::Flag), [("a".into(), 1)]);
@@ -54,12 +60,24 @@ fn put_initializes_with_or_without_path() {
 fn patch_and_delete_apply_only_newer_versions() {
     for kind in Kind::ALL {
         for (version, applied) in [(101, true), (100, false), (99, false)] {
-            let base = if kind == Kind::Flag { put(&[("x", 100)], &[]) } else { put(&[], &[("x", 100)]) };
+            let base = if kind == Kind::Flag {
+                put(&[("x", 100)], &[])
+            } else {
+                put(&[], &[("x", 100)])
+            };
             let h = started(&(base.clone() + &patch(kind, "x", version)));
             let expect = if applied { version } else { 100 };
-            assert_eq!(items(&h, kind), [("x".into(), expect)], "{kind} patch {version}");
+            assert_eq!(
+                items(&h, kind),
+                [("x".into(), expect)],
+                "{kind} patch {version}"
+            );
             let h = started(&(base + &delete(kind, "x", version)));
-            let expect: Vec<(String, u64)> = if applied { vec![] } else { vec![("x".into(), 100)] };
+            let expect: Vec<(String, u64)> = if applied {
+                vec![]
+            } else {
+                vec![("x".into(), 100)]
+            };
             assert_eq!(items(&h, kind), expect, "{kind} delete {version}");
         }
     }
@@ -86,12 +104,17 @@ fn change_events_name_only_applied_writes() {
             _ => None,
         })
         .collect();
-    assert_eq!(changes, [vec!["a".to_owned()], vec![], vec!["a".to_owned()]]);
+    assert_eq!(
+        changes,
+        [vec!["a".to_owned()], vec![], vec!["a".to_owned()]]
+    );
 }
 
 fn reconnects_after(bad: &str, kind: ErrorKind) {
     let mut h = harness(config(Mode::Streaming));
-    h.reply(stream(&(put(&[("a", 1)], &[]) + bad + &patch(Kind::Flag, "a", 5))));
+    h.reply(stream(
+        &(put(&[("a", 1)], &[]) + bad + &patch(Kind::Flag, "a", 5)),
+    ));
     h.reply(stream(&put(&[("a", 2)], &[])));
     h.start(secs(5));
     assert_eq!(h.requests.len(), 2, "{bad}");
@@ -106,15 +129,27 @@ fn reconnects_after(bad: &str, kind: ErrorKind) {
 #[test]
 fn malformed_json_drops_the_stream_with_invalid_data() {
     for name in ["put", "patch", "delete"] {
-        reconnects_after(&format!("event: {name}\ndata: {{sorry\n\n"), ErrorKind::InvalidData);
+        reconnects_after(
+            &format!("event: {name}\ndata: {{sorry\n\n"),
+            ErrorKind::InvalidData,
+        );
     }
 }
 
 #[test]
 fn schema_mismatch_drops_the_stream_with_unknown() {
-    reconnects_after("event: put\ndata: {\"data\":{\"flags\": true, \"segments\":{}}}\n\n", ErrorKind::Unknown);
-    reconnects_after("event: patch\ndata: {\"path\":\"/flags/x\",\"data\":true}\n\n", ErrorKind::Unknown);
-    reconnects_after("event: delete\ndata: {\"path\":\"/flags/x\",\"version\":\"no\"}\n\n", ErrorKind::Unknown);
+    reconnects_after(
+        "event: put\ndata: {\"data\":{\"flags\": true, \"segments\":{}}}\n\n",
+        ErrorKind::Unknown,
+    );
+    reconnects_after(
+        "event: patch\ndata: {\"path\":\"/flags/x\",\"data\":true}\n\n",
+        ErrorKind::Unknown,
+    );
+    reconnects_after(
+        "event: delete\ndata: {\"path\":\"/flags/x\",\"version\":\"no\"}\n\n",
+        ErrorKind::Unknown,
+    );
 }
 
 #[test]
@@ -141,12 +176,18 @@ fn recoverable_statuses_and_io_errors_are_retried() {
         Reply::Refuse,
     ] {
         let mut h = harness(config(Mode::Streaming));
-        h.reply(first.clone()).reply(first).reply(stream(&put(&[("a", 1)], &[])));
+        h.reply(first.clone())
+            .reply(first)
+            .reply(stream(&put(&[("a", 1)], &[])));
         h.start(secs(120));
         assert_eq!(h.requests.len(), 3);
         assert!(h.system.initialized());
         let st = h.statuses();
-        assert!(st[..2].iter().all(|s| s.state == State::Initializing && s.error.is_some()));
+        assert!(
+            st[..2]
+                .iter()
+                .all(|s| s.state == State::Initializing && s.error.is_some())
+        );
         assert_eq!(st[2].state, State::Valid);
         // The error is sticky through VALID (PROTOCOL.md B §3.2).
         assert!(st[2].error.is_some());
@@ -157,7 +198,10 @@ fn recoverable_statuses_and_io_errors_are_retried() {
 fn status_code_is_reported_before_and_after_initialization() {
     let mut h = harness(config(Mode::Streaming));
     h.reply(Reply::Respond(Response::status(503, "")));
-    h.reply(Reply::Respond(Response::sse(&put(&[("a", 1)], &[]), End::Close)));
+    h.reply(Reply::Respond(Response::sse(
+        &put(&[("a", 1)], &[]),
+        End::Close,
+    )));
     h.reply(Reply::Respond(Response::status(500, "")));
     h.start(secs(10));
     let st = h.statuses();
@@ -188,7 +232,10 @@ fn unrecoverable_statuses_stop_under_the_legacy_policy() {
         let st = h.system.status();
         assert_eq!(st.state, State::Off);
         assert_eq!(st.error.as_ref().unwrap().status_code, code);
-        assert!(h.events.iter().any(|(_, e)| *e == Event::Ready), "waiting ends");
+        assert!(
+            h.events.iter().any(|(_, e)| *e == Event::Ready),
+            "waiting ends"
+        );
         assert_eq!(h.open_connections(), 0);
     }
 }
@@ -232,14 +279,20 @@ fn healthy_stream_for_a_minute_reconnects_at_normal_timing() {
 #[test]
 fn clean_eof_is_interrupted_network_error_and_reconnects() {
     let mut h = harness(config(Mode::Streaming));
-    h.reply(Reply::Respond(Response::sse(&put(&[("a", 1)], &[]), End::Close)));
+    h.reply(Reply::Respond(Response::sse(
+        &put(&[("a", 1)], &[]),
+        End::Close,
+    )));
     h.reply(stream(&put(&[("a", 2)], &[])));
     h.start(secs(5));
     let st = h.statuses();
     assert_eq!(st[1].state, State::Interrupted);
     assert_eq!(st[1].error.as_ref().unwrap().kind, ErrorKind::NetworkError);
     assert_eq!(items(&h, Kind::Flag), [("a".into(), 2)]);
-    assert!(h.requests[1].at >= ms(500) && h.requests[1].at <= secs(1), "initial delay honoured");
+    assert!(
+        h.requests[1].at >= ms(500) && h.requests[1].at <= secs(1),
+        "initial delay honoured"
+    );
 }
 
 #[test]
@@ -251,7 +304,11 @@ fn reconnect_sends_the_last_committed_event_id() {
     h.reply(stream(""));
     h.start(secs(10));
     assert_eq!(h.requests[1].header("Last-Event-ID"), Some("2"));
-    assert_eq!(h.requests[2].header("Last-Event-ID"), None, "an empty id clears it");
+    assert_eq!(
+        h.requests[2].header("Last-Event-ID"),
+        None,
+        "an empty id clears it"
+    );
 }
 
 #[test]
@@ -266,7 +323,9 @@ fn no_content_stops_reconnecting() {
 #[test]
 fn redirects_are_followed_and_a_missing_location_is_an_error() {
     let mut h = harness(config(Mode::Streaming));
-    h.reply(Reply::Respond(Response::status(307, "").header("Location", "http://other.test:9/moved")));
+    h.reply(Reply::Respond(
+        Response::status(307, "").header("Location", "http://other.test:9/moved"),
+    ));
     h.reply(stream(&put(&[("a", 1)], &[])));
     h.start(secs(1));
     assert_eq!(h.requests[1].host, "other.test:9");
@@ -277,11 +336,16 @@ fn redirects_are_followed_and_a_missing_location_is_an_error() {
     h.reply(Reply::Respond(Response::status(301, "")));
     h.start(ms(100));
     assert_eq!(h.requests.len(), 1, "no loop");
-    assert_eq!(h.statuses()[0].error.as_ref().unwrap().kind, ErrorKind::Unknown);
+    assert_eq!(
+        h.statuses()[0].error.as_ref().unwrap().kind,
+        ErrorKind::Unknown
+    );
 
     let mut h = harness(config(Mode::Streaming));
     for _ in 0..5 {
-        h.reply(Reply::Respond(Response::status(302, "").header("Location", "/again")));
+        h.reply(Reply::Respond(
+            Response::status(302, "").header("Location", "/again"),
+        ));
     }
     h.start(ms(100));
     assert_eq!(h.requests.len(), 4, "at most 3 redirects: {:?}", h.requests);
@@ -292,7 +356,9 @@ fn silent_stream_times_out_but_comments_keep_it_alive() {
     let mut h = harness(config(Mode::Streaming));
     let body = put(&[("a", 1)], &[]);
     h.reply(Reply::Respond(
-        Response::sse(&body, End::Hang).then(secs(200), ":\n").then(secs(200), ":\n"),
+        Response::sse(&body, End::Hang)
+            .then(secs(200), ":\n")
+            .then(secs(200), ":\n"),
     ));
     h.reply(stream(""));
     h.start(secs(699));
@@ -300,7 +366,10 @@ fn silent_stream_times_out_but_comments_keep_it_alive() {
     h.run_until(secs(702));
     assert_eq!(h.requests.len(), 2);
     let err = h.statuses()[1].error.clone().unwrap();
-    assert_eq!((err.kind, err.cause), (ErrorKind::NetworkError, crate::status::Cause::ReadTimeout));
+    assert_eq!(
+        (err.kind, err.cause),
+        (ErrorKind::NetworkError, crate::status::Cause::ReadTimeout)
+    );
 }
 
 #[test]
@@ -308,7 +377,10 @@ fn connect_timeout_is_enforced() {
     let mut h = harness(config(Mode::Streaming));
     h.reply(Reply::Hang);
     h.start(secs(11));
-    assert_eq!(h.statuses()[0].error.as_ref().unwrap().cause, crate::status::Cause::ConnectTimeout);
+    assert_eq!(
+        h.statuses()[0].error.as_ref().unwrap().cause,
+        crate::status::Cause::ConnectTimeout
+    );
     assert_eq!(h.closed.len(), 1);
 }
 
@@ -325,7 +397,10 @@ fn backoff_doubles_and_honours_server_retry() {
     }
 
     let mut h = harness(config(Mode::Streaming));
-    h.reply(Reply::Respond(Response::sse("retry: 10000\n\n", End::Close)));
+    h.reply(Reply::Respond(Response::sse(
+        "retry: 10000\n\n",
+        End::Close,
+    )));
     h.start(secs(30));
     let gap = h.requests[1].at - h.requests[0].at;
     assert!(gap > secs(5) && gap <= secs(10), "{gap:?}");
@@ -345,20 +420,33 @@ fn stop_closes_the_connection_and_reports_off() {
 #[test]
 fn environment_id_comes_from_successful_responses_only() {
     let mut h = harness(config(Mode::Streaming));
-    h.reply(Reply::Respond(Response::status(503, "").header("X-LD-EnvID", "bad")));
-    h.reply(Reply::Respond(Response::sse(&put(&[], &[]), End::Hang).header("X-LD-EnvID", "env-1")));
+    h.reply(Reply::Respond(
+        Response::status(503, "").header("X-LD-EnvID", "bad"),
+    ));
+    h.reply(Reply::Respond(
+        Response::sse(&put(&[], &[]), End::Hang).header("X-LD-EnvID", "env-1"),
+    ));
     h.start(secs(5));
     assert_eq!(h.system.environment_id(), Some("env-1"));
-    assert!(!h.events.iter().any(|(_, e)| *e == Event::EnvironmentId("bad".into())));
+    assert!(
+        !h.events
+            .iter()
+            .any(|(_, e)| *e == Event::EnvironmentId("bad".into()))
+    );
 }
 
 #[test]
 fn wrong_content_type_is_retried_as_unknown() {
     let mut h = harness(config(Mode::Streaming));
-    h.reply(Reply::Respond(Response::status(200, "{}").header("Content-Type", "application/json")));
+    h.reply(Reply::Respond(
+        Response::status(200, "{}").header("Content-Type", "application/json"),
+    ));
     h.reply(stream(&put(&[], &[])));
     h.start(secs(5));
-    assert_eq!(h.statuses()[0].error.as_ref().unwrap().kind, ErrorKind::Unknown);
+    assert_eq!(
+        h.statuses()[0].error.as_ref().unwrap().kind,
+        ErrorKind::Unknown
+    );
     assert!(h.system.initialized());
 }
 
@@ -372,6 +460,9 @@ fn oversized_event_is_a_typed_error_and_a_reconnect() {
     h.reply(stream(&big));
     h.reply(stream(&put(&[("a", 1)], &[])));
     h.start(secs(5));
-    assert_eq!(h.statuses()[0].error.as_ref().unwrap().kind, ErrorKind::InvalidData);
+    assert_eq!(
+        h.statuses()[0].error.as_ref().unwrap().kind,
+        ErrorKind::InvalidData
+    );
     assert!(h.system.initialized());
 }

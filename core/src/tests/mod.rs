@@ -36,21 +36,34 @@ pub(crate) fn flag_json(key: &str, version: u64) -> String {
 }
 
 pub(crate) fn all_data(flags: &[(&str, u64)], segments: &[(&str, u64)]) -> String {
-    let f: Vec<String> = flags.iter().map(|(k, v)| format!(r#""{k}":{}"#, flag_json(k, *v))).collect();
+    let f: Vec<String> = flags
+        .iter()
+        .map(|(k, v)| format!(r#""{k}":{}"#, flag_json(k, *v)))
+        .collect();
     let s: Vec<String> = segments
         .iter()
         .map(|(k, v)| format!(r#""{k}":{{"key":"{k}","version":{v}}}"#))
         .collect();
-    format!(r#"{{"flags":{{{}}},"segments":{{{}}}}}"#, f.join(","), s.join(","))
+    format!(
+        r#"{{"flags":{{{}}},"segments":{{{}}}}}"#,
+        f.join(","),
+        s.join(",")
+    )
 }
 
 pub(crate) fn put(flags: &[(&str, u64)], segments: &[(&str, u64)]) -> String {
-    format!("event: put\ndata: {{\"path\":\"/\",\"data\":{}}}\n\n", all_data(flags, segments))
+    format!(
+        "event: put\ndata: {{\"path\":\"/\",\"data\":{}}}\n\n",
+        all_data(flags, segments)
+    )
 }
 
 pub(crate) fn patch(kind: Kind, key: &str, version: u64) -> String {
     let prefix = kind.fdv1_path_prefix();
-    format!("event: patch\ndata: {{\"path\":\"{prefix}{key}\",\"data\":{}}}\n\n", flag_json(key, version))
+    format!(
+        "event: patch\ndata: {{\"path\":\"{prefix}{key}\",\"data\":{}}}\n\n",
+        flag_json(key, version)
+    )
 }
 
 pub(crate) fn delete(kind: Kind, key: &str, version: u64) -> String {

@@ -47,12 +47,17 @@ fn reply(f: &Fault) -> Reply {
     match f {
         Fault::Put(v) => Reply::Respond(Response::sse(&put_of(v), End::Close)),
         Fault::PutThenPatches(v, p) => {
-            let patches: String = p.iter().map(|(k, ver)| patch(Kind::Flag, &format!("f{k}"), u64::from(*ver))).collect();
+            let patches: String = p
+                .iter()
+                .map(|(k, ver)| patch(Kind::Flag, &format!("f{k}"), u64::from(*ver)))
+                .collect();
             Reply::Respond(Response::sse(&(put_of(v) + &patches), End::Close))
         }
         Fault::Refuse => Reply::Refuse,
         Fault::Status(code) => Reply::Respond(Response::status(*code, "")),
-        Fault::Malformed => Reply::Respond(Response::sse("event: put\ndata: {sorry\n\n", End::Hang)),
+        Fault::Malformed => {
+            Reply::Respond(Response::sse("event: put\ndata: {sorry\n\n", End::Hang))
+        }
         Fault::Truncated(v) => {
             let full = put_of(v);
             let cut = &full[..full.len() - 3];
@@ -62,7 +67,12 @@ fn reply(f: &Fault) -> Reply {
     }
 }
 
-fn run(t0: std::time::Instant, faults: &[Fault], last: &[(u8, u8)], split: Option<usize>) -> Harness {
+fn run(
+    t0: std::time::Instant,
+    faults: &[Fault],
+    last: &[(u8, u8)],
+    split: Option<usize>,
+) -> Harness {
     let mut c = config(Mode::Streaming);
     // The last stream stays open and silent: keep it from timing out.
     c.stream_read_timeout = secs(24 * 3600);

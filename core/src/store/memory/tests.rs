@@ -15,7 +15,10 @@ fn change(kind: Kind, json: &str) -> Change {
 }
 
 fn flag(key: &str, version: u64) -> Change {
-    change(Kind::Flag, &format!(r#"{{"key":"{key}","version":{version}}}"#))
+    change(
+        Kind::Flag,
+        &format!(r#"{{"key":"{key}","version":{version}}}"#),
+    )
 }
 
 fn delete(kind: Kind, key: &str, version: u64) -> Change {
@@ -63,12 +66,22 @@ fn fdv1_upsert_applies_only_newer_versions() {
 #[test]
 fn fdv1_delete_applies_only_newer_versions_and_hides_the_item() {
     let mut s = store_with(vec![flag("x", 100)]);
-    assert_eq!(s.apply(ChangeSet::fdv1_upsert(delete(Kind::Flag, "x", 100))).written, 0);
+    assert_eq!(
+        s.apply(ChangeSet::fdv1_upsert(delete(Kind::Flag, "x", 100)))
+            .written,
+        0
+    );
     assert_eq!(version(&s, Kind::Flag, "x"), Some(100));
     let a = s.apply(ChangeSet::fdv1_upsert(delete(Kind::Flag, "x", 101)));
     assert_eq!(a.changed_flags, ["x"]);
     assert_eq!(version(&s, Kind::Flag, "x"), None);
-    assert_eq!(s.data().get_including_deleted(Kind::Flag, "x").unwrap().version, 101);
+    assert_eq!(
+        s.data()
+            .get_including_deleted(Kind::Flag, "x")
+            .unwrap()
+            .version,
+        101
+    );
     assert_eq!(s.data().len(Kind::Flag), 0);
 }
 
@@ -95,8 +108,17 @@ fn patch_for_a_missing_item_is_applied() {
 fn full_replace_removes_absent_items_and_reports_each_change_once() {
     // PROTOCOL.md B §3.4 test_is_called_once_per_flag_during_init: a version bump, two
     // deletions and one addition give four events.
-    let mut s = store_with(vec![flag("a", 1), flag("b", 1), flag("c", 1), flag("same", 5)]);
-    let a = s.apply(ChangeSet::fdv1_full(vec![flag("a", 2), flag("d", 1), flag("same", 5)]));
+    let mut s = store_with(vec![
+        flag("a", 1),
+        flag("b", 1),
+        flag("c", 1),
+        flag("same", 5),
+    ]);
+    let a = s.apply(ChangeSet::fdv1_full(vec![
+        flag("a", 2),
+        flag("d", 1),
+        flag("same", 5),
+    ]));
     assert_eq!(a.changed_flags, ["a", "b", "c", "d"]);
     assert_eq!(version(&s, Kind::Flag, "b"), None);
 }
@@ -112,8 +134,16 @@ fn fdv1_full_with_lower_version_is_stored_but_not_reported() {
 #[test]
 fn rejected_writes_report_no_change() {
     let mut s = store_with(vec![flag("a", 5)]);
-    assert!(s.apply(ChangeSet::fdv1_upsert(flag("a", 5))).changed_flags.is_empty());
-    assert!(s.apply(ChangeSet::fdv1_upsert(flag("a", 4))).changed_flags.is_empty());
+    assert!(
+        s.apply(ChangeSet::fdv1_upsert(flag("a", 5)))
+            .changed_flags
+            .is_empty()
+    );
+    assert!(
+        s.apply(ChangeSet::fdv1_upsert(flag("a", 4)))
+            .changed_flags
+            .is_empty()
+    );
 }
 
 /// The worked examples of PROTOCOL.md B §3.4.
@@ -121,7 +151,10 @@ fn rejected_writes_report_no_change() {
 fn changes_reach_every_dependent_flag() {
     let base = || {
         store_with(vec![
-            change(Kind::Flag, r#"{"key":"flag1","version":1,"prerequisites":[{"key":"flag2"}]}"#),
+            change(
+                Kind::Flag,
+                r#"{"key":"flag1","version":1,"prerequisites":[{"key":"flag2"}]}"#,
+            ),
             change(
                 Kind::Flag,
                 r#"{"key":"flag2","version":1,"prerequisites":[{"key":"flag3"},{"key":"flag4"},{"key":"flag6"}]}"#,
@@ -140,22 +173,45 @@ fn changes_reach_every_dependent_flag() {
         ])
     };
     let seg1 = change(Kind::Segment, r#"{"key":"segment1","version":2}"#);
-    assert_eq!(base().apply(ChangeSet::fdv1_upsert(seg1)).changed_flags, ["flag1", "flag2", "flag6"]);
     assert_eq!(
-        base().apply(ChangeSet::fdv1_upsert(flag("flag4", 2))).changed_flags,
+        base().apply(ChangeSet::fdv1_upsert(seg1)).changed_flags,
+        ["flag1", "flag2", "flag6"]
+    );
+    assert_eq!(
+        base()
+            .apply(ChangeSet::fdv1_upsert(flag("flag4", 2)))
+            .changed_flags,
         ["flag1", "flag2", "flag4"]
     );
     assert_eq!(
-        base().apply(ChangeSet::fdv1_upsert(delete(Kind::Flag, "flag4", 2))).changed_flags,
+        base()
+            .apply(ChangeSet::fdv1_upsert(delete(Kind::Flag, "flag4", 2)))
+            .changed_flags,
         ["flag1", "flag2", "flag4"]
     );
-    let f3 = change(Kind::Flag, r#"{"key":"flag3","version":2,"prerequisites":[{"key":"flag4"}]}"#);
-    assert_eq!(base().apply(ChangeSet::fdv1_upsert(f3)).changed_flags, ["flag1", "flag2", "flag3"]);
-    let f2 = change(Kind::Flag, r#"{"key":"flag2","version":2,"prerequisites":[{"key":"flag3"}]}"#);
+    let f3 = change(
+        Kind::Flag,
+        r#"{"key":"flag3","version":2,"prerequisites":[{"key":"flag4"}]}"#,
+    );
+    assert_eq!(
+        base().apply(ChangeSet::fdv1_upsert(f3)).changed_flags,
+        ["flag1", "flag2", "flag3"]
+    );
+    let f2 = change(
+        Kind::Flag,
+        r#"{"key":"flag2","version":2,"prerequisites":[{"key":"flag3"}]}"#,
+    );
     let mut s = base();
-    assert_eq!(s.apply(ChangeSet::fdv1_upsert(f2)).changed_flags, ["flag1", "flag2"]);
+    assert_eq!(
+        s.apply(ChangeSet::fdv1_upsert(f2)).changed_flags,
+        ["flag1", "flag2"]
+    );
     // flag4 is no longer a prerequisite of flag2.
-    assert_eq!(s.apply(ChangeSet::fdv1_upsert(flag("flag4", 3))).changed_flags, ["flag4"]);
+    assert_eq!(
+        s.apply(ChangeSet::fdv1_upsert(flag("flag4", 3)))
+            .changed_flags,
+        ["flag4"]
+    );
 }
 
 fn fdv2(transfer: Transfer, changes: Vec<Change>, state: &str) -> ChangeSet {
@@ -163,7 +219,10 @@ fn fdv2(transfer: Transfer, changes: Vec<Change>, state: &str) -> ChangeSet {
         mode: ApplyMode::Fdv2,
         transfer,
         changes,
-        selector: Some(Selector { state: state.into(), version: 1 }),
+        selector: Some(Selector {
+            state: state.into(),
+            version: 1,
+        }),
     }
 }
 
