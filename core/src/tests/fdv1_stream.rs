@@ -106,7 +106,7 @@ fn change_events_name_only_applied_writes() {
         .collect();
     assert_eq!(
         changes,
-        [vec!["a".to_owned()], vec![], vec!["a".to_owned()]]
+        [vec!["a".to_owned()], vec!["a".to_owned()]]
     );
 }
 
