@@ -108,14 +108,14 @@ macro_rules! each_source {
 /// config.stream_uri = "http://127.0.0.1:8030".into();
 /// let mut system = DataSystem::new(config, 7, now).unwrap();
 /// system.handle_input(now, Input::Command(Command::Start));
-/// let Some(Output::Action(Action::Connect { conn, request, .. })) = system.poll_output() else { panic!() };
+/// let Output::Action(Action::Connect { conn, request, .. }) = system.poll_output() else { panic!() };
 /// assert!(request.starts_with(b"GET /all HTTP/1.1\r\n"));
 ///
 /// system.handle_input(now, Input::Connected { conn });
 /// let body = "event: put\ndata: {\"data\":{\"flags\":{\"f\":{\"key\":\"f\",\"version\":1}},\"segments\":{}}}\n\n";
 /// let response = format!("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n{body}");
 /// system.handle_input(now, Input::Data { conn, bytes: response.as_bytes() });
-/// while !matches!(system.poll_output(), Some(Output::Wait(_))) {}
+/// while !matches!(system.poll_output(), Output::Wait(_)) {}
 /// assert_eq!(system.snapshot().get(flagsync_core::Kind::Flag, "f").unwrap().version, 1);
 /// assert_eq!(system.status().state, flagsync_core::State::Valid);
 /// ```
