@@ -32,7 +32,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut config = Config::new("sdk-example");
     config.stream_uri = "http://127.0.0.1:8030".into();
     // The example is the driver: it owns the clock and hands the core `now`.
-    #[allow(clippy::disallowed_methods, reason = "the driver, not the core, reads the clock")]
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the driver, not the core, reads the clock"
+    )]
     let mut now = std::time::Instant::now();
     let mut system = DataSystem::new(config, 1, now)?;
     system.handle_input(now, Input::Command(Command::Start));
@@ -43,13 +46,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut conn = None;
     loop {
         match system.poll_output() {
-            Output::Action(Action::Connect { conn: c, request, .. }) => {
-                println!("connect {c}: {}", String::from_utf8_lossy(&request).lines().next().unwrap_or(""));
+            Output::Action(Action::Connect {
+                conn: c, request, ..
+            }) => {
+                println!(
+                    "connect {c}: {}",
+                    String::from_utf8_lossy(&request)
+                        .lines()
+                        .next()
+                        .unwrap_or("")
+                );
                 conn = Some(c);
             }
             Output::Action(other) => println!("action: {other:?}"),
-            Output::Event(Event::StatusChanged(s)) => println!("status: {:?} (error: {:?})", s.state, s.error.map(|e| e.kind)),
-            Output::Event(Event::StoreChanged { changed_flags }) => println!("store changed; affected flags: {changed_flags:?}"),
+            Output::Event(Event::StatusChanged(s)) => println!(
+                "status: {:?} (error: {:?})",
+                s.state,
+                s.error.map(|e| e.kind)
+            ),
+            Output::Event(Event::StoreChanged { changed_flags }) => {
+                println!("store changed; affected flags: {changed_flags:?}")
+            }
             Output::Event(other) => println!("event: {other:?}"),
             Output::Wait(_) => {
                 let Some(conn) = conn else { break };

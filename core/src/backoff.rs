@@ -108,10 +108,10 @@ impl Backoff {
 
     /// The delay before the next attempt after a failure at `now`, measured from `now`.
     pub fn next_delay(&mut self, now: Instant, regime: Regime) -> Duration {
-        if let Some(at) = self.connected_at.take() {
-            if now.saturating_duration_since(at) >= self.config.reset_after {
-                self.last = None;
-            }
+        if let Some(at) = self.connected_at.take()
+            && now.saturating_duration_since(at) >= self.config.reset_after
+        {
+            self.last = None;
         }
         let (initial, max) = match regime {
             Regime::Normal => (self.config.initial, self.config.max),

@@ -403,13 +403,19 @@ pub struct ScriptRun {
 impl ScriptRun {
     /// Start replaying against `system`, whose clock starts at `origin`.
     pub fn new(system: DataSystem, origin: Instant) -> Self {
-        Self { system, now: origin, conns: Vec::new(), outputs: Vec::new() }
+        Self {
+            system,
+            now: origin,
+            conns: Vec::new(),
+            outputs: Vec::new(),
+        }
     }
 
     /// Feed one step and check the invariants.
     pub fn step(&mut self, step: &Step) {
         self.now += Duration::from_millis(u64::from(step.advance_ms));
-        let conn = |conns: &[ConnId], i: u8| conns.get(usize::from(i) % conns.len().max(1)).copied();
+        let conn =
+            |conns: &[ConnId], i: u8| conns.get(usize::from(i) % conns.len().max(1)).copied();
         let head;
         let input = match &step.input {
             ScriptInput::Start => Input::Command(Command::Start),
@@ -420,10 +426,19 @@ impl ScriptRun {
                 None => return,
             },
             ScriptInput::Head(i, status, sse) => {
-                let Some(conn) = conn(&self.conns, *i) else { return };
-                let ct = if *sse { "text/event-stream" } else { "application/json" };
+                let Some(conn) = conn(&self.conns, *i) else {
+                    return;
+                };
+                let ct = if *sse {
+                    "text/event-stream"
+                } else {
+                    "application/json"
+                };
                 head = format!("HTTP/1.1 {status} X\r\nContent-Type: {ct}\r\n\r\n");
-                Input::Data { conn, bytes: head.as_bytes() }
+                Input::Data {
+                    conn,
+                    bytes: head.as_bytes(),
+                }
             }
             ScriptInput::Data(i, bytes) => match conn(&self.conns, *i) {
                 Some(conn) => Input::Data { conn, bytes },
@@ -435,7 +450,10 @@ impl ScriptRun {
                     cause: if *clean {
                         CloseCause::Eof
                     } else {
-                        CloseCause::Io(IoCause { kind: std::io::ErrorKind::ConnectionReset, message: "reset".into() })
+                        CloseCause::Io(IoCause {
+                            kind: std::io::ErrorKind::ConnectionReset,
+                            message: "reset".into(),
+                        })
                     },
                 },
                 None => return,
@@ -449,10 +467,18 @@ impl ScriptRun {
                 Output::Wait(deadline) => {
                     if timeout {
                         if let Some(d) = deadline {
-                            assert!(*d > self.now, "deadline {d:?} did not move past {:?}", self.now);
+                            assert!(
+                                *d > self.now,
+                                "deadline {d:?} did not move past {:?}",
+                                self.now
+                            );
                         }
                     }
-                    assert_eq!(self.system.poll_output(), out, "Wait must repeat until the next input");
+                    assert_eq!(
+                        self.system.poll_output(),
+                        out,
+                        "Wait must repeat until the next input"
+                    );
                     self.outputs.push(out);
                     return;
                 }

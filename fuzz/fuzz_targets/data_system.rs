@@ -11,12 +11,18 @@ fuzz_target!(|input: (bool, Vec<Step>)| {
     let mut config = Config::new("fuzz-key");
     config.stream_uri = "http://127.0.0.1:1".into();
     config.polling_uri = "http://127.0.0.1:2".into();
-    config.mode = if polling { Mode::Polling } else { Mode::Streaming };
+    config.mode = if polling {
+        Mode::Polling
+    } else {
+        Mode::Streaming
+    };
     config.limits.sse.max_line_len = 4096;
     config.limits.sse.max_event_len = 4096;
     config.limits.max_poll_body = 4096;
     let t0 = origin();
-    let Ok(system) = DataSystem::new(config, 1, t0) else { return };
+    let Ok(system) = DataSystem::new(config, 1, t0) else {
+        return;
+    };
     let mut run = ScriptRun::new(system, t0);
     for step in &steps {
         run.step(step);

@@ -20,7 +20,10 @@ fuzz_target!(|input: (u8, &[u8])| {
             let (kind, key) = (c.kind, c.key.clone());
             store.apply(ChangeSet::fdv1_upsert(c));
             if let Some(old) = before.get_including_deleted(kind, &key) {
-                let new = store.data().get_including_deleted(kind, &key).map(|i| i.version);
+                let new = store
+                    .data()
+                    .get_including_deleted(kind, &key)
+                    .map(|i| i.version);
                 assert!(new >= Some(old.version));
             }
         }

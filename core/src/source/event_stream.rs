@@ -100,7 +100,7 @@ pub enum StreamOutput {
 #[derive(Debug)]
 enum Phase {
     Idle,
-    Active { ex: Exchange, opened: bool },
+    Active { ex: Box<Exchange>, opened: bool },
     Waiting { at: Instant },
     Stopped,
 }
@@ -198,20 +198,20 @@ impl EventStream {
 
     /// The driver connected `conn`.
     pub fn handle_connected(&mut self, now: Instant, conn: ConnId) {
-        if let Phase::Active { ex, .. } = &mut self.phase {
-            if ex.conn == conn {
-                ex.handle_connected(now);
-            }
+        if let Phase::Active { ex, .. } = &mut self.phase
+            && ex.conn == conn
+        {
+            ex.handle_connected(now);
         }
     }
 
     /// Bytes arrived on `conn`.
     pub fn handle_data(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) {
         let mut progress = std::mem::take(&mut self.progress);
-        if let Phase::Active { ex, .. } = &mut self.phase {
-            if ex.conn == conn {
-                ex.handle_data(now, bytes, &mut progress);
-            }
+        if let Phase::Active { ex, .. } = &mut self.phase
+            && ex.conn == conn
+        {
+            ex.handle_data(now, bytes, &mut progress);
         }
         self.apply(now, &mut progress);
         self.progress = progress;
@@ -220,10 +220,10 @@ impl EventStream {
     /// `conn` closed.
     pub fn handle_closed(&mut self, now: Instant, conn: ConnId, cause: CloseCause) {
         let mut progress = std::mem::take(&mut self.progress);
-        if let Phase::Active { ex, .. } = &mut self.phase {
-            if ex.conn == conn {
-                ex.handle_closed(now, cause, &mut progress);
-            }
+        if let Phase::Active { ex, .. } = &mut self.phase
+            && ex.conn == conn
+        {
+            ex.handle_closed(now, cause, &mut progress);
         }
         self.apply(now, &mut progress);
         self.progress = progress;
@@ -293,7 +293,10 @@ impl EventStream {
         );
         tracing::debug!(%conn, url = %self.url, "stream connecting");
         self.out.push_back(StreamOutput::Action(action));
-        self.phase = Phase::Active { ex, opened: false };
+        self.phase = Phase::Active {
+            ex: Box::new(ex),
+            opened: false,
+        };
     }
 
     fn close_current(&mut self) {

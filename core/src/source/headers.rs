@@ -70,14 +70,14 @@ impl RequestIdentity {
         if !tags.is_empty() {
             h.push(("X-LaunchDarkly-Tags".into(), tags.join(" ")));
         }
-        if let Some((name, version)) = &self.wrapper {
-            if !name.is_empty() {
-                let value = match version {
-                    Some(v) if !v.is_empty() => format!("{name}/{v}"),
-                    _ => name.clone(),
-                };
-                h.push(("X-LaunchDarkly-Wrapper".into(), value));
-            }
+        if let Some((name, version)) = &self.wrapper
+            && !name.is_empty()
+        {
+            let value = match version {
+                Some(v) if !v.is_empty() => format!("{name}/{v}"),
+                _ => name.clone(),
+            };
+            h.push(("X-LaunchDarkly-Wrapper".into(), value));
         }
         h
     }

@@ -33,10 +33,10 @@ pub fn init_order(data: &Snapshot) -> Vec<(Kind, &str, &Item)> {
             }
             stack.push((key, true));
             for p in prerequisites(item).into_iter().rev() {
-                if let Some((&k, _)) = flags.get_key_value(p.as_str()) {
-                    if !done.contains(k) {
-                        stack.push((k, false));
-                    }
+                if let Some((&k, _)) = flags.get_key_value(p.as_str())
+                    && !done.contains(k)
+                {
+                    stack.push((k, false));
                 }
             }
         }

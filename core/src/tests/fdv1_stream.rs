@@ -104,10 +104,7 @@ fn change_events_name_only_applied_writes() {
             _ => None,
         })
         .collect();
-    assert_eq!(
-        changes,
-        [vec!["a".to_owned()], vec!["a".to_owned()]]
-    );
+    assert_eq!(changes, [vec!["a".to_owned()], vec!["a".to_owned()]]);
 }
 
 fn reconnects_after(bad: &str, kind: ErrorKind) {

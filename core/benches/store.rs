@@ -1,0 +1,209 @@
+//! Store benchmarks (issue: core FDv1), in one run:
+//! - `put_to_store`: bytes of an FDv1 `put` event, fed to the SSE parser in 16 KiB reads,
+//!   parsed and applied to an empty store, against `serde_json` parsing the same
+//!   payload into the official evaluation model (launchdarkly-server-sdk-evaluation
+//!   `Flag`/`Segment`), which is most of what the official Rust SDK spends at start-up;
+//! - `put_per_mb`: the same path at 100, 5,000 and 50,000 flags (time per MB should be flat);
+//! - `patches`: 10,000 `patch` events (SSE framing + JSON + store) on 100- and
+//!   50,000-flag stores;
+//! - the peak heap while applying the large put, printed once (counting allocator).
+//!
+//! Payloads come from `../shared/tools/gen_payload.py` (generated into
+//! `target/payloads/` on first run). Run: `cargo bench -p flagsync-core --bench store`.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use flagsync_core::fdv1::{Event, parse_event};
+use flagsync_core::sse::{self, Item};
+use flagsync_core::store::{ChangeSet, Store};
+
+struct Counting;
+
+static CURRENT: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator and only counts bytes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            let now = CURRENT.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) };
+        CURRENT.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            if new_size > layout.size() {
+                let now = CURRENT.fetch_add(new_size - layout.size(), Ordering::Relaxed) + new_size
+                    - layout.size();
+                PEAK.fetch_max(now, Ordering::Relaxed);
+            } else {
+                CURRENT.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
+            }
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+fn payload(flags: usize) -> Vec<u8> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/payloads");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("flags-{flags}.json"));
+    if !path.exists() {
+        let script =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/tools/gen_payload.py");
+        let status = std::process::Command::new("python3")
+            .arg(script)
+            .args(["--flags", &flags.to_string(), "-o"])
+            .arg(&path)
+            .status()
+            .expect("python3 runs gen_payload.py");
+        assert!(status.success());
+    }
+    std::fs::read(path).unwrap()
+}
+
+fn put_event(all: &[u8]) -> Vec<u8> {
+    let mut v = b"event: put\ndata: {\"path\":\"/\",\"data\":".to_vec();
+    v.extend_from_slice(all);
+    v.extend_from_slice(b"}\n\n");
+    v
+}
+
+/// Feed `bytes` in 16 KiB reads through SSE, FDv1 and the store.
+fn apply_stream(store: &mut Store, bytes: &[u8]) -> usize {
+    let mut parser = sse::Parser::new(sse::Config::default());
+    let mut n = 0;
+    for chunk in bytes.chunks(16 * 1024) {
+        parser.handle_bytes(chunk);
+        while let Some(item) = parser.poll_item() {
+            if let Ok(Item::Event(ev)) = item {
+                match parse_event(&ev.event_type, &ev.data).unwrap() {
+                    Event::Put(c) => n += store.apply(ChangeSet::fdv1_full(c)).written,
+                    Event::Patch(c) | Event::Delete(c) => {
+                        n += store.apply(ChangeSet::fdv1_upsert(c)).written
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    n
+}
+
+#[derive(serde::Deserialize)]
+struct OfficialAllData {
+    flags: HashMap<String, launchdarkly_server_sdk_evaluation::Flag>,
+    segments: HashMap<String, launchdarkly_server_sdk_evaluation::Segment>,
+}
+
+fn patch_events(keys: &[String], n: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        let key = &keys[i % keys.len()];
+        out.extend_from_slice(
+            format!(
+                "event: patch\ndata: {{\"path\":\"/flags/{key}\",\"data\":{{\"key\":\"{key}\",\"version\":{},\"on\":true,\"variations\":[true,false],\"fallthrough\":{{\"variation\":0}},\"offVariation\":1,\"salt\":\"s\"}}}}\n\n",
+                1_000_000 + i
+            )
+            .as_bytes(),
+        );
+    }
+    out
+}
+
+fn bench(c: &mut Criterion) {
+    let large = payload(50_000);
+    let put = put_event(&large);
+
+    // Peak heap while the large put goes from bytes to a ready store.
+    {
+        let base = CURRENT.load(Ordering::Relaxed);
+        PEAK.store(base, Ordering::Relaxed);
+        let mut store = Store::new();
+        let n = apply_stream(&mut store, &put);
+        let peak = PEAK.load(Ordering::Relaxed) - base;
+        println!(
+            "peak heap applying the {:.1} MB put ({n} items): {:.1} MB = {:.2}x the payload",
+            put.len() as f64 / 1e6,
+            peak as f64 / 1e6,
+            peak as f64 / put.len() as f64
+        );
+        let held = CURRENT.load(Ordering::Relaxed) - base;
+        println!("heap held by the ready store: {:.1} MB", held as f64 / 1e6);
+    }
+
+    let mut g = c.benchmark_group("put_to_store");
+    g.sample_size(10).measurement_time(Duration::from_secs(20));
+    g.throughput(Throughput::Bytes(put.len() as u64));
+    g.bench_function("flagsync_sse_fdv1_store", |b| {
+        b.iter(|| {
+            let mut store = Store::new();
+            apply_stream(&mut store, &put)
+        })
+    });
+    g.bench_function("serde_json_official_model", |b| {
+        b.iter(|| {
+            let all: OfficialAllData = serde_json::from_slice(&large).unwrap();
+            all.flags.len() + all.segments.len()
+        })
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("put_per_mb");
+    g.sample_size(10).measurement_time(Duration::from_secs(10));
+    for flags in [100usize, 5_000, 50_000] {
+        let put = put_event(&payload(flags));
+        g.throughput(Throughput::Bytes(put.len() as u64));
+        g.bench_function(format!("{flags}_flags"), |b| {
+            b.iter(|| {
+                let mut store = Store::new();
+                apply_stream(&mut store, &put)
+            })
+        });
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("patches");
+    g.sample_size(10).measurement_time(Duration::from_secs(10));
+    g.throughput(Throughput::Elements(10_000));
+    for flags in [100usize, 50_000] {
+        let mut store = Store::new();
+        apply_stream(&mut store, &put_event(&payload(flags)));
+        let keys: Vec<String> = store
+            .data()
+            .iter(flagsync_core::Kind::Flag)
+            .map(|(k, _)| k.to_owned())
+            .collect();
+        let events = patch_events(&keys, 10_000);
+        g.bench_function(format!("10k_patches_on_{flags}_flags"), |b| {
+            b.iter_batched(
+                || store.clone(),
+                |mut s| {
+                    let n = apply_stream(&mut s, &events);
+                    (n, s)
+                },
+                BatchSize::LargeInput,
+            )
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
