@@ -92,32 +92,31 @@ impl DecodeError {
 }
 
 /// Decode an item of `kind` from `raw`, keeping `raw` as the stored bytes.
+///
+/// One pass over the JSON with no intermediate model: the visitor reads `key`,
+/// `version` and `deleted`, pushes prerequisite keys and `segmentMatch` values straight
+/// into the dependency list, and skips everything else.
 pub fn decode(kind: Kind, raw: Bytes) -> Result<Decoded, DecodeError> {
-    let head: ItemHead<'_> =
-        serde_json::from_slice(&raw).map_err(|e| DecodeError::from_json(&e))?;
-    let deleted = head.deleted.unwrap_or(false);
     let mut depends_on = Vec::new();
-    if !deleted {
-        if kind == Kind::Flag {
-            for p in &head.prerequisites {
-                depends_on.push((Kind::Flag, p.key.to_string()));
-            }
-        }
-        for rule in &head.rules {
-            for clause in &rule.clauses {
-                if clause.op == "segmentMatch" {
-                    for v in &clause.values.0 {
-                        depends_on.push((Kind::Segment, v.to_string()));
-                    }
-                }
-            }
-        }
+    let mut de = serde_json::Deserializer::from_slice(&raw);
+    let head = de::DeserializeSeed::deserialize(
+        HeadSeed {
+            kind,
+            deps: &mut depends_on,
+        },
+        &mut de,
+    )
+    .and_then(|h| de.end().map(|()| h))
+    .map_err(|e| DecodeError::from_json(&e))?;
+    let deleted = head.deleted;
+    if deleted {
+        depends_on.clear();
+    } else if depends_on.len() > 1 {
         depends_on.sort_unstable();
         depends_on.dedup();
     }
-    let key = head.key.map(Cow::into_owned);
     Ok(Decoded {
-        key,
+        key: head.key,
         item: Item {
             version: head.version,
             deleted,
@@ -127,38 +126,219 @@ pub fn decode(kind: Kind, raw: Bytes) -> Result<Decoded, DecodeError> {
     })
 }
 
-/// The part of a flag or segment the store reads. Unknown fields are skipped.
-#[derive(Deserialize)]
-struct ItemHead<'a> {
-    #[serde(default, borrow)]
-    key: Option<Cow<'a, str>>,
+struct Head {
+    key: Option<String>,
     version: u64,
-    #[serde(default)]
-    deleted: Option<bool>,
-    #[serde(default, borrow)]
-    prerequisites: Vec<Prerequisite<'a>>,
-    #[serde(default, borrow, deserialize_with = "null_as_default")]
-    rules: Vec<Rule<'a>>,
+    deleted: bool,
 }
 
-#[derive(Deserialize)]
-struct Prerequisite<'a> {
-    #[serde(borrow)]
-    key: Cow<'a, str>,
+/// Reads an item's top level; nested references go to `deps`.
+struct HeadSeed<'o> {
+    kind: Kind,
+    deps: &'o mut Vec<(Kind, String)>,
 }
 
-#[derive(Deserialize)]
-struct Rule<'a> {
-    #[serde(default, borrow, deserialize_with = "null_as_default")]
-    clauses: Vec<Clause<'a>>,
+impl<'de> de::DeserializeSeed<'de> for HeadSeed<'_> {
+    type Value = Head;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Head, D::Error> {
+        d.deserialize_map(self)
+    }
 }
 
-#[derive(Deserialize)]
-struct Clause<'a> {
-    #[serde(default, borrow)]
-    op: Cow<'a, str>,
-    #[serde(default, borrow)]
-    values: StringValues<'a>,
+impl<'de> Visitor<'de> for HeadSeed<'_> {
+    type Value = Head;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a flag or segment object")
+    }
+    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Head, A::Error> {
+        let (mut key, mut version, mut deleted) = (None, None, false);
+        while let Some(field) = map.next_key::<Field>()? {
+            match field {
+                Field::Key => key = map.next_value::<Option<String>>()?,
+                Field::Version => version = Some(map.next_value::<u64>()?),
+                Field::Deleted => deleted = map.next_value::<Option<bool>>()?.unwrap_or(false),
+                Field::Prerequisites if self.kind == Kind::Flag => {
+                    map.next_value_seed(Each(Prerequisite(&mut *self.deps)))?;
+                }
+                Field::Rules => map.next_value_seed(Each(Rule(&mut *self.deps)))?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        let version = version.ok_or_else(|| de::Error::missing_field("version"))?;
+        Ok(Head { key, version, deleted })
+    }
+}
+
+/// The object keys (and the one string value) the decoder looks at, matched without
+/// allocating.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Key,
+    Version,
+    Deleted,
+    Prerequisites,
+    Rules,
+    Clauses,
+    Op,
+    Values,
+    SegmentMatch,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Field {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Field;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Field, E> {
+                Ok(match v {
+                    "key" => Field::Key,
+                    "version" => Field::Version,
+                    "deleted" => Field::Deleted,
+                    "prerequisites" => Field::Prerequisites,
+                    "rules" => Field::Rules,
+                    "clauses" => Field::Clauses,
+                    "op" => Field::Op,
+                    "values" => Field::Values,
+                    "segmentMatch" => Field::SegmentMatch,
+                    _ => Field::Other,
+                })
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Field, E> {
+                Ok(Field::Other)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Applies a seed to every element of an array; `null` is an empty array.
+struct Each<S>(S);
+
+/// A seed that can be used for several elements in turn.
+trait ElementSeed<'de> {
+    fn element<A: SeqAccess<'de>>(&mut self, seq: &mut A) -> Result<bool, A::Error>;
+}
+
+impl<'de, S: ElementSeed<'de>> de::DeserializeSeed<'de> for Each<S> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, S: ElementSeed<'de>> Visitor<'de> for Each<S> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array")
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+        while self.0.element(&mut seq)? {}
+        Ok(())
+    }
+}
+
+/// `prerequisites[]`: `{"key": …}` adds a flag dependency.
+struct Prerequisite<'o>(&'o mut Vec<(Kind, String)>);
+
+impl<'de> ElementSeed<'de> for Prerequisite<'_> {
+    fn element<A: SeqAccess<'de>>(&mut self, seq: &mut A) -> Result<bool, A::Error> {
+        seq.next_element_seed(ObjectFields { deps: &mut *self.0, kind: Fields::Prerequisite })
+            .map(|o| o.is_some())
+    }
+}
+
+/// `rules[]`: each rule's `clauses`.
+struct Rule<'o>(&'o mut Vec<(Kind, String)>);
+
+impl<'de> ElementSeed<'de> for Rule<'_> {
+    fn element<A: SeqAccess<'de>>(&mut self, seq: &mut A) -> Result<bool, A::Error> {
+        seq.next_element_seed(ObjectFields { deps: &mut *self.0, kind: Fields::Rule })
+            .map(|o| o.is_some())
+    }
+}
+
+/// `clauses[]`: a `segmentMatch` clause adds its string values as segment dependencies.
+struct Clause<'o>(&'o mut Vec<(Kind, String)>);
+
+impl<'de> ElementSeed<'de> for Clause<'_> {
+    fn element<A: SeqAccess<'de>>(&mut self, seq: &mut A) -> Result<bool, A::Error> {
+        seq.next_element_seed(ObjectFields { deps: &mut *self.0, kind: Fields::Clause })
+            .map(|o| o.is_some())
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fields {
+    Prerequisite,
+    Rule,
+    Clause,
+}
+
+/// Reads the one field of interest in a nested object and skips the rest.
+struct ObjectFields<'o> {
+    deps: &'o mut Vec<(Kind, String)>,
+    kind: Fields,
+}
+
+impl<'de> de::DeserializeSeed<'de> for ObjectFields<'_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ObjectFields<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object")
+    }
+    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        // For clauses: `op` usually precedes `values`; values read before the op is
+        // known are kept aside until it is.
+        let mut op_is_segment_match: Option<bool> = None;
+        let mut early_values: Vec<String> = Vec::new();
+        while let Some(field) = map.next_key::<Field>()? {
+            match (self.kind, field) {
+                (Fields::Prerequisite, Field::Key) => {
+                    let key = map.next_value::<String>()?;
+                    self.deps.push((Kind::Flag, key));
+                }
+                (Fields::Rule, Field::Clauses) => map.next_value_seed(Each(Clause(&mut *self.deps)))?,
+                (Fields::Clause, Field::Op) => {
+                    op_is_segment_match = Some(map.next_value::<Field>()? == Field::SegmentMatch);
+                }
+                (Fields::Clause, Field::Values) => match op_is_segment_match {
+                    Some(false) => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                    Some(true) => {
+                        let values = map.next_value::<StringValues<'de>>()?;
+                        self.deps.extend(values.0.into_iter().map(|v| (Kind::Segment, v.into_owned())));
+                    }
+                    None => {
+                        let values = map.next_value::<StringValues<'de>>()?;
+                        early_values.extend(values.0.into_iter().map(Cow::into_owned));
+                    }
+                },
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        if op_is_segment_match == Some(true) {
+            self.deps.extend(early_values.into_iter().map(|v| (Kind::Segment, v)));
+        }
+        Ok(())
+    }
 }
 
 /// The string members of a clause's `values`; other JSON values are skipped
@@ -236,14 +416,6 @@ impl<'de: 'a, 'a> Deserialize<'de> for MaybeStr<'a> {
         }
         d.deserialize_any(V(std::marker::PhantomData))
     }
-}
-
-fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
-where
-    D: de::Deserializer<'de>,
-    T: Deserialize<'de> + Default,
-{
-    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
 #[cfg(test)]
