@@ -49,6 +49,8 @@ pub struct Parser {
     event_type: String,
     /// The spec's "last event ID buffer": set by `id` fields, committed at dispatch.
     id_buffer: String,
+    /// An `id` field was seen since the last dispatch (`id_buffer` may differ).
+    id_changed: bool,
     /// The committed last event id.
     last_event_id: String,
     items: VecDeque<Result<Item, Error>>,
@@ -69,6 +71,7 @@ impl Parser {
             has_data: false,
             event_type: String::new(),
             id_buffer: String::new(),
+            id_changed: false,
             last_event_id: String::new(),
             items: VecDeque::new(),
             failed: false,
@@ -159,6 +162,7 @@ impl Parser {
         self.has_data = false;
         self.event_type = String::new();
         self.id_buffer.clone_from(&self.last_event_id);
+        self.id_changed = false;
     }
 
     fn clear_line(&mut self) {
@@ -187,7 +191,7 @@ impl Parser {
             }
         }
         while !self.failed {
-            let Some(end) = memchr::memchr2(b'\n', b'\r', input) else {
+            let Some(end) = find_line_end(input) else {
                 self.buffer_partial_line(input);
                 return;
             };
@@ -241,7 +245,7 @@ impl Parser {
         self.line_utf8 = Utf8Progress::default();
         let line = mem::take(&mut self.line);
         if valid && !self.has_data {
-            if let Some((b"data", value_start)) = split_field(&line) {
+            if let Some(([b'd', b'a', b't', b'a'], value_start)) = split_field(&line) {
                 // The first data line of an event: the line buffer becomes the data
                 // buffer without a copy (a `put` line is tens of MB).
                 self.take_data_line(line, value_start);
@@ -269,7 +273,7 @@ impl Parser {
     fn process_line(&mut self, line: &[u8]) {
         if let Some((b':', text)) = line.split_first() {
             // A comment: everything after the leading colon, spaces included.
-            let text = String::from_utf8_lossy(text).into_owned();
+            let text = decode(text).into_owned();
             self.items.push_back(Ok(Item::Comment(text)));
             return;
         }
@@ -279,18 +283,19 @@ impl Parser {
         };
         let value = line.get(value_start..).unwrap_or_default();
         match name {
-            b"data" => self.append_data(value),
-            b"event" => {
+            [b'd', b'a', b't', b'a'] => self.append_data(value),
+            [b'e', b'v', b'e', b'n', b't'] => {
                 self.event_type.clear();
-                self.event_type.push_str(&String::from_utf8_lossy(value));
+                self.event_type.push_str(&decode(value));
             }
-            b"id" => {
+            [b'i', b'd'] => {
                 if memchr::memchr(0, value).is_none() {
                     self.id_buffer.clear();
-                    self.id_buffer.push_str(&String::from_utf8_lossy(value));
+                    self.id_buffer.push_str(&decode(value));
+                    self.id_changed = true;
                 }
             }
-            b"retry" => {
+            [b'r', b'e', b't', b'r', b'y'] => {
                 if let Some(millis) = parse_retry(value) {
                     self.items.push_back(Ok(Item::Retry(millis)));
                 }
@@ -301,7 +306,7 @@ impl Parser {
 
     /// Append a `data` value and its LF to the data buffer.
     fn append_data(&mut self, value: &[u8]) {
-        let value: Cow<'_, [u8]> = match String::from_utf8_lossy(value) {
+        let value: Cow<'_, [u8]> = match decode(value) {
             Cow::Borrowed(text) => Cow::Borrowed(text.as_bytes()),
             Cow::Owned(text) => Cow::Owned(text.into_bytes()),
         };
@@ -321,7 +326,8 @@ impl Parser {
 
     /// A blank line: commit the id, and dispatch the event if there is data.
     fn dispatch(&mut self) {
-        if self.last_event_id != self.id_buffer {
+        if self.id_changed {
+            self.id_changed = false;
             self.last_event_id.clone_from(&self.id_buffer);
         }
         if !self.has_data {
@@ -352,7 +358,7 @@ fn split_field(line: &[u8]) -> Option<(&[u8], usize)> {
     if line.is_empty() {
         return None;
     }
-    let Some(colon) = memchr::memchr(b':', line) else {
+    let Some(colon) = find_colon(line) else {
         return Some((line, line.len()));
     };
     let name = line.get(..colon).unwrap_or_default();
@@ -374,4 +380,37 @@ fn parse_retry(value: &[u8]) -> Option<u64> {
             .saturating_mul(10)
             .saturating_add(u64::from(digit - b'0'))
     }))
+}
+
+/// Decode UTF-8, replacing invalid sequences with U+FFFD (validation first: the common
+/// valid case does not go through the lossy decoder).
+fn decode(bytes: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
+}
+
+/// Bytes scanned one by one before handing over to `memchr`: its dispatch costs more
+/// than a short scalar scan, and most SSE lines (blank lines, `event: patch`) are short.
+const SCALAR_HEAD: usize = 16;
+
+/// Index of the first CR or LF. Each byte is looked at once.
+fn find_line_end(bytes: &[u8]) -> Option<usize> {
+    let head = bytes.get(..SCALAR_HEAD).unwrap_or(bytes);
+    if let Some(end) = head.iter().position(|&b| b == b'\n' || b == b'\r') {
+        return Some(end);
+    }
+    let tail = bytes.get(head.len()..)?;
+    memchr::memchr2(b'\n', b'\r', tail).map(|end| end + head.len())
+}
+
+/// Index of the first colon (field names are short).
+fn find_colon(bytes: &[u8]) -> Option<usize> {
+    let head = bytes.get(..SCALAR_HEAD).unwrap_or(bytes);
+    if let Some(colon) = head.iter().position(|&b| b == b':') {
+        return Some(colon);
+    }
+    let tail = bytes.get(head.len()..)?;
+    memchr::memchr(b':', tail).map(|colon| colon + head.len())
 }
