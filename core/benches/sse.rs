@@ -103,7 +103,11 @@ fn workload(c: &mut Criterion, name: &str, stream: Vec<u8>, expected_events: usi
     let len = stream.len() as u64;
     let chunks = reads(stream);
     assert_eq!(flagsync(&chunks), expected_events, "flagsync event count");
-    assert_eq!(sse_stream(&chunks), expected_events, "sse-stream event count");
+    assert_eq!(
+        sse_stream(&chunks),
+        expected_events,
+        "sse-stream event count"
+    );
     let mut group = c.benchmark_group(name);
     group
         .throughput(Throughput::Bytes(len))
@@ -112,7 +116,9 @@ fn workload(c: &mut Criterion, name: &str, stream: Vec<u8>, expected_events: usi
         .measurement_time(Duration::from_secs(5));
     group.bench_function("flagsync", |b| b.iter(|| flagsync(black_box(&chunks))));
     group.bench_function("sse_stream", |b| b.iter(|| sse_stream(black_box(&chunks))));
-    group.bench_function("memchr_floor", |b| b.iter(|| memchr_floor(black_box(&chunks))));
+    group.bench_function("memchr_floor", |b| {
+        b.iter(|| memchr_floor(black_box(&chunks)))
+    });
     group.finish();
 }
 

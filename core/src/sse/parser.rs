@@ -14,6 +14,9 @@ use super::{Config, Error, Event, Item};
 /// The UTF-8 byte order mark, stripped once at the start of a stream.
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
+/// Size of the shared allocation that small events' data is carved from.
+const DATA_ARENA_LEN: usize = 16 * 1024;
+
 /// Line buffers larger than this are released after their line instead of being kept.
 const MAX_RETAINED_LINE_CAPACITY: usize = 64 * 1024;
 
@@ -182,12 +185,12 @@ impl Parser {
 
     /// Split input (after the BOM) into lines. Each byte is scanned once.
     fn feed(&mut self, mut input: &[u8]) {
-        if self.pending_cr {
-            if let Some((&first, rest)) = input.split_first() {
-                self.pending_cr = false;
-                if first == b'\n' {
-                    input = rest;
-                }
+        if self.pending_cr
+            && let Some((&first, rest)) = input.split_first()
+        {
+            self.pending_cr = false;
+            if first == b'\n' {
+                input = rest;
             }
         }
         while !self.failed {
@@ -244,13 +247,14 @@ impl Parser {
         let valid = self.line_utf8.is_valid(&self.line);
         self.line_utf8 = Utf8Progress::default();
         let line = mem::take(&mut self.line);
-        if valid && !self.has_data {
-            if let Some(([b'd', b'a', b't', b'a'], value_start)) = split_field(&line) {
-                // The first data line of an event: the line buffer becomes the data
-                // buffer without a copy (a `put` line is tens of MB).
-                self.take_data_line(line, value_start);
-                return;
-            }
+        if valid
+            && !self.has_data
+            && let Some(([b'd', b'a', b't', b'a'], value_start)) = split_field(&line)
+        {
+            // The first data line of an event: the line buffer becomes the data buffer
+            // without a copy (a `put` line is tens of MB).
+            self.take_data_line(line, value_start);
+            return;
         }
         self.process_line(&line);
         self.line = line;
@@ -288,12 +292,11 @@ impl Parser {
                 self.event_type.clear();
                 self.event_type.push_str(&decode(value));
             }
-            [b'i', b'd'] => {
-                if memchr::memchr(0, value).is_none() {
-                    self.id_buffer.clear();
-                    self.id_buffer.push_str(&decode(value));
-                    self.id_changed = true;
-                }
+            // An id containing NUL is ignored.
+            [b'i', b'd'] if memchr::memchr(0, value).is_none() => {
+                self.id_buffer.clear();
+                self.id_buffer.push_str(&decode(value));
+                self.id_changed = true;
             }
             [b'r', b'e', b't', b'r', b'y'] => {
                 if let Some(millis) = parse_retry(value) {
@@ -311,17 +314,39 @@ impl Parser {
             Cow::Owned(text) => Cow::Owned(text.into_bytes()),
         };
         // The spec's buffer holds every value plus one LF each; `data` omits the last LF.
-        let current = if self.has_data { self.data.len() + 1 } else { 0 };
+        let current = if self.has_data {
+            self.data.len() + 1
+        } else {
+            0
+        };
         let limit = self.config.max_event_len;
         if current.saturating_add(value.len()).saturating_add(1) > limit {
             self.fail(Error::EventTooLarge { limit });
             return;
         }
+        self.reserve_data(value.len() + 1);
         if self.has_data {
             self.data.extend_from_slice(b"\n");
         }
         self.data.extend_from_slice(&value);
         self.has_data = true;
+    }
+
+    /// Make room for `additional` more data bytes.
+    ///
+    /// Small events share one arena allocation: each dispatch splits its data off the
+    /// front (a reference count, no copy), so a burst of `patch` events costs no
+    /// allocation per event.
+    fn reserve_data(&mut self, additional: usize) {
+        let spare = self.data.capacity() - self.data.len();
+        if spare >= additional {
+            return;
+        }
+        if !self.has_data && additional < DATA_ARENA_LEN {
+            self.data = BytesMut::with_capacity(DATA_ARENA_LEN);
+        } else {
+            self.data.reserve(additional);
+        }
     }
 
     /// A blank line: commit the id, and dispatch the event if there is data.
@@ -335,7 +360,7 @@ impl Parser {
             return;
         }
         self.has_data = false;
-        let data = mem::take(&mut self.data).freeze();
+        let data = self.data.split().freeze();
         let event_type = if self.event_type.is_empty() {
             "message".to_owned()
         } else {

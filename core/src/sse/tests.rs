@@ -8,7 +8,10 @@ use super::{Config, Error, Event, Item, Parser};
 type Transcript = Vec<Result<Item, Error>>;
 
 /// Feed `chunks` one read each, drain after every call, end with EOF.
-fn run_with<'a>(config: Config, chunks: impl IntoIterator<Item = &'a [u8]>) -> (Transcript, String) {
+fn run_with<'a>(
+    config: Config,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+) -> (Transcript, String) {
     let mut parser = Parser::new(config);
     let mut out = Vec::new();
     for chunk in chunks {
@@ -104,7 +107,14 @@ fn reset_expects_a_bom_again() {
 #[test]
 fn crlf_split_across_reads_is_one_terminator() {
     // LaunchDarkly's 6-chunk case (Part E 1).
-    let chunks: [&[u8]; 6] = [b"data: Hello\r", b"\n", b"data: World\r", b"\n", b"\r", b"\n"];
+    let chunks: [&[u8]; 6] = [
+        b"data: Hello\r",
+        b"\n",
+        b"data: World\r",
+        b"\n",
+        b"\r",
+        b"\n",
+    ];
     assert_eq!(run(&chunks), vec![message("Hello\nWorld")]);
 }
 
@@ -123,7 +133,10 @@ fn lf_followed_by_cr_is_two_terminators() {
 
 #[test]
 fn cr_cr_lf_is_a_line_end_then_a_blank_line() {
-    assert_every_split(b"data: a\r\r\ndata: b\n\n", &vec![message("a"), message("b")]);
+    assert_every_split(
+        b"data: a\r\r\ndata: b\n\n",
+        &vec![message("a"), message("b")],
+    );
 }
 
 #[test]
@@ -248,7 +261,10 @@ fn type_only_block_is_dropped_and_does_not_leak() {
 fn id_containing_nul_is_ignored_and_the_previous_id_kept() {
     let stream = b"id: 1\ndata: a\n\nid: 2\x003\ndata: b\n\n";
     let (items, last) = run_with(Config::default(), [&stream[..]]);
-    assert_eq!(items, vec![event("message", "a", "1"), event("message", "b", "1")]);
+    assert_eq!(
+        items,
+        vec![event("message", "a", "1"), event("message", "b", "1")]
+    );
     assert_eq!(last, "1");
 }
 
@@ -308,7 +324,10 @@ fn retry_with_ascii_digits_applies_without_dispatch() {
 
 #[test]
 fn retry_with_other_characters_is_ignored() {
-    assert_every_split(b"retry: 1.5\nretry: -1\nretry:  1\nretry: 1a\nretry:\nretry\n", &vec![]);
+    assert_every_split(
+        b"retry: 1.5\nretry: -1\nretry:  1\nretry: 1a\nretry:\nretry\n",
+        &vec![],
+    );
     assert_every_split("retry: ١\n".as_bytes(), &vec![]);
 }
 
@@ -343,7 +362,10 @@ fn retry_is_reported_in_stream_order() {
 
 #[test]
 fn unknown_fields_are_ignored() {
-    assert_every_split(b"foo: bar\nDATA: x\ndata : y\ndata: z\n\n", &vec![message("z")]);
+    assert_every_split(
+        b"foo: bar\nDATA: x\ndata : y\ndata: z\n\n",
+        &vec![message("z")],
+    );
 }
 
 // ---- End of stream and reconnects ------------------------------------------------------
@@ -406,7 +428,11 @@ fn line_longer_than_limit_is_an_error_after_earlier_items() {
         let (items, _) = run_with(small(8, 100), [a, b]);
         assert_eq!(
             items,
-            vec![message("a"), comment("c"), Err(Error::LineTooLong { limit: 8 })],
+            vec![
+                message("a"),
+                comment("c"),
+                Err(Error::LineTooLong { limit: 8 })
+            ],
             "split at {at}"
         );
     }
@@ -416,7 +442,10 @@ fn line_longer_than_limit_is_an_error_after_earlier_items() {
 fn unterminated_too_long_line_fails_before_it_ends() {
     let mut parser = Parser::new(small(8, 100));
     parser.handle_bytes(b"data: abc");
-    assert_eq!(parser.poll_item(), Some(Err(Error::LineTooLong { limit: 8 })));
+    assert_eq!(
+        parser.poll_item(),
+        Some(Err(Error::LineTooLong { limit: 8 }))
+    );
     assert_eq!(parser.poll_item(), None);
 }
 
@@ -439,7 +468,10 @@ fn event_larger_than_limit_in_one_buffered_line_is_an_error() {
 fn error_is_sticky_until_reset() {
     let mut parser = Parser::new(small(4, 100));
     parser.handle_bytes(b":abcdef\n");
-    assert_eq!(parser.poll_item(), Some(Err(Error::LineTooLong { limit: 4 })));
+    assert_eq!(
+        parser.poll_item(),
+        Some(Err(Error::LineTooLong { limit: 4 }))
+    );
     parser.handle_bytes(b"data\n\n");
     parser.handle_eof();
     assert_eq!(parser.poll_item(), None);
@@ -460,7 +492,9 @@ fn line_longer_than_64_kib() {
 
 #[test]
 fn hundred_events_in_one_chunk() {
-    let stream: String = (0..100).map(|i| format!("id: {i}\ndata: {i}\n\n")).collect();
+    let stream: String = (0..100)
+        .map(|i| format!("id: {i}\ndata: {i}\n\n"))
+        .collect();
     let expected: Transcript = (0..100)
         .map(|i| event("message", &i.to_string(), &i.to_string()))
         .collect();
@@ -528,7 +562,11 @@ fn reference(stream: &[u8]) -> (Transcript, String) {
             if data.ends_with('\n') {
                 data.pop();
             }
-            let kind = if event_type.is_empty() { "message" } else { &event_type };
+            let kind = if event_type.is_empty() {
+                "message"
+            } else {
+                &event_type
+            };
             out.push(event(kind, &data, &last_id));
             data.clear();
             event_type.clear();
