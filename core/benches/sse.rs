@@ -1,1 +1,134 @@
-fn main() {}
+//! SSE parsing throughput: flagsync's parser against `sse-stream` 0.3 and a memchr floor.
+//!
+//! Run with `cargo bench -p flagsync-core --bench sse`. Every contender sees the same
+//! bytes, delivered in the same 16 KiB reads.
+
+use std::convert::Infallible;
+use std::hint::black_box;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use bytes::Bytes;
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use flagsync_core::sse::{Config, Item, Parser};
+use futures_util::Stream;
+
+const READ_SIZE: usize = 16 * 1024;
+
+/// One `put` event with a realistic ~50 MB flag set on a single `data` line.
+fn put_stream() -> Vec<u8> {
+    let mut out = br#"event: put
+data: {"path":"/","data":{"segments":{},"flags":{"#
+        .to_vec();
+    let mut i = 0_u64;
+    while out.len() < 50_000_000 {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend(format!(
+            r#""flag-{i}":{{"key":"flag-{i}","version":{v},"on":true,"prerequisites":[],"targets":[{{"values":["user-{i}"],"variation":0}}],"rules":[{{"id":"rule-{i}","variation":0,"clauses":[{{"attribute":"email","op":"endsWith","values":["@example.com"],"negate":false}}],"trackEvents":false}}],"fallthrough":{{"variation":1}},"offVariation":1,"variations":[true,false],"clientSide":false,"salt":"a1b2c3d4{i}","trackEvents":false,"trackEventsFallthrough":false,"debugEventsUntilDate":null,"deleted":false}}"#,
+            v = i % 97 + 1
+        ).as_bytes());
+        i += 1;
+    }
+    out.extend(b"}}}\n\n");
+    out
+}
+
+/// 200,000 `patch` events of about 80 bytes each.
+fn patch_stream() -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in 0..200_000_u32 {
+        out.extend(
+            format!(
+                "event: patch\ndata: {{\"path\":\"/flags/f{i}\",\"data\":{{\"key\":\"f{i}\",\"version\":{}}}}}\n\n",
+                i % 1000 + 2
+            )
+            .as_bytes(),
+        );
+    }
+    out
+}
+
+fn reads(stream: Vec<u8>) -> Vec<Bytes> {
+    let stream = Bytes::from(stream);
+    (0..stream.len())
+        .step_by(READ_SIZE)
+        .map(|start| stream.slice(start..(start + READ_SIZE).min(stream.len())))
+        .collect()
+}
+
+fn flagsync(chunks: &[Bytes]) -> usize {
+    let mut parser = Parser::new(Config::default());
+    let mut events = 0;
+    for chunk in chunks {
+        parser.handle_bytes(chunk);
+        while let Some(item) = parser.poll_item() {
+            if let Ok(Item::Event(event)) = black_box(item) {
+                events += usize::from(!event.data.is_empty());
+            }
+        }
+    }
+    parser.handle_eof();
+    events
+}
+
+fn sse_stream(chunks: &[Bytes]) -> usize {
+    let input = futures_util::stream::iter(chunks.iter().cloned().map(Ok::<_, Infallible>));
+    let mut stream = pin!(sse_stream::SseByteStream::new(input));
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut events = 0;
+    loop {
+        match stream.as_mut().poll_next(&mut cx) {
+            Poll::Ready(Some(Ok(sse))) => {
+                let sse = black_box(sse);
+                events += usize::from(sse.data.is_some_and(|data| !data.is_empty()));
+            }
+            Poll::Ready(Some(Err(error))) => panic!("sse-stream error: {error}"),
+            Poll::Ready(None) => return events,
+            Poll::Pending => unreachable!("an iterator stream is always ready"),
+        }
+    }
+}
+
+fn memchr_floor(chunks: &[Bytes]) -> usize {
+    chunks
+        .iter()
+        .map(|chunk| memchr::memchr_iter(b'\n', chunk).count())
+        .sum()
+}
+
+fn workload(c: &mut Criterion, name: &str, stream: Vec<u8>, expected_events: usize) {
+    let len = stream.len() as u64;
+    let chunks = reads(stream);
+    assert_eq!(flagsync(&chunks), expected_events, "flagsync event count");
+    assert_eq!(
+        sse_stream(&chunks),
+        expected_events,
+        "sse-stream event count"
+    );
+    let mut group = c.benchmark_group(name);
+    group
+        .throughput(Throughput::Bytes(len))
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5));
+    group.bench_function("flagsync", |b| b.iter(|| flagsync(black_box(&chunks))));
+    group.bench_function("sse_stream", |b| b.iter(|| sse_stream(black_box(&chunks))));
+    group.bench_function("memchr_floor", |b| {
+        b.iter(|| memchr_floor(black_box(&chunks)))
+    });
+    group.finish();
+}
+
+fn put_50mb(c: &mut Criterion) {
+    workload(c, "sse_put_50mb_16k_reads", put_stream(), 1);
+}
+
+fn patch_200k(c: &mut Criterion) {
+    workload(c, "sse_patch_200k_16k_reads", patch_stream(), 200_000);
+}
+
+criterion_group!(benches, put_50mb, patch_200k);
+criterion_main!(benches);

@@ -1,4 +1,38 @@
+//! Feeding the SSE parser in pieces gives the same transcript as feeding it whole.
 #![no_main]
-libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    let _ = data;
+
+use flagsync_core::sse::{Config, Parser};
+
+/// Feed each piece, draining after every call, then EOF.
+fn transcript<'a>(pieces: impl IntoIterator<Item = &'a [u8]>) -> (Vec<String>, String) {
+    let config = Config { max_line_len: 256, max_event_len: 256 };
+    let mut parser = Parser::new(config);
+    let mut out = Vec::new();
+    for piece in pieces {
+        parser.handle_bytes(piece);
+        out.extend(std::iter::from_fn(|| parser.poll_item()).map(|item| format!("{item:?}")));
+    }
+    parser.handle_eof();
+    out.extend(std::iter::from_fn(|| parser.poll_item()).map(|item| format!("{item:?}")));
+    (out, parser.last_event_id().to_owned())
+}
+
+libfuzzer_sys::fuzz_target!(|input: &[u8]| {
+    // The first two bytes seed the piece sizes (1 to 64 bytes each).
+    let (seed, bytes) = match input {
+        [a, b, rest @ ..] => (u16::from_le_bytes([*a, *b]), rest),
+        _ => return,
+    };
+    let mut state = u32::from(seed) | 1;
+    let mut pieces = Vec::new();
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        let (piece, tail) = rest.split_at((state % 64 + 1).min(rest.len() as u32) as usize);
+        pieces.push(piece);
+        rest = tail;
+    }
+    assert_eq!(transcript([bytes]), transcript(pieces));
 });

@@ -27,7 +27,9 @@ pub struct Event {
     pub event_type: String,
     /// The `data` field values joined with LF (the final LF removed).
     ///
-    /// Always valid UTF-8 when built by the parser; see [`Event::data_str`].
+    /// Always valid UTF-8 when built by the parser; see [`Event::data_str`]. The data of
+    /// small events may share one allocation of up to 16 KiB with the events around it,
+    /// which is freed when the last of them is dropped; copy it to keep it long-term.
     pub data: Bytes,
     /// The last event id at dispatch time (`""` if none): ids persist across events.
     pub id: String,

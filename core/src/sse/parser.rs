@@ -14,6 +14,9 @@ use super::{Config, Error, Event, Item};
 /// The UTF-8 byte order mark, stripped once at the start of a stream.
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
+/// Size of the shared allocation that small events' data is carved from.
+const DATA_ARENA_LEN: usize = 16 * 1024;
+
 /// Line buffers larger than this are released after their line instead of being kept.
 const MAX_RETAINED_LINE_CAPACITY: usize = 64 * 1024;
 
@@ -49,6 +52,8 @@ pub struct Parser {
     event_type: String,
     /// The spec's "last event ID buffer": set by `id` fields, committed at dispatch.
     id_buffer: String,
+    /// An `id` field was seen since the last dispatch (`id_buffer` may differ).
+    id_changed: bool,
     /// The committed last event id.
     last_event_id: String,
     items: VecDeque<Result<Item, Error>>,
@@ -69,6 +74,7 @@ impl Parser {
             has_data: false,
             event_type: String::new(),
             id_buffer: String::new(),
+            id_changed: false,
             last_event_id: String::new(),
             items: VecDeque::new(),
             failed: false,
@@ -159,6 +165,7 @@ impl Parser {
         self.has_data = false;
         self.event_type = String::new();
         self.id_buffer.clone_from(&self.last_event_id);
+        self.id_changed = false;
     }
 
     fn clear_line(&mut self) {
@@ -178,16 +185,16 @@ impl Parser {
 
     /// Split input (after the BOM) into lines. Each byte is scanned once.
     fn feed(&mut self, mut input: &[u8]) {
-        if self.pending_cr {
-            if let Some((&first, rest)) = input.split_first() {
-                self.pending_cr = false;
-                if first == b'\n' {
-                    input = rest;
-                }
+        if self.pending_cr
+            && let Some((&first, rest)) = input.split_first()
+        {
+            self.pending_cr = false;
+            if first == b'\n' {
+                input = rest;
             }
         }
         while !self.failed {
-            let Some(end) = memchr::memchr2(b'\n', b'\r', input) else {
+            let Some(end) = find_line_end(input) else {
                 self.buffer_partial_line(input);
                 return;
             };
@@ -240,13 +247,14 @@ impl Parser {
         let valid = self.line_utf8.is_valid(&self.line);
         self.line_utf8 = Utf8Progress::default();
         let line = mem::take(&mut self.line);
-        if valid && !self.has_data {
-            if let Some((b"data", value_start)) = split_field(&line) {
-                // The first data line of an event: the line buffer becomes the data
-                // buffer without a copy (a `put` line is tens of MB).
-                self.take_data_line(line, value_start);
-                return;
-            }
+        if valid
+            && !self.has_data
+            && let Some(([b'd', b'a', b't', b'a'], value_start)) = split_field(&line)
+        {
+            // The first data line of an event: the line buffer becomes the data buffer
+            // without a copy (a `put` line is tens of MB).
+            self.take_data_line(line, value_start);
+            return;
         }
         self.process_line(&line);
         self.line = line;
@@ -269,7 +277,7 @@ impl Parser {
     fn process_line(&mut self, line: &[u8]) {
         if let Some((b':', text)) = line.split_first() {
             // A comment: everything after the leading colon, spaces included.
-            let text = String::from_utf8_lossy(text).into_owned();
+            let text = decode(text).into_owned();
             self.items.push_back(Ok(Item::Comment(text)));
             return;
         }
@@ -279,18 +287,18 @@ impl Parser {
         };
         let value = line.get(value_start..).unwrap_or_default();
         match name {
-            b"data" => self.append_data(value),
-            b"event" => {
+            [b'd', b'a', b't', b'a'] => self.append_data(value),
+            [b'e', b'v', b'e', b'n', b't'] => {
                 self.event_type.clear();
-                self.event_type.push_str(&String::from_utf8_lossy(value));
+                self.event_type.push_str(&decode(value));
             }
-            b"id" => {
-                if memchr::memchr(0, value).is_none() {
-                    self.id_buffer.clear();
-                    self.id_buffer.push_str(&String::from_utf8_lossy(value));
-                }
+            // An id containing NUL is ignored.
+            [b'i', b'd'] if memchr::memchr(0, value).is_none() => {
+                self.id_buffer.clear();
+                self.id_buffer.push_str(&decode(value));
+                self.id_changed = true;
             }
-            b"retry" => {
+            [b'r', b'e', b't', b'r', b'y'] => {
                 if let Some(millis) = parse_retry(value) {
                     self.items.push_back(Ok(Item::Retry(millis)));
                 }
@@ -301,7 +309,7 @@ impl Parser {
 
     /// Append a `data` value and its LF to the data buffer.
     fn append_data(&mut self, value: &[u8]) {
-        let value: Cow<'_, [u8]> = match String::from_utf8_lossy(value) {
+        let value: Cow<'_, [u8]> = match decode(value) {
             Cow::Borrowed(text) => Cow::Borrowed(text.as_bytes()),
             Cow::Owned(text) => Cow::Owned(text.into_bytes()),
         };
@@ -316,6 +324,7 @@ impl Parser {
             self.fail(Error::EventTooLarge { limit });
             return;
         }
+        self.reserve_data(value.len() + 1);
         if self.has_data {
             self.data.extend_from_slice(b"\n");
         }
@@ -323,9 +332,27 @@ impl Parser {
         self.has_data = true;
     }
 
+    /// Make room for `additional` more data bytes.
+    ///
+    /// Small events share one arena allocation: each dispatch splits its data off the
+    /// front (a reference count, no copy), so a burst of `patch` events costs no
+    /// allocation per event.
+    fn reserve_data(&mut self, additional: usize) {
+        let spare = self.data.capacity() - self.data.len();
+        if spare >= additional {
+            return;
+        }
+        if !self.has_data && additional < DATA_ARENA_LEN {
+            self.data = BytesMut::with_capacity(DATA_ARENA_LEN);
+        } else {
+            self.data.reserve(additional);
+        }
+    }
+
     /// A blank line: commit the id, and dispatch the event if there is data.
     fn dispatch(&mut self) {
-        if self.last_event_id != self.id_buffer {
+        if self.id_changed {
+            self.id_changed = false;
             self.last_event_id.clone_from(&self.id_buffer);
         }
         if !self.has_data {
@@ -333,7 +360,7 @@ impl Parser {
             return;
         }
         self.has_data = false;
-        let data = mem::take(&mut self.data).freeze();
+        let data = self.data.split().freeze();
         let event_type = if self.event_type.is_empty() {
             "message".to_owned()
         } else {
@@ -356,7 +383,7 @@ fn split_field(line: &[u8]) -> Option<(&[u8], usize)> {
     if line.is_empty() {
         return None;
     }
-    let Some(colon) = memchr::memchr(b':', line) else {
+    let Some(colon) = find_colon(line) else {
         return Some((line, line.len()));
     };
     let name = line.get(..colon).unwrap_or_default();
@@ -378,4 +405,37 @@ fn parse_retry(value: &[u8]) -> Option<u64> {
             .saturating_mul(10)
             .saturating_add(u64::from(digit - b'0'))
     }))
+}
+
+/// Decode UTF-8, replacing invalid sequences with U+FFFD (validation first: the common
+/// valid case does not go through the lossy decoder).
+fn decode(bytes: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
+}
+
+/// Bytes scanned one by one before handing over to `memchr`: its dispatch costs more
+/// than a short scalar scan, and most SSE lines (blank lines, `event: patch`) are short.
+const SCALAR_HEAD: usize = 16;
+
+/// Index of the first CR or LF. Each byte is looked at once.
+fn find_line_end(bytes: &[u8]) -> Option<usize> {
+    let head = bytes.get(..SCALAR_HEAD).unwrap_or(bytes);
+    if let Some(end) = head.iter().position(|&b| b == b'\n' || b == b'\r') {
+        return Some(end);
+    }
+    let tail = bytes.get(head.len()..)?;
+    memchr::memchr2(b'\n', b'\r', tail).map(|end| end + head.len())
+}
+
+/// Index of the first colon (field names are short).
+fn find_colon(bytes: &[u8]) -> Option<usize> {
+    let head = bytes.get(..SCALAR_HEAD).unwrap_or(bytes);
+    if let Some(colon) = head.iter().position(|&b| b == b':') {
+        return Some(colon);
+    }
+    let tail = bytes.get(head.len()..)?;
+    memchr::memchr(b':', tail).map(|colon| colon + head.len())
 }
