@@ -246,10 +246,10 @@ impl ResponseReader {
         let framing = match framing {
             Framing::Empty => BodyFraming::Complete,
             Framing::Length(n) => {
-                if let Some(limit) = raw_limit {
-                    if n > u64::try_from(limit).unwrap_or(u64::MAX) {
-                        return Err(Error::BodyTooLarge { limit });
-                    }
+                if let Some(limit) = raw_limit
+                    && n > u64::try_from(limit).unwrap_or(u64::MAX)
+                {
+                    return Err(Error::BodyTooLarge { limit });
                 }
                 BodyFraming::Length { remaining: n }
             }

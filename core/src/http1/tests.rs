@@ -15,7 +15,7 @@ type Transcript = Vec<Result<ResponseEvent, Error>>;
 fn transcript(config: Config, parts: &[&[u8]], eof: bool) -> Transcript {
     let mut reader = ResponseReader::new(config);
     let mut out: Transcript = Vec::new();
-    let mut drain = |reader: &mut ResponseReader, out: &mut Transcript| {
+    let drain = |reader: &mut ResponseReader, out: &mut Transcript| {
         while let Some(event) = reader.poll_event() {
             match (out.last_mut(), event) {
                 (Some(Ok(ResponseEvent::Body(prev))), Ok(ResponseEvent::Body(more))) => {
