@@ -4,14 +4,24 @@
 use flagsync_core::http1::{Config, ResponseEvent, ResponseReader};
 
 fn transcript(parts: &[&[u8]]) -> Vec<Result<ResponseEvent, flagsync_core::http1::Error>> {
-    let config = Config { max_head_len: 1024, max_headers: 16, max_body_len: Some(64 * 1024), ..Config::default() };
+    let config = Config {
+        max_head_len: 1024,
+        max_headers: 16,
+        max_body_len: Some(64 * 1024),
+        ..Config::default()
+    };
     let mut reader = ResponseReader::new(config);
     let mut out = Vec::new();
     for part in parts.iter().map(Some).chain([None]) {
-        match part { Some(bytes) => reader.handle_bytes(bytes), None => reader.handle_eof() }
+        match part {
+            Some(bytes) => reader.handle_bytes(bytes),
+            None => reader.handle_eof(),
+        }
         while let Some(event) = reader.poll_event() {
             match (out.last_mut(), event) {
-                (Some(Ok(ResponseEvent::Body(a))), Ok(ResponseEvent::Body(b))) => *a = [&a[..], &b[..]].concat().into(),
+                (Some(Ok(ResponseEvent::Body(a))), Ok(ResponseEvent::Body(b))) => {
+                    *a = [&a[..], &b[..]].concat().into()
+                }
                 (_, event) => out.push(event),
             }
         }
@@ -20,7 +30,8 @@ fn transcript(parts: &[&[u8]]) -> Vec<Result<ResponseEvent, flagsync_core::http1
 }
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    let split = data.first().map_or(0, |&b| usize::from(b)).min(data.len());
+    let seed = data.iter().take(2).fold(0, |n, &b| n << 8 | usize::from(b));
+    let split = seed % (data.len() + 1);
     let (a, b) = data.split_at(split);
     assert_eq!(transcript(&[data]), transcript(&[a, b]));
 });
