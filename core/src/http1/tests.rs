@@ -810,3 +810,40 @@ proptest! {
         prop_assert_eq!(transcript(config, &[a, b], true), transcript(config, &[&input], true));
     }
 }
+
+/// Fuzz regression: corrupt deflate data after output split at a point the decoder
+/// cannot see. miniz_oxide discards its undelivered window on a data error, so the number
+/// of bytes delivered before `Error::Gzip` depends on the split; the events around them,
+/// and the fact that one body is a prefix of the other, do not.
+#[test]
+fn corrupt_deflate_data_errors_the_same_at_any_split() {
+    let input = include_bytes!("testdata/fuzz-gzip-split.bin");
+    let config = Config {
+        max_head_len: 1024,
+        max_headers: 16,
+        max_body_len: Some(64 * 1024),
+        ..Config::default()
+    };
+    let strip = |t: &Transcript| -> (Transcript, Vec<u8>) {
+        let mut body = Vec::new();
+        let mut rest = Vec::new();
+        for event in t {
+            match event {
+                Ok(ResponseEvent::Body(b)) => body.extend_from_slice(b),
+                other => rest.push(other.clone()),
+            }
+        }
+        (rest, body)
+    };
+    let (whole, whole_body) = strip(&transcript(config, &[input], true));
+    assert_eq!(whole.last(), Some(&Err(Error::Gzip)));
+    for split in (0..=input.len()).step_by(7) {
+        let (a, b) = input.split_at(split);
+        let (events, body) = strip(&transcript(config, &[a, b], true));
+        assert_eq!(events, whole, "split at {split}");
+        assert!(
+            whole_body.starts_with(&body) || body.starts_with(&whole_body),
+            "split at {split}"
+        );
+    }
+}
