@@ -221,10 +221,10 @@ impl Chunked {
             return Ok(State::TrailerStart { total: 0 });
         }
         self.total = self.total.saturating_add(size);
-        if let Some(limit) = self.max_total {
-            if self.total > u64::try_from(limit).unwrap_or(u64::MAX) {
-                return Err(Error::BodyTooLarge { limit });
-            }
+        if let Some(limit) = self.max_total
+            && self.total > u64::try_from(limit).unwrap_or(u64::MAX)
+        {
+            return Err(Error::BodyTooLarge { limit });
         }
         Ok(State::Data { remaining: size })
     }

@@ -86,6 +86,10 @@ pub enum Error {
     },
     /// The gzip body is corrupt (bad header, deflate data, checksum or length) or ends
     /// inside a gzip member.
+    ///
+    /// For corrupt *deflate data* only, how many of the bytes decoded just before the
+    /// fault were delivered can depend on how the input was split (the decompressor drops
+    /// its undelivered window on a data error); everything else in the transcript cannot.
     #[error("corrupt gzip body")]
     Gzip,
     /// The connection closed before the response was complete.

@@ -8,9 +8,10 @@
 //!
 //! Heads are parsed by [`httparse`] with a header array of [`Config::max_headers`]
 //! entries; the body framing follows RFC 9112 §6.3 (no body for 1xx/204/304, chunked,
-//! Content-Length, or until close); 1xx responses are skipped. Every buffer has a limit
-//! in [`Config`], including the *decoded* body, so a gzip bomb is cut off after at most
-//! `max_body_len` bytes plus one 32 KiB decoding step.
+//! Content-Length, or until close); 1xx responses are skipped. Line endings may be CRLF
+//! or a bare LF, in the head (as httparse allows) and in chunked framing (RFC 9112 §2.2).
+//! Every buffer has a limit in [`Config`], including the *decoded* body, so a gzip bomb is
+//! cut off after at most `max_body_len` bytes plus one 32 KiB decoding step.
 //!
 //! ```
 //! use flagsync_core::http1::{Config, Method, RequestHead, ResponseEvent, ResponseReader};

@@ -100,8 +100,7 @@ fn push_decimal(out: &mut Vec<u8>, mut n: usize) {
     let mut start = digits.len();
     loop {
         start -= 1;
-        // `n % 10 < 10`, so the cast cannot truncate.
-        #[allow(clippy::cast_possible_truncation)]
+        #[allow(clippy::cast_possible_truncation, reason = "n % 10 < 10")]
         let digit = (n % 10) as u8;
         if let Some(slot) = digits.get_mut(start) {
             *slot = b'0' + digit;

@@ -150,7 +150,10 @@ impl ResponseReader {
     /// Return the next event or error, or `None` when more input is needed.
     ///
     /// Events come in order: `Head`, any number of `Body`, `End`; or an error in place of
-    /// any of them, after which the reader stays silent (errors are returned once).
+    /// any of them, after which the reader stays silent (errors are returned once). A
+    /// head that parses but whose framing or coding headers are unusable (for example
+    /// `Content-Encoding: br`) is still delivered, followed by the error, so the caller
+    /// sees the status.
     pub fn poll_event(&mut self) -> Option<Result<ResponseEvent, Error>> {
         loop {
             if let Some(event) = self.queue.pop_front() {
@@ -246,10 +249,10 @@ impl ResponseReader {
         let framing = match framing {
             Framing::Empty => BodyFraming::Complete,
             Framing::Length(n) => {
-                if let Some(limit) = raw_limit {
-                    if n > u64::try_from(limit).unwrap_or(u64::MAX) {
-                        return Err(Error::BodyTooLarge { limit });
-                    }
+                if let Some(limit) = raw_limit
+                    && n > u64::try_from(limit).unwrap_or(u64::MAX)
+                {
+                    return Err(Error::BodyTooLarge { limit });
                 }
                 BodyFraming::Length { remaining: n }
             }

@@ -15,7 +15,7 @@ type Transcript = Vec<Result<ResponseEvent, Error>>;
 fn transcript(config: Config, parts: &[&[u8]], eof: bool) -> Transcript {
     let mut reader = ResponseReader::new(config);
     let mut out: Transcript = Vec::new();
-    let mut drain = |reader: &mut ResponseReader, out: &mut Transcript| {
+    let drain = |reader: &mut ResponseReader, out: &mut Transcript| {
         while let Some(event) = reader.poll_event() {
             match (out.last_mut(), event) {
                 (Some(Ok(ResponseEvent::Body(prev))), Ok(ResponseEvent::Body(more))) => {
@@ -808,5 +808,42 @@ proptest! {
         let (a, b) = input.split_at(cut.index(input.len() + 1));
         let config = Config { max_body_len: Some(100), ..Config::default() };
         prop_assert_eq!(transcript(config, &[a, b], true), transcript(config, &[&input], true));
+    }
+}
+
+/// Fuzz regression: corrupt deflate data after output split at a point the decoder
+/// cannot see. miniz_oxide discards its undelivered window on a data error, so the number
+/// of bytes delivered before `Error::Gzip` depends on the split; the events around them,
+/// and the fact that one body is a prefix of the other, do not.
+#[test]
+fn corrupt_deflate_data_errors_the_same_at_any_split() {
+    let input = include_bytes!("testdata/fuzz-gzip-split.bin");
+    let config = Config {
+        max_head_len: 1024,
+        max_headers: 16,
+        max_body_len: Some(64 * 1024),
+        ..Config::default()
+    };
+    let strip = |t: &Transcript| -> (Transcript, Vec<u8>) {
+        let mut body = Vec::new();
+        let mut rest = Vec::new();
+        for event in t {
+            match event {
+                Ok(ResponseEvent::Body(b)) => body.extend_from_slice(b),
+                other => rest.push(other.clone()),
+            }
+        }
+        (rest, body)
+    };
+    let (whole, whole_body) = strip(&transcript(config, &[input], true));
+    assert_eq!(whole.last(), Some(&Err(Error::Gzip)));
+    for split in (0..=input.len()).step_by(7) {
+        let (a, b) = input.split_at(split);
+        let (events, body) = strip(&transcript(config, &[a, b], true));
+        assert_eq!(events, whole, "split at {split}");
+        assert!(
+            whole_body.starts_with(&body) || body.starts_with(&whole_body),
+            "split at {split}"
+        );
     }
 }
