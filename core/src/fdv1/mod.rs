@@ -24,8 +24,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::status::ErrorKind;
-use crate::store::{Change, DecodeError, Item, Kind, decode};
-use raw_items::{RawItems, decode_all, slice_of};
+use crate::store::{Change, DecodeError, Item, Kind, decode, split_all_data};
+use raw_items::slice_of;
 
 /// One FDv1 stream event, parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,10 +97,7 @@ pub fn parse_event(event_type: &str, data: &Bytes) -> Result<Event, Error> {
 
 /// Parse an FDv1 polling response body `{"flags":{…},"segments":{…}}`.
 pub fn parse_poll(body: &Bytes) -> Result<Vec<Change>, Error> {
-    let all: AllData<'_> =
-        serde_json::from_slice(body).map_err(|e| Error::from_json("poll", &e))?;
-    all.into_changes(body)
-        .map_err(|e| Error::from_decode("poll", e))
+    split_all_data(body, false).map_err(|e| Error::from_decode("poll", e))
 }
 
 /// The kind and key named by a stream path (`/flags/KEY`, `/segments/KEY`), or `None`
@@ -111,37 +108,11 @@ pub fn parse_path(path: &str) -> Option<(Kind, &str)> {
         .find_map(|k| path.strip_prefix(k.fdv1_path_prefix()).map(|key| (k, key)))
 }
 
-#[derive(Deserialize)]
-struct AllData<'a> {
-    #[serde(borrow)]
-    flags: RawItems<'a>,
-    #[serde(borrow)]
-    segments: RawItems<'a>,
-}
-
-impl AllData<'_> {
-    fn into_changes(self, whole: &Bytes) -> Result<Vec<Change>, DecodeError> {
-        let mut out = Vec::with_capacity(self.flags.0.len() + self.segments.0.len());
-        decode_all(whole, Kind::Segment, self.segments, &mut out)?;
-        decode_all(whole, Kind::Flag, self.flags, &mut out)?;
-        Ok(out)
-    }
-}
-
 /// `put`: `{"path":"/","data":{…}}`; `path` is optional and ignored (PROTOCOL.md A.1).
-#[derive(Deserialize)]
-struct Put<'a> {
-    #[serde(borrow)]
-    data: AllData<'a>,
-}
-
 fn parse_put(data: &Bytes) -> Result<Event, Error> {
-    let put: Put<'_> = serde_json::from_slice(data).map_err(|e| Error::from_json("put", &e))?;
-    let changes = put
-        .data
-        .into_changes(data)
-        .map_err(|e| Error::from_decode("put", e))?;
-    Ok(Event::Put(changes))
+    split_all_data(data, true)
+        .map(Event::Put)
+        .map_err(|e| Error::from_decode("put", e))
 }
 
 #[derive(Deserialize)]

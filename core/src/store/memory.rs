@@ -103,10 +103,29 @@ impl Store {
         }
         // PROTOCOL.md B §3.4 (FDv1: changed if missing on one side or the version grew)
         // and B §5.8 (FDv2: versions differ; a new tombstone counts as present).
+        let visible_new = |i: &Item| cs.mode == ApplyMode::Fdv2 || !i.deleted;
+        if old.flags.is_empty() && old.segments.is_empty() {
+            // Nothing was stored: every flag of the new data changed, and nothing else can
+            // be affected.
+            let mut changed: Vec<String> = new
+                .flags
+                .iter()
+                .filter(|(_, i)| visible_new(i))
+                .map(|(k, _)| k.clone())
+                .collect();
+            changed.sort_unstable();
+            self.data = new;
+            if let Some(sel) = cs.selector {
+                self.selector = sel;
+            }
+            return Applied {
+                changed_flags: changed,
+                written,
+            };
+        }
         let mut affected = BTreeSet::new();
         for kind in Kind::ALL {
             let (old_map, new_map) = (old.map(kind), new.map(kind));
-            let visible_new = |i: &Item| cs.mode == ApplyMode::Fdv2 || !i.deleted;
             for (key, n) in new_map.iter().filter(|(_, i)| visible_new(i)) {
                 let changed = match old_map.get(key).filter(|i| !i.deleted) {
                     None => true,

@@ -10,6 +10,7 @@ mod init_order;
 mod item;
 mod kind;
 mod memory;
+mod scan;
 mod snapshot;
 
 pub use change_set::{ApplyMode, Change, ChangeSet, Selector, Transfer};
@@ -18,4 +19,5 @@ pub use init_order::init_order;
 pub use item::{DecodeError, Decoded, Item, decode};
 pub use kind::Kind;
 pub use memory::{Applied, Store};
+pub use scan::{MAX_DEPTH, split_all_data};
 pub use snapshot::Snapshot;

@@ -1,0 +1,565 @@
+//! A single-pass, validating JSON scanner that splits a flag data set into raw item
+//! slices and reads the few fields the store needs, without building any JSON model.
+//!
+//! Splitting a 50 MB `put` with serde_json takes two full passes (one to find each
+//! item's raw span, one to read its fields); this scanner does both in one, at the
+//! speed of serde_json's own skipping, and keeps serde_json's verdicts: syntax errors
+//! are [`DecodeError::MalformedJson`], well-formed JSON of the wrong shape is
+//! [`DecodeError::Schema`]. Nesting is limited to [`MAX_DEPTH`] levels.
+
+use std::borrow::Cow;
+
+use bytes::Bytes;
+
+use super::item::{DecodeError, Decoded, Item};
+use super::{Change, Kind};
+
+/// Deepest nesting accepted (serde_json's default recursion limit).
+pub const MAX_DEPTH: usize = 128;
+
+type Result<T> = std::result::Result<T, DecodeError>;
+
+const SYNTAX: DecodeError = DecodeError::MalformedJson;
+const SCHEMA: DecodeError = DecodeError::Schema;
+
+struct Scan<'a> {
+    b: &'a [u8],
+    i: usize,
+    depth: usize,
+}
+
+impl<'a> Scan<'a> {
+    fn new(b: &'a [u8]) -> Self {
+        Self { b, i: 0, depth: 0 }
+    }
+
+    #[inline]
+    fn peek(&mut self) -> Option<u8> {
+        while let Some(&c) = self.b.get(self.i) {
+            if !matches!(c, b' ' | b'\t' | b'\n' | b'\r') {
+                return Some(c);
+            }
+            self.i += 1;
+        }
+        None
+    }
+
+    #[inline]
+    fn eat(&mut self, c: u8) -> Result<()> {
+        if self.peek() == Some(c) {
+            self.i += 1;
+            Ok(())
+        } else {
+            Err(SYNTAX)
+        }
+    }
+
+    fn end(&mut self) -> Result<()> {
+        match self.peek() {
+            None => Ok(()),
+            Some(_) => Err(SYNTAX),
+        }
+    }
+
+    fn enter(&mut self) -> Result<()> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH { Err(SYNTAX) } else { Ok(()) }
+    }
+
+    /// A string; returns the span of its content and whether it has escapes.
+    fn string(&mut self) -> Result<(usize, usize, bool)> {
+        self.eat(b'"')?;
+        self.string_body()
+    }
+
+    /// The rest of a string whose opening quote was just consumed.
+    #[inline]
+    fn string_body(&mut self) -> Result<(usize, usize, bool)> {
+        let start = self.i;
+        let mut escaped = false;
+        let mut ascii = true;
+        loop {
+            let rest = self.b.get(self.i..).ok_or(SYNTAX)?;
+            let (n, plain) = find_special(rest);
+            ascii &= plain;
+            self.i += n.ok_or(SYNTAX)?;
+            match self.b.get(self.i) {
+                Some(b'"') => {
+                    let end = self.i;
+                    self.i += 1;
+                    // Only strings can hold non-ASCII bytes (anything else is a syntax
+                    // error), so checking them here checks the whole input.
+                    if !ascii {
+                        std::str::from_utf8(&self.b[start..end]).map_err(|_| SYNTAX)?;
+                    }
+                    return Ok((start, end, escaped));
+                }
+                Some(b'\\') => escaped = true,
+                _ => return Err(SYNTAX),
+            }
+            match self.b.get(self.i + 1) {
+                Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => self.i += 2,
+                Some(b'u') => {
+                    let hex = self.b.get(self.i + 2..self.i + 6).ok_or(SYNTAX)?;
+                    if !hex.iter().all(u8::is_ascii_hexdigit) {
+                        return Err(SYNTAX);
+                    }
+                    self.i += 6;
+                }
+                _ => return Err(SYNTAX),
+            }
+        }
+    }
+
+    /// A string's bytes, unescaped when needed (the input was checked to be UTF-8).
+    fn raw_text(&self, (start, end, escaped): (usize, usize, bool)) -> Result<Cow<'a, [u8]>> {
+        if escaped {
+            self.text((start, end, escaped)).map(|t| Cow::Owned(t.into_owned().into_bytes()))
+        } else {
+            Ok(Cow::Borrowed(&self.b[start..end]))
+        }
+    }
+
+    /// A string's text, unescaped when needed.
+    fn text(&self, (start, end, escaped): (usize, usize, bool)) -> Result<Cow<'a, str>> {
+        if escaped {
+            serde_json::from_slice::<String>(&self.b[start - 1..end + 1])
+                .map(Cow::Owned)
+                .map_err(|_| SYNTAX)
+        } else {
+            std::str::from_utf8(&self.b[start..end])
+                .map(Cow::Borrowed)
+                .map_err(|_| SYNTAX)
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Result<()> {
+        if self.b.get(self.i..self.i + word.len()) == Some(word) {
+            self.i += word.len();
+            Ok(())
+        } else {
+            Err(SYNTAX)
+        }
+    }
+
+    /// A number per the JSON grammar; returns its span.
+    fn number(&mut self) -> Result<(usize, usize)> {
+        self.peek();
+        let start = self.i;
+        let digits = |s: &mut Self| {
+            let from = s.i;
+            while s.b.get(s.i).is_some_and(u8::is_ascii_digit) {
+                s.i += 1;
+            }
+            s.i - from
+        };
+        if self.b.get(self.i) == Some(&b'-') {
+            self.i += 1;
+        }
+        match self.b.get(self.i) {
+            Some(b'0') => self.i += 1,
+            Some(b'1'..=b'9') => {
+                digits(self);
+            }
+            _ => return Err(SYNTAX),
+        }
+        if self.b.get(self.i) == Some(&b'.') {
+            self.i += 1;
+            if digits(self) == 0 {
+                return Err(SYNTAX);
+            }
+        }
+        if matches!(self.b.get(self.i), Some(b'e' | b'E')) {
+            self.i += 1;
+            if matches!(self.b.get(self.i), Some(b'+' | b'-')) {
+                self.i += 1;
+            }
+            if digits(self) == 0 {
+                return Err(SYNTAX);
+            }
+        }
+        Ok((start, self.i))
+    }
+
+    /// Skip any value, checking its syntax.
+    fn value(&mut self) -> Result<()> {
+        match self.peek().ok_or(SYNTAX)? {
+            b'{' => self.object(|s, _| s.value()),
+            b'[' => self.array(Self::value),
+            b'"' => {
+                self.i += 1;
+                self.string_body().map(drop)
+            }
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            _ => self.number().map(drop),
+        }
+    }
+
+    /// An object, calling `member` with each key (the scanner sits before the value,
+    /// which `member` must consume).
+    fn object(&mut self, mut member: impl FnMut(&mut Self, Cow<'a, [u8]>) -> Result<()>) -> Result<()> {
+        self.eat(b'{')?;
+        self.enter()?;
+        if self.peek() == Some(b'}') {
+            self.i += 1;
+            self.depth -= 1;
+            return Ok(());
+        }
+        loop {
+            let key = self.string()?;
+            let key = self.raw_text(key)?;
+            self.eat(b':')?;
+            member(self, key)?;
+            match self.peek() {
+                Some(b',') => self.i += 1,
+                Some(b'}') => {
+                    self.i += 1;
+                    self.depth -= 1;
+                    return Ok(());
+                }
+                _ => return Err(SYNTAX),
+            }
+        }
+    }
+
+    fn array(&mut self, mut element: impl FnMut(&mut Self) -> Result<()>) -> Result<()> {
+        self.eat(b'[')?;
+        self.enter()?;
+        if self.peek() == Some(b']') {
+            self.i += 1;
+            self.depth -= 1;
+            return Ok(());
+        }
+        loop {
+            element(self)?;
+            match self.peek() {
+                Some(b',') => self.i += 1,
+                Some(b']') => {
+                    self.i += 1;
+                    self.depth -= 1;
+                    return Ok(());
+                }
+                _ => return Err(SYNTAX),
+            }
+        }
+    }
+
+    /// Expect a value of the shape `open`; a well-formed value of another shape is a
+    /// schema error (after checking its syntax, as serde_json would have).
+    fn shape(&mut self, open: u8) -> Result<()> {
+        match self.peek() {
+            Some(c) if c == open => Ok(()),
+            Some(_) => self.value().and(Err(SCHEMA)),
+            None => Err(SYNTAX),
+        }
+    }
+
+    /// `null`, or an array whose elements go through `element`.
+    fn optional_array(&mut self, element: impl FnMut(&mut Self) -> Result<()>) -> Result<()> {
+        if self.peek() == Some(b'n') {
+            return self.literal(b"null");
+        }
+        self.shape(b'[')?;
+        self.array(element)
+    }
+
+    fn optional_object(&mut self, member: impl FnMut(&mut Self, Cow<'a, [u8]>) -> Result<()>) -> Result<()> {
+        if self.peek() == Some(b'n') {
+            return self.literal(b"null");
+        }
+        self.shape(b'{')?;
+        self.object(member)
+    }
+
+    fn string_value(&mut self) -> Result<Cow<'a, str>> {
+        self.shape(b'"')?;
+        let s = self.string()?;
+        self.text(s)
+    }
+
+    fn u64_value(&mut self) -> Result<u64> {
+        match self.peek() {
+            Some(b'-' | b'0'..=b'9') => {
+                let (start, end) = self.number()?;
+                std::str::from_utf8(&self.b[start..end])
+                    .ok()
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .ok_or(SCHEMA)
+            }
+            _ => self.value().and(Err(SCHEMA)),
+        }
+    }
+
+    fn bool_or_null(&mut self) -> Result<bool> {
+        match self.peek() {
+            Some(b't') => self.literal(b"true").map(|()| true),
+            Some(b'f') => self.literal(b"false").map(|()| false),
+            Some(b'n') => self.literal(b"null").map(|()| false),
+            _ => self.value().and(Err(SCHEMA)),
+        }
+    }
+
+    /// One flag or segment: its key, version, deleted flag and references.
+    fn item(&mut self, kind: Kind, deps: &mut Vec<(Kind, String)>) -> Result<(Option<String>, u64, bool)> {
+        self.shape(b'{')?;
+        let (mut key, mut version, mut deleted) = (None, None, false);
+        self.object(|s, field| {
+            match field.as_ref() {
+                b"key" => {
+                    key = if s.peek() == Some(b'n') {
+                        s.literal(b"null").map(|()| None)?
+                    } else {
+                        Some(s.string_value()?.into_owned())
+                    }
+                }
+                b"version" => version = Some(s.u64_value()?),
+                b"deleted" => deleted = s.bool_or_null()?,
+                b"prerequisites" if kind == Kind::Flag => s.optional_array(|s| {
+                    s.shape(b'{')?;
+                    s.object(|s, f| {
+                        if f.as_ref() == b"key" {
+                            let k = s.string_value()?;
+                            deps.push((Kind::Flag, k.into_owned()));
+                            Ok(())
+                        } else {
+                            s.value()
+                        }
+                    })
+                })?,
+                b"rules" => s.optional_array(|s| {
+                    s.optional_object(|s, f| {
+                        if f.as_ref() == b"clauses" {
+                            s.optional_array(|s| s.clause(deps))
+                        } else {
+                            s.value()
+                        }
+                    })
+                })?,
+                _ => s.value()?,
+            }
+            Ok(())
+        })?;
+        let version = version.ok_or(SCHEMA)?;
+        if deleted {
+            deps.clear();
+        } else if deps.len() > 1 {
+            deps.sort_unstable();
+            deps.dedup();
+        }
+        Ok((key, version, deleted))
+    }
+
+    /// A rule clause: the string `values` of a `segmentMatch` clause are segment
+    /// references.
+    fn clause(&mut self, deps: &mut Vec<(Kind, String)>) -> Result<()> {
+        let mut segment_match = None;
+        let mut early: Vec<String> = Vec::new();
+        self.optional_object(|s, f| match f.as_ref() {
+            b"op" => {
+                segment_match = Some(if s.peek() == Some(b'"') {
+                    s.string_value()? == "segmentMatch"
+                } else {
+                    s.value()?;
+                    false
+                });
+                Ok(())
+            }
+            b"values" if segment_match != Some(false) => s.optional_array(|s| {
+                if s.peek() == Some(b'"') {
+                    let v = s.string_value()?.into_owned();
+                    match segment_match {
+                        Some(true) => deps.push((Kind::Segment, v)),
+                        _ => early.push(v),
+                    }
+                    Ok(())
+                } else {
+                    s.value()
+                }
+            }),
+            _ => s.value(),
+        })?;
+        if segment_match == Some(true) {
+            deps.extend(early.into_iter().map(|v| (Kind::Segment, v)));
+        }
+        Ok(())
+    }
+
+    /// `{"KEY": item, …}`: each item becomes a change keyed by its map key.
+    fn items(&mut self, whole: &Bytes, kind: Kind, out: &mut Vec<Change>) -> Result<()> {
+        self.shape(b'{')?;
+        self.object(|s, key| {
+            s.peek();
+            let start = s.i;
+            let mut depends_on = Vec::new();
+            let (_, version, deleted) = s.item(kind, &mut depends_on)?;
+            out.push(Change {
+                kind,
+                key: String::from_utf8(key.into_owned()).map_err(|_| SYNTAX)?,
+                item: Item {
+                    version,
+                    deleted,
+                    raw: whole.slice(start..s.i),
+                },
+                depends_on,
+            });
+            Ok(())
+        })
+    }
+
+    /// `{"flags": {…}, "segments": {…}}`, both required.
+    fn all_data(&mut self, whole: &Bytes, out: &mut Vec<Change>) -> Result<()> {
+        let (mut flags, mut segments) = (false, false);
+        self.shape(b'{')?;
+        self.object(|s, key| match key.as_ref() {
+            b"flags" => {
+                flags = true;
+                s.items(whole, Kind::Flag, out)
+            }
+            b"segments" => {
+                segments = true;
+                s.items(whole, Kind::Segment, out)
+            }
+            _ => s.value(),
+        })?;
+        if flags && segments { Ok(()) } else { Err(SCHEMA) }
+    }
+}
+
+/// The offset of the first `"`, `\\` or control character in `s`, eight bytes at a
+/// time (the bit tricks flag the lowest matching byte exactly), and whether every byte
+/// scanned was ASCII.
+fn find_special(s: &[u8]) -> (Option<usize>, bool) {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v;
+    let mut chunks = s.chunks_exact(8);
+    let mut offset = 0;
+    let mut high = 0;
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word);
+        let hits = (zero_byte(x ^ (ONES * u64::from(b'"')))
+            | zero_byte(x ^ (ONES * u64::from(b'\\')))
+            | (x.wrapping_sub(ONES * 0x20) & !x))
+            & HIGH;
+        if hits != 0 {
+            let at = hits.trailing_zeros() / 8;
+            // Bytes before the hit only: a mask of the bytes below it.
+            let below = (1u64 << (at * 8)).wrapping_sub(1);
+            high |= x & HIGH & below;
+            return (Some(offset + at as usize), high == 0);
+        }
+        high |= x & HIGH;
+        offset += 8;
+    }
+    let rest = chunks.remainder();
+    let found = rest.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20);
+    let scanned = &rest[..found.unwrap_or(rest.len())];
+    let ascii = high == 0 && scanned.is_ascii();
+    (found.map(|p| offset + p), ascii)
+}
+
+/// Decode one item from `raw` (the store's rules for what is read; see [`super::decode`]).
+pub(super) fn decode_item(kind: Kind, raw: Bytes) -> Result<Decoded> {
+    let mut depends_on = Vec::new();
+    let mut s = Scan::new(&raw);
+    let (key, version, deleted) = s.item(kind, &mut depends_on)?;
+    s.end()?;
+    Ok(Decoded {
+        key,
+        item: Item { version, deleted, raw },
+        depends_on,
+    })
+}
+
+/// Split a full data set `{"flags":{…},"segments":{…}}`, or with `envelope`, an FDv1
+/// `put` body `{"path":…,"data":{…}}`, into changes whose raw JSON are slices of
+/// `whole` (no copy).
+pub fn split_all_data(whole: &Bytes, envelope: bool) -> Result<Vec<Change>> {
+    let mut out = Vec::new();
+    let mut s = Scan::new(whole);
+    if envelope {
+        let mut data = false;
+        s.shape(b'{')?;
+        s.object(|s, key| {
+            if key.as_ref() == b"data" {
+                data = true;
+                s.all_data(whole, &mut out)
+            } else {
+                s.value()
+            }
+        })?;
+        if !data {
+            return Err(SCHEMA);
+        }
+    } else {
+        s.all_data(whole, &mut out)?;
+    }
+    s.end()?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn naive(s: &[u8]) -> (Option<usize>, bool) {
+        let found = s.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20);
+        (found, s[..found.unwrap_or(s.len())].is_ascii())
+    }
+
+    proptest! {
+        #[test]
+        fn find_special_agrees_with_a_byte_loop(s in proptest::collection::vec(
+            prop_oneof![Just(b'"'), Just(b'\\'), Just(0x1fu8), Just(0x20u8), Just(0xc3u8), Just(0x80u8), 0x21u8..0x7f],
+            0..40,
+        )) {
+            prop_assert_eq!(find_special(&s), naive(&s));
+        }
+
+        /// The scanner agrees with serde_json on which inputs are JSON at all.
+        #[test]
+        fn syntax_verdicts_match_serde_json(s in "[\\[\\]{}\",:0-9a-z\\\\ .eE+-]{0,24}") {
+            let ours = Scan::new(s.as_bytes()).value().and_then(|()| Scan::new(s.as_bytes()).value().map(|_| ()));
+            let mut scan = Scan::new(s.as_bytes());
+            let ours_full = scan.value().and_then(|()| scan.end()).is_ok();
+            let theirs = serde_json::from_str::<serde::de::IgnoredAny>(&s).is_ok();
+            let _ = ours;
+            prop_assert_eq!(ours_full, theirs, "{:?}", s);
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_inside_a_string_is_a_syntax_error() {
+        let raw = Bytes::from_static(b"{\"key\":\"\xff\",\"version\":1}");
+        assert_eq!(decode_item(Kind::Flag, raw).unwrap_err(), DecodeError::MalformedJson);
+        let ok = Bytes::from("{\"key\":\"é\",\"version\":1}");
+        assert_eq!(decode_item(Kind::Flag, ok).unwrap().key.as_deref(), Some("é"));
+    }
+
+    #[test]
+    fn escaped_keys_and_fields_are_unescaped() {
+        let raw = Bytes::from_static(br#"{"k\u0065y":"a\"b","versio\u006e":4}"#);
+        let d = decode_item(Kind::Flag, raw).unwrap();
+        assert_eq!((d.key.as_deref(), d.item.version), (Some("a\"b"), 4));
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_without_overflowing_the_stack() {
+        let deep = format!("{{\"version\":1,\"x\":{}{}}}", "[".repeat(10_000), "]".repeat(10_000));
+        assert_eq!(decode_item(Kind::Flag, Bytes::from(deep)).unwrap_err(), DecodeError::MalformedJson);
+    }
+
+    #[test]
+    fn numbers_follow_the_json_grammar() {
+        for (n, ok) in [("0", true), ("-0.5e+3", true), ("01", false), ("1.", false), ("-", false), (".5", false), ("1e", false)] {
+            let mut s = Scan::new(n.as_bytes());
+            assert_eq!(s.value().and_then(|()| s.end()).is_ok(), ok, "{n}");
+        }
+    }
+}
