@@ -17,7 +17,7 @@ fn put_with_and_without_path() {
             .iter()
             .map(|c| (c.kind, c.key.as_str(), c.item.version))
             .collect();
-        assert_eq!(got, [(Kind::Segment, "s", 2), (Kind::Flag, "f", 1)]);
+        assert_eq!(got, [(Kind::Flag, "f", 1), (Kind::Segment, "s", 2)], "document order");
     }
 }
 
