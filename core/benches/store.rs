@@ -17,7 +17,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use bytes::Bytes;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use flagsync_core::fdv1::{Event, parse_event};
 use flagsync_core::sse::{self, Item};
@@ -107,6 +106,7 @@ fn apply_stream(store: &mut Store, bytes: &[u8]) -> usize {
 }
 
 #[derive(serde::Deserialize)]
+#[allow(dead_code, reason = "built to be measured, never read")]
 struct OfficialAllData {
     flags: HashMap<String, launchdarkly_server_sdk_evaluation::Flag>,
     segments: HashMap<String, launchdarkly_server_sdk_evaluation::Segment>,

@@ -50,7 +50,7 @@ pub enum Regime {
 /// use flagsync_core::backoff::{Backoff, BackoffConfig, Regime};
 ///
 /// let mut b = Backoff::new(BackoffConfig { jitter: 0.0, ..Default::default() }, 7);
-/// let now = Instant::now();
+/// let now = crate::testing::origin();
 /// assert_eq!(b.next_delay(now, Regime::Normal), Duration::from_secs(1));
 /// assert_eq!(b.next_delay(now, Regime::Normal), Duration::from_secs(2));
 /// b.on_connected(now);
@@ -148,7 +148,7 @@ mod tests {
     #[test]
     fn doubles_up_to_the_cap() {
         let mut b = no_jitter();
-        let t = Instant::now();
+        let t = crate::testing::origin();
         let got: Vec<_> = (0..7)
             .map(|_| b.next_delay(t, Regime::Normal).as_secs())
             .collect();
@@ -158,7 +158,7 @@ mod tests {
     #[test]
     fn jitter_subtracts_at_most_half() {
         let mut b = Backoff::new(BackoffConfig::default(), 42);
-        let t = Instant::now();
+        let t = crate::testing::origin();
         for base in [1, 2, 4, 8, 16, 30, 30, 30] {
             let d = b.next_delay(t, Regime::Normal);
             assert!(
@@ -170,7 +170,7 @@ mod tests {
 
     #[test]
     fn same_seed_same_delays() {
-        let t = Instant::now();
+        let t = crate::testing::origin();
         let run = |seed| {
             let mut b = Backoff::new(BackoffConfig::default(), seed);
             (0..5)
@@ -184,7 +184,7 @@ mod tests {
     #[test]
     fn short_connection_does_not_reset_but_long_one_does() {
         let mut b = no_jitter();
-        let t = Instant::now();
+        let t = crate::testing::origin();
         b.next_delay(t, Regime::Normal);
         b.next_delay(t, Regime::Normal);
         b.on_connected(t);
@@ -196,7 +196,7 @@ mod tests {
     #[test]
     fn extended_regime_starts_at_five_minutes_and_caps_at_an_hour() {
         let mut b = no_jitter();
-        let t = Instant::now();
+        let t = crate::testing::origin();
         let got: Vec<_> = (0..6)
             .map(|_| b.next_delay(t, Regime::Extended).as_secs())
             .collect();
@@ -208,7 +208,7 @@ mod tests {
     #[test]
     fn server_retry_becomes_the_base() {
         let mut b = no_jitter();
-        let t = Instant::now();
+        let t = crate::testing::origin();
         b.next_delay(t, Regime::Normal);
         b.set_initial(Duration::from_millis(5000));
         assert_eq!(b.next_delay(t, Regime::Normal), secs(5));

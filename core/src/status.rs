@@ -218,7 +218,7 @@ mod tests {
 
     #[test]
     fn interrupted_before_first_success_stays_initializing() {
-        let t0 = Instant::now();
+        let t0 = crate::testing::origin();
         let mut s = StatusTracker::new(t0);
         let st = s
             .update(
@@ -235,7 +235,7 @@ mod tests {
 
     #[test]
     fn same_state_without_error_is_a_no_op() {
-        let t0 = Instant::now();
+        let t0 = crate::testing::origin();
         let mut s = StatusTracker::new(t0);
         assert!(s.update(t0, State::Initializing, None).is_none());
         s.update(t0, State::Valid, None).unwrap();
@@ -247,7 +247,7 @@ mod tests {
 
     #[test]
     fn repeated_error_in_same_state_is_broadcast_without_moving_since() {
-        let t0 = Instant::now();
+        let t0 = crate::testing::origin();
         let mut s = StatusTracker::new(t0);
         s.update(t0, State::Valid, None);
         let t1 = t0 + Duration::from_secs(1);
@@ -271,7 +271,7 @@ mod tests {
 
     #[test]
     fn error_is_sticky_through_valid() {
-        let t0 = Instant::now();
+        let t0 = crate::testing::origin();
         let mut s = StatusTracker::new(t0);
         s.update(
             t0,
@@ -286,7 +286,7 @@ mod tests {
 
     #[test]
     fn store_error_is_not_overwritten_by_a_state_change() {
-        let t0 = Instant::now();
+        let t0 = crate::testing::origin();
         let mut s = StatusTracker::new(t0);
         s.update(t0, State::Valid, None);
         s.update(

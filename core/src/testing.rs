@@ -465,14 +465,12 @@ impl ScriptRun {
             let out = self.system.poll_output();
             match &out {
                 Output::Wait(deadline) => {
-                    if timeout {
-                        if let Some(d) = deadline {
-                            assert!(
-                                *d > self.now,
-                                "deadline {d:?} did not move past {:?}",
-                                self.now
-                            );
-                        }
+                    if timeout && let Some(d) = deadline {
+                        assert!(
+                            *d > self.now,
+                            "deadline {d:?} did not move past {:?}",
+                            self.now
+                        );
                     }
                     assert_eq!(
                         self.system.poll_output(),

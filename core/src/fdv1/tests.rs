@@ -17,7 +17,11 @@ fn put_with_and_without_path() {
             .iter()
             .map(|c| (c.kind, c.key.as_str(), c.item.version))
             .collect();
-        assert_eq!(got, [(Kind::Flag, "f", 1), (Kind::Segment, "s", 2)], "document order");
+        assert_eq!(
+            got,
+            [(Kind::Flag, "f", 1), (Kind::Segment, "s", 2)],
+            "document order"
+        );
     }
 }
 

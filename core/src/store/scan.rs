@@ -63,7 +63,11 @@ impl<'a> Scan<'a> {
 
     fn enter(&mut self) -> Result<()> {
         self.depth += 1;
-        if self.depth > MAX_DEPTH { Err(SYNTAX) } else { Ok(()) }
+        if self.depth > MAX_DEPTH {
+            Err(SYNTAX)
+        } else {
+            Ok(())
+        }
     }
 
     /// A string; returns the span of its content and whether it has escapes.
@@ -114,7 +118,8 @@ impl<'a> Scan<'a> {
     /// A string's bytes, unescaped when needed (the input was checked to be UTF-8).
     fn raw_text(&self, (start, end, escaped): (usize, usize, bool)) -> Result<Cow<'a, [u8]>> {
         if escaped {
-            self.text((start, end, escaped)).map(|t| Cow::Owned(t.into_owned().into_bytes()))
+            self.text((start, end, escaped))
+                .map(|t| Cow::Owned(t.into_owned().into_bytes()))
         } else {
             Ok(Cow::Borrowed(&self.b[start..end]))
         }
@@ -199,7 +204,10 @@ impl<'a> Scan<'a> {
 
     /// An object, calling `member` with each key (the scanner sits before the value,
     /// which `member` must consume).
-    fn object(&mut self, mut member: impl FnMut(&mut Self, Cow<'a, [u8]>) -> Result<()>) -> Result<()> {
+    fn object(
+        &mut self,
+        mut member: impl FnMut(&mut Self, Cow<'a, [u8]>) -> Result<()>,
+    ) -> Result<()> {
         self.eat(b'{')?;
         self.enter()?;
         if self.peek() == Some(b'}') {
@@ -265,7 +273,10 @@ impl<'a> Scan<'a> {
         self.array(element)
     }
 
-    fn optional_object(&mut self, member: impl FnMut(&mut Self, Cow<'a, [u8]>) -> Result<()>) -> Result<()> {
+    fn optional_object(
+        &mut self,
+        member: impl FnMut(&mut Self, Cow<'a, [u8]>) -> Result<()>,
+    ) -> Result<()> {
         if self.peek() == Some(b'n') {
             return self.literal(b"null");
         }
@@ -302,7 +313,11 @@ impl<'a> Scan<'a> {
     }
 
     /// One flag or segment: its key, version, deleted flag and references.
-    fn item(&mut self, kind: Kind, deps: &mut Vec<(Kind, String)>) -> Result<(Option<String>, u64, bool)> {
+    fn item(
+        &mut self,
+        kind: Kind,
+        deps: &mut Vec<(Kind, String)>,
+    ) -> Result<(Option<String>, u64, bool)> {
         self.shape(b'{')?;
         let (mut key, mut version, mut deleted) = (None, None, false);
         self.object(|s, field| {
@@ -423,7 +438,11 @@ impl<'a> Scan<'a> {
             }
             _ => s.value(),
         })?;
-        if flags && segments { Ok(()) } else { Err(SCHEMA) }
+        if flags && segments {
+            Ok(())
+        } else {
+            Err(SCHEMA)
+        }
     }
 }
 
@@ -456,7 +475,9 @@ fn find_special(s: &[u8]) -> (Option<usize>, bool) {
         offset += 8;
     }
     let rest = chunks.remainder();
-    let found = rest.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20);
+    let found = rest
+        .iter()
+        .position(|&c| c == b'"' || c == b'\\' || c < 0x20);
     let scanned = &rest[..found.unwrap_or(rest.len())];
     let ascii = high == 0 && scanned.is_ascii();
     (found.map(|p| offset + p), ascii)
@@ -470,7 +491,11 @@ pub(super) fn decode_item(kind: Kind, raw: Bytes) -> Result<Decoded> {
     s.end()?;
     Ok(Decoded {
         key,
-        item: Item { version, deleted, raw },
+        item: Item {
+            version,
+            deleted,
+            raw,
+        },
         depends_on,
     })
 }
@@ -537,9 +562,15 @@ mod tests {
     #[test]
     fn invalid_utf8_inside_a_string_is_a_syntax_error() {
         let raw = Bytes::from_static(b"{\"key\":\"\xff\",\"version\":1}");
-        assert_eq!(decode_item(Kind::Flag, raw).unwrap_err(), DecodeError::MalformedJson);
+        assert_eq!(
+            decode_item(Kind::Flag, raw).unwrap_err(),
+            DecodeError::MalformedJson
+        );
         let ok = Bytes::from("{\"key\":\"é\",\"version\":1}");
-        assert_eq!(decode_item(Kind::Flag, ok).unwrap().key.as_deref(), Some("é"));
+        assert_eq!(
+            decode_item(Kind::Flag, ok).unwrap().key.as_deref(),
+            Some("é")
+        );
     }
 
     #[test]
@@ -551,13 +582,28 @@ mod tests {
 
     #[test]
     fn deep_nesting_is_refused_without_overflowing_the_stack() {
-        let deep = format!("{{\"version\":1,\"x\":{}{}}}", "[".repeat(10_000), "]".repeat(10_000));
-        assert_eq!(decode_item(Kind::Flag, Bytes::from(deep)).unwrap_err(), DecodeError::MalformedJson);
+        let deep = format!(
+            "{{\"version\":1,\"x\":{}{}}}",
+            "[".repeat(10_000),
+            "]".repeat(10_000)
+        );
+        assert_eq!(
+            decode_item(Kind::Flag, Bytes::from(deep)).unwrap_err(),
+            DecodeError::MalformedJson
+        );
     }
 
     #[test]
     fn numbers_follow_the_json_grammar() {
-        for (n, ok) in [("0", true), ("-0.5e+3", true), ("01", false), ("1.", false), ("-", false), (".5", false), ("1e", false)] {
+        for (n, ok) in [
+            ("0", true),
+            ("-0.5e+3", true),
+            ("01", false),
+            ("1.", false),
+            ("-", false),
+            (".5", false),
+            ("1e", false),
+        ] {
             let mut s = Scan::new(n.as_bytes());
             assert_eq!(s.value().and_then(|()| s.end()).is_ok(), ok, "{n}");
         }
