@@ -50,7 +50,7 @@ pub enum Regime {
 /// use flagsync_core::backoff::{Backoff, BackoffConfig, Regime};
 ///
 /// let mut b = Backoff::new(BackoffConfig { jitter: 0.0, ..Default::default() }, 7);
-/// let now = crate::testing::origin();
+/// let now = Instant::now();
 /// assert_eq!(b.next_delay(now, Regime::Normal), Duration::from_secs(1));
 /// assert_eq!(b.next_delay(now, Regime::Normal), Duration::from_secs(2));
 /// b.on_connected(now);

@@ -48,6 +48,11 @@ pub enum Input<'a> {
     },
     /// The deadline of the last [`Output::Wait`] passed (early calls are harmless).
     Timeout,
+    /// The driver's persistent store failed to take a write the core asked for. The
+    /// status becomes INTERRUPTED (INITIALIZING before the first success) with
+    /// STORE_ERROR, and no vaguer error kind replaces it for this failure
+    /// (PROTOCOL.md A.4.1).
+    StoreFailed,
 }
 
 /// Something that happened, for the application.
@@ -234,6 +239,20 @@ impl DataSystem {
                 each_source!(&mut self.source, s => s.handle_closed(now, conn, cause))
             }
             Input::Timeout => each_source!(&mut self.source, s => s.handle_timeout(now)),
+            Input::StoreFailed => {
+                let error = crate::ErrorInfo::new(
+                    now,
+                    crate::ErrorKind::StoreError,
+                    crate::status::Cause::Store,
+                );
+                if let Some(st) = self
+                    .status
+                    .update(now, crate::State::Interrupted, Some(error))
+                {
+                    self.out
+                        .push_back(Output::Event(Event::StatusChanged(st.clone())));
+                }
+            }
         }
         self.pump(now);
     }

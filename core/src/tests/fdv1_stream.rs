@@ -463,3 +463,64 @@ fn oversized_event_is_a_typed_error_and_a_reconnect() {
     );
     assert!(h.system.initialized());
 }
+
+#[test]
+fn store_failure_is_reported_as_store_error_and_kept() {
+    let mut h = started(&put(&[("a", 1)], &[]));
+    h.input(Input::StoreFailed);
+    let st = h.system.status().clone();
+    assert_eq!(st.state, State::Interrupted);
+    assert_eq!(st.error.as_ref().unwrap().kind, ErrorKind::StoreError);
+    // Nothing else happened on the stream: the kind stays STORE_ERROR.
+    h.run_until(secs(10));
+    assert_eq!(
+        h.system.status().error.as_ref().unwrap().kind,
+        ErrorKind::StoreError
+    );
+}
+
+#[test]
+fn a_long_initial_delay_is_honoured() {
+    let mut c = config(Mode::Streaming);
+    c.backoff.initial = secs(10);
+    let mut h = harness(c);
+    h.reply(Reply::Respond(Response::sse(
+        &put(&[("a", 1)], &[]),
+        End::Close,
+    )));
+    h.reply(stream(""));
+    h.start(ms(100));
+    assert_eq!(h.requests.len(), 1, "no reconnect within 100 ms");
+    h.run_until(secs(11));
+    assert_eq!(h.requests.len(), 2);
+}
+
+#[test]
+fn failures_on_reconnect_are_retried_until_success() {
+    let mut h = harness(config(Mode::Streaming));
+    h.reply(Reply::Respond(Response::sse(
+        &put(&[("a", 1)], &[]),
+        End::Close,
+    )));
+    h.reply(Reply::Respond(Response::status(503, "")));
+    h.reply(Reply::Refuse);
+    h.reply(stream(&put(&[("a", 2)], &[])));
+    h.start(secs(60));
+    assert_eq!(
+        h.requests.len(),
+        4,
+        "exactly the failures and one success, none after"
+    );
+    assert_eq!(items(&h, Kind::Flag), [("a".into(), 2)]);
+    let states: Vec<_> = h.statuses().iter().map(|s| s.state).collect();
+    assert_eq!(
+        states,
+        [
+            State::Valid,
+            State::Interrupted,
+            State::Interrupted,
+            State::Interrupted,
+            State::Valid
+        ]
+    );
+}
