@@ -50,11 +50,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use flagsync_core::{Command, Config, DataSystem, Kind, Mode};
+use flagsync_core::{Command, Config, DataSystem};
 
 pub use flag::{Flag, Segment};
 pub use flagsync_core::source::UnrecoverablePolicy;
-pub use flagsync_core::{ErrorKind, Snapshot, State};
+pub use flagsync_core::{ErrorKind, Kind, Mode, Snapshot, State};
 pub use proxy::ProxyError;
 pub use publish::{DataSourceError, DataSourceStatus, FlagChange, Subscription};
 
