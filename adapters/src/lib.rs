@@ -375,9 +375,7 @@ impl Client {
     /// timeout). Do not call it on a thread that runs the client's runtime.
     pub fn close_blocking(&self) {
         if self.inner.begin_close().is_some() {
-            self.inner
-                .finished
-                .wait_blocking(self.inner.close_timeout);
+            self.inner.finished.wait_blocking(self.inner.close_timeout);
         }
     }
 

@@ -38,7 +38,11 @@ mod tls_rt {
 async fn initial_put_then_patches_and_deletes(rt: Rt) {
     let server = Server::start(|_, r| {
         r.send(SSE_HEAD);
-        r.send(put_event(&[("f1", 1, true), ("f2", 1, false)], &[("s1", 4)], None));
+        r.send(put_event(
+            &[("f1", 1, true), ("f2", 1, false)],
+            &[("s1", 4)],
+            None,
+        ));
         r.pause(100);
         r.send("event: patch\ndata: {\"path\":\"/flags/f1\",\"data\":{\"key\":\"f1\",\"version\":2,\"on\":false,\"variations\":[1,2,3]}}\n\n");
         r.send("event: delete\ndata: {\"path\":\"/flags/f2\",\"version\":3}\n\n");
@@ -65,14 +69,27 @@ async fn initial_put_then_patches_and_deletes(rt: Rt) {
     // The stale patch (version 1) was rejected.
     assert_eq!((f1.version, f1.on, f1.variations.len()), (2, false, 3));
     assert_eq!(client.all_flags().keys().collect::<Vec<_>>(), ["f1"]);
-    assert_eq!(client.snapshot().get(flagsync::Kind::Flag, "f1").unwrap().version, 2);
+    assert_eq!(
+        client
+            .snapshot()
+            .get(flagsync::Kind::Flag, "f1")
+            .unwrap()
+            .version,
+        2
+    );
     let mut keys = Vec::new();
     while keys.len() < 4 {
-        let change = timeout(&rt, 3 * SEC, changes.recv()).await.flatten().unwrap();
+        let change = timeout(&rt, 3 * SEC, changes.recv())
+            .await
+            .flatten()
+            .unwrap();
         keys.push(change.key);
     }
     assert_eq!(keys, ["f1", "f2", "f1", "f2"]);
-    assert!(changes.try_recv().is_none(), "a rejected write reports nothing");
+    assert!(
+        changes.try_recv().is_none(),
+        "a rejected write reports nothing"
+    );
     let st = timeout(&rt, SEC, statuses.recv()).await.flatten().unwrap();
     assert_eq!(st.state, State::Valid);
     assert_eq!(client.status().state, State::Valid);
@@ -98,7 +115,12 @@ async fn reconnects_with_last_event_id_after_a_drop(rt: Rt) {
     let statuses = client.status_changes();
     client.start().unwrap();
     assert!(client.wait_for_initialization(5 * SEC).await);
-    assert!(eventually(&rt, 5 * SEC, || client.flag("f").is_some_and(|f| f.version == 2)).await);
+    assert!(
+        eventually(&rt, 5 * SEC, || client
+            .flag("f")
+            .is_some_and(|f| f.version == 2))
+        .await
+    );
     let reqs = server.requests();
     assert_eq!(reqs[0].header("last-event-id"), None);
     assert_eq!(reqs[1].header("last-event-id"), Some("evt-1"));
@@ -107,7 +129,10 @@ async fn reconnects_with_last_event_id_after_a_drop(rt: Rt) {
         seen.push(st);
     }
     let interrupted = seen.iter().find(|s| s.state == State::Interrupted).unwrap();
-    assert_eq!(interrupted.error.as_ref().unwrap().kind, ErrorKind::NetworkError);
+    assert_eq!(
+        interrupted.error.as_ref().unwrap().kind,
+        ErrorKind::NetworkError
+    );
     assert_eq!(seen.last().unwrap().state, State::Valid);
     client.close().await;
 }
@@ -119,7 +144,11 @@ async fn unauthorized_under_retry_policy_keeps_initializing_without_a_fast_retry
     });
     let client = builder(&rt, &server.url()).build().unwrap();
     client.start().unwrap();
-    assert!(!client.wait_for_initialization(Duration::from_millis(400)).await);
+    assert!(
+        !client
+            .wait_for_initialization(Duration::from_millis(400))
+            .await
+    );
     let st = client.status();
     assert_eq!(st.state, State::Initializing);
     let err = st.error.unwrap();
@@ -143,7 +172,10 @@ async fn unauthorized_under_stop_policy_turns_off(rt: Rt) {
     client.start().unwrap();
     let t0 = std::time::Instant::now();
     assert!(!client.wait_for_initialization(5 * SEC).await);
-    assert!(t0.elapsed() < 3 * SEC, "readiness ends the wait when the source gives up");
+    assert!(
+        t0.elapsed() < 3 * SEC,
+        "readiness ends the wait when the source gives up"
+    );
     let st = client.status();
     assert_eq!(st.state, State::Off);
     assert_eq!(st.error.unwrap().status_code, 401);
@@ -256,7 +288,10 @@ async fn through_a_connect_proxy(rt: Rt) {
     let connects = proxy.connects.lock().unwrap().clone();
     assert_eq!(connects.len(), 1);
     assert!(connects[0].starts_with(&format!("CONNECT 127.0.0.1:{} HTTP/1.1\r\n", server.port)));
-    assert!(!connects[0].contains(SDK_KEY), "the proxy never sees the request");
+    assert!(
+        !connects[0].contains(SDK_KEY),
+        "the proxy never sees the request"
+    );
     client.close().await;
     assert!(eventually(&rt, 3 * SEC, || server.open_connections() == 0).await);
 }
@@ -344,10 +379,18 @@ mod tls_tests {
             .build()
             .unwrap();
         client.start().unwrap();
-        assert!(!client.wait_for_initialization(Duration::from_millis(500)).await);
+        assert!(
+            !client
+                .wait_for_initialization(Duration::from_millis(500))
+                .await
+        );
         let err = client.status().error.unwrap();
         assert_eq!(err.kind, ErrorKind::NetworkError);
-        assert!(err.message.to_lowercase().contains("certificate"), "{}", err.message);
+        assert!(
+            err.message.to_lowercase().contains("certificate"),
+            "{}",
+            err.message
+        );
         assert!(server.requests().is_empty());
         client.close().await;
 
@@ -377,7 +420,10 @@ fn invalid_uris_are_build_errors() {
         .stream_uri("localhost:8080")
         .build()
         .unwrap_err();
-    assert_eq!(err.to_string(), "invalid stream URI: unsupported scheme (use http:// or https://)");
+    assert_eq!(
+        err.to_string(),
+        "invalid stream URI: unsupported scheme (use http:// or https://)"
+    );
     let err = flagsync::Client::builder(SDK_KEY)
         .polling_uri("http://")
         .build()

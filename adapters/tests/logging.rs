@@ -63,7 +63,13 @@ async fn the_sdk_key_is_never_logged(rt: Rt) {
     assert!(eventually(&rt, Duration::from_secs(5), || server.connections() >= 3).await);
     client.close().await;
     let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
-    assert!(text.contains("connected"), "the session was logged:\n{text}");
-    assert!(!text.contains(SDK_KEY), "the SDK key leaked into the logs:\n{text}");
+    assert!(
+        text.contains("connected"),
+        "the session was logged:\n{text}"
+    );
+    assert!(
+        !text.contains(SDK_KEY),
+        "the SDK key leaked into the logs:\n{text}"
+    );
     assert!(!text.to_ascii_lowercase().contains("authorization:"));
 }

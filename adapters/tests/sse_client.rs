@@ -18,7 +18,10 @@ runtime_tests!(
 );
 
 async fn next(rt: &Rt, source: &mut EventSource) -> SseEvent {
-    timeout(rt, 5 * SEC, source.next()).await.flatten().expect("an event")
+    timeout(rt, 5 * SEC, source.next())
+        .await
+        .flatten()
+        .expect("an event")
 }
 
 async fn next_event(rt: &Rt, source: &mut EventSource) -> (String, String, String) {
@@ -61,7 +64,10 @@ async fn get_with_headers_events_and_last_event_id_on_reconnect(rt: Rt) {
         SseEvent::Open { status, .. } => assert_eq!(status, 200),
         other => panic!("{other:?}"),
     }
-    assert_eq!(next(&rt, &mut source).await, SseEvent::Comment("hello".into()));
+    assert_eq!(
+        next(&rt, &mut source).await,
+        SseEvent::Comment("hello".into())
+    );
     assert_eq!(
         next_event(&rt, &mut source).await,
         ("greet".into(), "one\ntwo".into(), "a1".into())
@@ -75,14 +81,21 @@ async fn get_with_headers_events_and_last_event_id_on_reconnect(rt: Rt) {
         ("message".into(), "again".into(), "a1".into())
     );
     let reqs = server.requests();
-    assert_eq!((reqs[0].method.as_str(), reqs[0].target.as_str()), ("GET", "/stream?x=1"));
+    assert_eq!(
+        (reqs[0].method.as_str(), reqs[0].target.as_str()),
+        ("GET", "/stream?x=1")
+    );
     assert_eq!(reqs[0].header("x-custom"), Some("yes"));
     assert_eq!(reqs[0].header("accept"), Some("text/event-stream"));
     assert_eq!(reqs[0].header("last-event-id"), Some("start"));
     assert_eq!(reqs[1].header("last-event-id"), Some("a1"));
     source.close().await;
     assert!(eventually(&rt, 3 * SEC, || server.open_connections() == 0).await);
-    assert_eq!(timeout(&rt, SEC, source.next()).await, Some(None), "the stream ends");
+    assert_eq!(
+        timeout(&rt, SEC, source.next()).await,
+        Some(None),
+        "the stream ends"
+    );
 }
 
 async fn post_with_a_body_and_restart(rt: Rt) {
@@ -149,12 +162,18 @@ async fn read_timeout_reconnects(rt: Rt) {
         .read_timeout(Duration::from_millis(100))
         .start()
         .unwrap();
-    assert!(matches!(next(&rt, &mut source).await, SseEvent::Open { .. }));
+    assert!(matches!(
+        next(&rt, &mut source).await,
+        SseEvent::Open { .. }
+    ));
     match next(&rt, &mut source).await {
         SseEvent::Error { message, .. } => assert_eq!(message, "read timed out"),
         other => panic!("{other:?}"),
     }
-    assert!(matches!(next(&rt, &mut source).await, SseEvent::Open { .. }));
+    assert!(matches!(
+        next(&rt, &mut source).await,
+        SseEvent::Open { .. }
+    ));
     assert!(server.connections() >= 2);
     source.close().await;
     assert!(eventually(&rt, 3 * SEC, || server.open_connections() == 0).await);

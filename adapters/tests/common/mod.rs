@@ -102,7 +102,11 @@ pub fn builder(rt: &Rt, stream_uri: &str) -> flagsync::ClientBuilder {
 }
 
 /// An SSE `put` of flags (key, version, on) and segments (key, version).
-pub fn put_event(flags: &[(&str, u64, bool)], segments: &[(&str, u64)], id: Option<&str>) -> String {
+pub fn put_event(
+    flags: &[(&str, u64, bool)],
+    segments: &[(&str, u64)],
+    id: Option<&str>,
+) -> String {
     let id = id.map(|i| format!("id: {i}\n")).unwrap_or_default();
     format!(
         "event: put\n{id}data: {{\"path\":\"/\",\"data\":{}}}\n\n",

@@ -74,7 +74,10 @@ impl Server {
     pub fn start(
         handler: impl Fn(&Request, &mut Responder<'_>) -> After + Send + Sync + 'static,
     ) -> Self {
-        Self::start_wrapped(Arc::new(|s: TcpStream| Some(Box::new(s) as Box<dyn Stream>)), handler)
+        Self::start_wrapped(
+            Arc::new(|s: TcpStream| Some(Box::new(s) as Box<dyn Stream>)),
+            handler,
+        )
     }
 
     /// Serve with every accepted stream wrapped by `wrap` (e.g. in TLS).
@@ -95,8 +98,12 @@ impl Server {
                     let Ok(stream) = stream else { continue };
                     let index = accepted.fetch_add(1, Ordering::SeqCst);
                     open.fetch_add(1, Ordering::SeqCst);
-                    let (requests, open, handler, wrap) =
-                        (requests.clone(), open.clone(), handler.clone(), wrap.clone());
+                    let (requests, open, handler, wrap) = (
+                        requests.clone(),
+                        open.clone(),
+                        handler.clone(),
+                        wrap.clone(),
+                    );
                     thread::spawn(move || {
                         serve(stream, index, &requests, &*handler, &*wrap);
                         open.fetch_sub(1, Ordering::SeqCst);
@@ -143,9 +150,12 @@ fn serve(
         return;
     };
     requests.lock().unwrap().push(request.clone());
-    let after = handler(&request, &mut Responder {
-        stream: &mut *stream,
-    });
+    let after = handler(
+        &request,
+        &mut Responder {
+            stream: &mut *stream,
+        },
+    );
     if after == After::Hold {
         // Until the client closes (EOF or error).
         let mut buf = [0u8; 1024];
