@@ -1,4 +1,8 @@
 //! The client against a scripted server over 127.0.0.1, on every runtime feature.
+#![cfg_attr(
+    not(any(feature = "tokio", feature = "smol", feature = "async-std")),
+    allow(dead_code, unused_imports)
+)]
 
 #[macro_use]
 mod common;

@@ -1,5 +1,6 @@
 //! Every log line of a session, at TRACE, is free of the SDK key and the
 //! `Authorization` header. Its own test binary: it installs a global subscriber.
+#![cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
 
 #[macro_use]
 mod common;

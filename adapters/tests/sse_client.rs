@@ -1,4 +1,5 @@
 //! The SSE client against a scripted server, on every runtime feature.
+#![cfg(any(feature = "tokio", feature = "smol", feature = "async-std"))]
 
 #[macro_use]
 mod common;
