@@ -1,1 +1,4 @@
 //! flagsync
+
+#[cfg(feature = "server")]
+pub mod server;
