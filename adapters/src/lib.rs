@@ -1,4 +1,431 @@
-//! flagsync
+//! Keep a feature-flag store in sync with a LaunchDarkly-compatible flag delivery
+//! service, on tokio, smol or async-std.
+//!
+//! The protocol lives in [`flagsync_core`], a sans-I/O state machine. This crate is the
+//! thin shell around it: one driver loop written against a small [`runtime::Runtime`]
+//! trait, connection tasks that pump bytes (through a proxy and TLS when needed), and
+//! the published snapshot, status and change streams.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), flagsync::Error> {
+//! use std::time::Duration;
+//!
+//! let client = flagsync::Client::builder("sdk-key").build()?;
+//! client.start()?;
+//! if client.wait_for_initialization(Duration::from_secs(5)).await {
+//!     if let Some(flag) = client.flag("my-flag") {
+//!         println!("{} is on: {}", flag.key, flag.on);
+//!     }
+//! }
+//! client.close().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Features
+//! - `tokio` (default): run on tokio. `start()` must then be called inside a tokio
+//!   runtime with its I/O and time drivers enabled.
+//! - `smol`: run on smol. `async-std`: run on async-std, which is discontinued upstream
+//!   in favour of smol; it is kept working through the async-io path it shares with smol.
+//! - `rustls` (default): `https` with rustls and the webpki roots; `native-roots` also
+//!   trusts the platform's certificates.
+//! - `server`: [`server`], a local LaunchDarkly-compatible flag server for offline
+//!   development and tests (std threads only, any runtime).
+//! - `cli`: the `flagsync` command-line tool (`serve`, `demo`, `watch`, `snapshot`).
+//!
+//! Nothing is logged above `debug`, and the SDK key is never logged.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![warn(unreachable_pub, clippy::use_self, elided_lifetimes_in_paths)]
 
+mod conn;
+mod driver;
+mod flag;
+mod proxy;
+mod publish;
+pub mod runtime;
 #[cfg(feature = "server")]
 pub mod server;
+pub mod sse_client;
+#[cfg(feature = "rustls")]
+mod tls;
+mod transport;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use flagsync_core::{Command, Config, DataSystem, Kind, Mode};
+
+pub use flag::{Flag, Segment};
+pub use flagsync_core::source::UnrecoverablePolicy;
+pub use flagsync_core::{ErrorKind, Snapshot, State};
+pub use proxy::ProxyError;
+pub use publish::{DataSourceError, DataSourceStatus, FlagChange, Subscription};
+
+use driver::{Finished, Msg, Sink};
+use publish::{Clock, DataSink, Published};
+use runtime::Runtime;
+use transport::{Transport, transport_methods};
+
+/// Why a client could not be built or started.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A URI or another setting cannot work.
+    #[error(transparent)]
+    Config(#[from] flagsync_core::ConfigError),
+    /// The proxy URL cannot be used.
+    #[error(transparent)]
+    Proxy(#[from] ProxyError),
+    /// The TLS settings cannot be used (for example, unreadable PEM data).
+    #[error("invalid TLS settings: {0}")]
+    Tls(String),
+    /// No runtime to run on: with the `tokio` feature alone, call `start()` inside a
+    /// tokio runtime (or give one with the builder's `runtime`).
+    #[error("no async runtime: call start() inside a tokio runtime, or enable the `smol` feature")]
+    NoRuntime,
+}
+
+/// Settings for a [`Client`]; made by [`Client::builder`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct ClientBuilder {
+    config: Config,
+    transport: Transport,
+    close_timeout: Duration,
+    seed: Option<u64>,
+}
+
+impl ClientBuilder {
+    /// The streaming service base URI (default LaunchDarkly's; trailing slashes are fine).
+    pub fn stream_uri(mut self, uri: impl Into<String>) -> Self {
+        self.config.stream_uri = uri.into();
+        self
+    }
+
+    /// The polling service base URI (default LaunchDarkly's).
+    pub fn polling_uri(mut self, uri: impl Into<String>) -> Self {
+        self.config.polling_uri = uri.into();
+        self
+    }
+
+    /// Poll instead of streaming.
+    pub fn polling(mut self, polling: bool) -> Self {
+        self.config.mode = if polling {
+            Mode::Polling
+        } else {
+            Mode::Streaming
+        };
+        self
+    }
+
+    /// Streaming or polling.
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.config.mode = mode;
+        self
+    }
+
+    /// How often to poll (default and minimum 30 s).
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.config.poll_interval = interval;
+        self
+    }
+
+    /// Ask for a filtered payload (`filter=` key).
+    pub fn payload_filter(mut self, filter: impl Into<String>) -> Self {
+        self.config.payload_filter = Some(filter.into());
+        self
+    }
+
+    /// Identify the application in `X-LaunchDarkly-Tags`.
+    pub fn application(mut self, id: impl Into<String>, version: impl Into<String>) -> Self {
+        self.config.identity.application_id = Some(id.into());
+        self.config.identity.application_version = Some(version.into());
+        self
+    }
+
+    /// What a 401, 403 or other unrecoverable HTTP status does (default: keep retrying,
+    /// slowly).
+    pub fn unrecoverable(mut self, policy: UnrecoverablePolicy) -> Self {
+        self.config.unrecoverable = policy;
+        self
+    }
+
+    /// Connect timeout (default 10 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.config.connect_timeout = timeout;
+        self
+    }
+
+    /// Polling read timeout (default 15 s).
+    pub fn read_timeout(mut self, timeout: Duration) -> Self {
+        self.config.read_timeout = timeout;
+        self
+    }
+
+    /// Stream read timeout: silence longer than this reconnects (default 300 s).
+    pub fn stream_read_timeout(mut self, timeout: Duration) -> Self {
+        self.config.stream_read_timeout = timeout;
+        self
+    }
+
+    /// First reconnect delay (default 1 s; doubles up to 30 s, with jitter).
+    pub fn initial_reconnect_delay(mut self, delay: Duration) -> Self {
+        self.config.backoff.initial = delay;
+        self
+    }
+
+    /// How long `close()` waits for every connection to end (default 5 s).
+    pub fn close_timeout(mut self, timeout: Duration) -> Self {
+        self.close_timeout = timeout;
+        self
+    }
+
+    /// Seed the reconnect jitter (default: random), for reproducible runs.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Change any setting of the protocol core directly (limits, backoff, the minimum
+    /// poll interval, …).
+    pub fn core_config(mut self, change: impl FnOnce(&mut Config)) -> Self {
+        change(&mut self.config);
+        self
+    }
+
+    transport_methods!();
+
+    /// Check the settings and make a stopped client.
+    pub fn build(self) -> Result<Client, Error> {
+        let conn_config = Arc::new(self.transport.conn_config()?);
+        let now = Instant::now();
+        let seed = self.seed.unwrap_or_else(|| fastrand::u64(..));
+        let system = DataSystem::new(self.config, seed, now)?;
+        let published = Arc::new(Published::new(&system, Clock::new(now)));
+        let (tx, rx) = async_channel::bounded(64);
+        Ok(Client {
+            inner: Arc::new(Inner {
+                published,
+                finished: Finished::new(),
+                tx,
+                close_timeout: self.close_timeout,
+                life: Mutex::new(Life::Built {
+                    system: Box::new(system),
+                    rx,
+                    transport: self.transport,
+                    conn_config,
+                }),
+            }),
+        })
+    }
+}
+
+/// A flag-delivery client: keeps an in-memory copy of the flags up to date.
+///
+/// Cheap to clone; clones share one connection. Dropping the last clone stops it (call
+/// [`Client::close`] to wait until every socket is closed).
+#[derive(Debug, Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    published: Arc<Published>,
+    finished: Arc<Finished>,
+    tx: async_channel::Sender<Msg<Command>>,
+    close_timeout: Duration,
+    life: Mutex<Life>,
+}
+
+#[derive(Debug)]
+enum Life {
+    Built {
+        system: Box<DataSystem>,
+        rx: async_channel::Receiver<Msg<Command>>,
+        transport: Transport,
+        conn_config: Arc<conn::ConnConfig>,
+    },
+    Running(Arc<dyn Runtime>),
+    Closed(Option<Arc<dyn Runtime>>),
+}
+
+impl Client {
+    /// Settings for a client using `sdk_key`.
+    pub fn builder(sdk_key: impl Into<String>) -> ClientBuilder {
+        ClientBuilder {
+            config: Config::new(sdk_key),
+            transport: Transport::default(),
+            close_timeout: Duration::from_secs(5),
+            seed: None,
+        }
+    }
+
+    /// Start connecting in the background. Calling it again, or after
+    /// [`Client::close`], does nothing.
+    ///
+    /// With tokio, call it inside a tokio runtime.
+    pub fn start(&self) -> Result<(), Error> {
+        let mut life = self.inner.lock();
+        let Life::Built { transport, .. } = &*life else {
+            return Ok(());
+        };
+        let rt = transport.runtime()?;
+        let Life::Built {
+            system,
+            rx,
+            conn_config,
+            ..
+        } = std::mem::replace(&mut *life, Life::Running(rt.clone()))
+        else {
+            unreachable!("checked above")
+        };
+        tracing::debug!(runtime = ?rt, "starting");
+        // The inbox is empty: this cannot fail.
+        let _ = self.inner.tx.try_send(Msg::Command(Command::Start));
+        driver::spawn(
+            rt,
+            conn_config,
+            *system,
+            DataSink(self.inner.published.clone()),
+            self.inner.tx.clone(),
+            rx,
+            self.inner.finished.clone(),
+        );
+        Ok(())
+    }
+
+    /// Wait until the client has a full data set (true), the source gives up for good,
+    /// or `timeout` passes (false).
+    pub async fn wait_for_initialization(&self, timeout: Duration) -> bool {
+        if self.initialized() {
+            return true;
+        }
+        let rt = match &*self.inner.lock() {
+            Life::Running(rt) => rt.clone(),
+            _ => return false,
+        };
+        let deadline = rt.now() + timeout;
+        let _ = runtime::race(self.inner.published.ready(), rt.sleep_until(deadline)).await;
+        self.initialized()
+    }
+
+    /// True once a full data set has been received.
+    pub fn initialized(&self) -> bool {
+        self.inner.published.initialized()
+    }
+
+    /// The flag `key`, unless it is unknown or deleted.
+    pub fn flag(&self, key: &str) -> Option<Flag> {
+        let snapshot = self.snapshot();
+        snapshot
+            .get(Kind::Flag, key)
+            .map(|item| Flag::from_item(key, item))
+    }
+
+    /// The segment `key`, unless it is unknown or deleted.
+    pub fn segment(&self, key: &str) -> Option<Segment> {
+        let snapshot = self.snapshot();
+        snapshot
+            .get(Kind::Segment, key)
+            .map(|item| Segment::from_item(key, item))
+    }
+
+    /// Every flag, by key.
+    pub fn all_flags(&self) -> BTreeMap<String, Flag> {
+        let snapshot = self.snapshot();
+        snapshot
+            .iter(Kind::Flag)
+            .map(|(key, item)| (key.to_owned(), Flag::from_item(key, item)))
+            .collect()
+    }
+
+    /// An immutable view of the whole store (cheap: it shares structure).
+    pub fn snapshot(&self) -> Snapshot {
+        self.inner.published.snapshot()
+    }
+
+    /// The data-source status.
+    pub fn status(&self) -> DataSourceStatus {
+        self.inner.published.status()
+    }
+
+    /// Every later status change.
+    pub fn status_changes(&self) -> Subscription<DataSourceStatus> {
+        self.inner.published.status_subs.subscribe()
+    }
+
+    /// Every later change of a flag's data (one item per changed flag).
+    pub fn flag_changes(&self) -> Subscription<FlagChange> {
+        self.inner.published.flag_subs.subscribe()
+    }
+
+    /// The environment id the service reported, if any.
+    pub fn environment_id(&self) -> Option<String> {
+        self.inner.published.environment_id()
+    }
+
+    /// Stop: close every connection, report OFF, end the subscriptions, and wait (at
+    /// most the close timeout) until every socket is closed. Idempotent.
+    pub async fn close(&self) {
+        if let Some(rt) = self.inner.begin_close() {
+            let deadline = rt.now() + self.inner.close_timeout;
+            let _ = runtime::race(self.inner.finished.wait(), rt.sleep_until(deadline)).await;
+        }
+    }
+
+    /// [`Client::close`] for synchronous code: blocks the thread (at most the close
+    /// timeout). Do not call it on a thread that runs the client's runtime.
+    pub fn close_blocking(&self) {
+        if self.inner.begin_close().is_some() {
+            self.inner
+                .finished
+                .wait_blocking(self.inner.close_timeout);
+        }
+    }
+
+    /// True once [`Client::close`] finished closing every connection.
+    pub fn is_closed(&self) -> bool {
+        self.inner.finished.is_done()
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Life> {
+        self.life.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Move to `Closed`; the runtime to wait on if the driver ran.
+    fn begin_close(&self) -> Option<Arc<dyn Runtime>> {
+        let mut life = self.lock();
+        match std::mem::replace(&mut *life, Life::Closed(None)) {
+            Life::Built { system, .. } => {
+                tracing::debug!("closed before start");
+                DataSink(self.published.clone()).finish(&system);
+                drop(driver::TaskGuard(self.finished.clone()));
+                None
+            }
+            Life::Running(rt) => {
+                tracing::debug!("closing");
+                // Never blocks; the driver stops at the next message.
+                let _ = self.tx.force_send(Msg::Shutdown);
+                *life = Life::Closed(Some(rt.clone()));
+                Some(rt)
+            }
+            Life::Closed(rt) => {
+                *life = Life::Closed(rt.clone());
+                rt
+            }
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Life::Running(_) = &*self.lock() {
+            let _ = self.tx.force_send(Msg::Shutdown);
+        }
+    }
+}

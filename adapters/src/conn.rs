@@ -1,0 +1,180 @@
+//! The connection task: a byte pump that makes no decisions.
+//!
+//! connect (through an HTTP `CONNECT` proxy if one applies) → TLS if the endpoint asks
+//! for it → write the request → report `Connected` → report every read as `Data` →
+//! report `Closed { cause }`. Cancelling the task (dropping its cancel sender) or
+//! dropping it drops the socket, which closes it.
+
+use std::io;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use flagsync_core::endpoint::Endpoint;
+use flagsync_core::{CloseCause, ConnId, IoCause};
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+
+use crate::driver::{Msg, TaskGuard};
+use crate::proxy::{Proxy, ProxySettings};
+use crate::runtime::{BoxIo, Runtime, race};
+
+/// Read buffer size of a connection.
+const READ_BUF: usize = 64 * 1024;
+
+/// How connections are made: proxy and TLS settings, shared by every task.
+#[derive(Debug, Default)]
+pub(crate) struct ConnConfig {
+    pub(crate) proxy: ProxySettings,
+    #[cfg(feature = "rustls")]
+    pub(crate) tls: Option<crate::tls::TlsConnector>,
+}
+
+/// Run one connection until it ends or is cancelled.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn run<C: Send>(
+    rt: Arc<dyn Runtime>,
+    config: Arc<ConnConfig>,
+    conn: ConnId,
+    endpoint: Endpoint,
+    request: Bytes,
+    tx: async_channel::Sender<Msg<C>>,
+    cancel: async_channel::Receiver<()>,
+    _guard: Arc<TaskGuard>,
+) {
+    let pump = pump(&*rt, &config, conn, &endpoint, &request, &tx);
+    match race(pump, cancel.recv()).await {
+        Ok(cause) => {
+            tracing::debug!(%conn, ?cause, "connection closed");
+            let _ = tx.send(Msg::Closed(conn, cause)).await;
+        }
+        Err(_) => tracing::trace!(%conn, "connection cancelled"),
+    }
+}
+
+async fn pump<C: Send>(
+    rt: &dyn Runtime,
+    config: &ConnConfig,
+    conn: ConnId,
+    endpoint: &Endpoint,
+    request: &[u8],
+    tx: &async_channel::Sender<Msg<C>>,
+) -> CloseCause {
+    let mut io = match open(rt, config, endpoint).await {
+        Ok(io) => io,
+        Err(e) => return io_cause(e),
+    };
+    if let Err(e) = async {
+        io.write_all(request).await?;
+        io.flush().await
+    }
+    .await
+    {
+        return io_cause(e);
+    }
+    tracing::debug!(%conn, host = %endpoint.host, port = endpoint.port, "connected");
+    if tx.send(Msg::Connected(conn)).await.is_err() {
+        return CloseCause::Eof;
+    }
+    let mut buf = vec![0u8; READ_BUF];
+    loop {
+        match io.read(&mut buf).await {
+            Ok(0) => return CloseCause::Eof,
+            Ok(n) => {
+                tracing::trace!(%conn, bytes = n, "read");
+                let chunk = buf.get(..n).unwrap_or_default().to_vec();
+                if tx.send(Msg::Data(conn, chunk)).await.is_err() {
+                    return CloseCause::Eof;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return io_cause(e),
+        }
+    }
+}
+
+fn io_cause(e: io::Error) -> CloseCause {
+    CloseCause::Io(IoCause {
+        kind: e.kind(),
+        message: e.to_string(),
+    })
+}
+
+/// TCP (through the proxy if any), then TLS if `endpoint.tls`.
+async fn open(rt: &dyn Runtime, config: &ConnConfig, endpoint: &Endpoint) -> io::Result<BoxIo> {
+    let io = match config.proxy.for_endpoint(endpoint) {
+        Some(proxy) => tunnel(rt, proxy, endpoint).await?,
+        None => rt.connect(&endpoint.host, endpoint.port).await?,
+    };
+    if !endpoint.tls {
+        return Ok(io);
+    }
+    #[cfg(feature = "rustls")]
+    match &config.tls {
+        Some(tls) => tls.connect(&endpoint.host, io).await,
+        None => Err(io::Error::other("TLS is not configured")),
+    }
+    #[cfg(not(feature = "rustls"))]
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "https needs the `rustls` feature of flagsync",
+    ))
+}
+
+/// Connect to `proxy` and open an HTTP `CONNECT` tunnel to `endpoint`.
+async fn tunnel(rt: &dyn Runtime, proxy: &Proxy, endpoint: &Endpoint) -> io::Result<BoxIo> {
+    let mut io = rt.connect(&proxy.host, proxy.port).await?;
+    let authority = endpoint_authority(endpoint);
+    let mut req = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n");
+    if let Some(auth) = &proxy.authorization {
+        req.push_str("Proxy-Authorization: ");
+        req.push_str(auth);
+        req.push_str("\r\n");
+    }
+    req.push_str("\r\n");
+    io.write_all(req.as_bytes()).await?;
+    io.flush().await?;
+    // Read the response head byte by byte: nothing after it may be consumed.
+    let mut head = Vec::with_capacity(128);
+    while !head.ends_with(b"\r\n\r\n") {
+        if head.len() > 8192 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "proxy response head too long",
+            ));
+        }
+        let mut byte = [0u8; 1];
+        if io.read(&mut byte).await? == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "proxy closed the connection during CONNECT",
+            ));
+        }
+        head.extend_from_slice(&byte);
+    }
+    let status_line = head.split(|b| *b == b'\n').next().unwrap_or_default();
+    let status = std::str::from_utf8(status_line)
+        .ok()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse::<u16>().ok());
+    match status {
+        Some(200..=299) => {
+            tracing::debug!(proxy = %proxy.host, port = proxy.port, "proxy tunnel open");
+            Ok(io)
+        }
+        Some(code) => Err(io::Error::new(
+            io::ErrorKind::ConnectionRefused,
+            format!("proxy refused CONNECT with HTTP {code}"),
+        )),
+        None => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "malformed proxy response",
+        )),
+    }
+}
+
+fn endpoint_authority(endpoint: &Endpoint) -> String {
+    if endpoint.host.contains(':') {
+        format!("[{}]:{}", endpoint.host, endpoint.port)
+    } else {
+        format!("{}:{}", endpoint.host, endpoint.port)
+    }
+}

@@ -1,0 +1,317 @@
+//! THE drive loop, written once against `Arc<dyn Runtime>` (DESIGN.md §4, STYLE.md §1.1).
+//!
+//! One task owns the state machine. Connection tasks and the application talk to it
+//! through a single inbox; it feeds every message to the machine with `now`, drains the
+//! outputs until `Wait`, performs the actions (spawning or cancelling connection tasks),
+//! publishes the events, then sleeps until the deadline or the next message.
+//! Whether a deadline has passed is decided by comparing `runtime.now()` with it, not by
+//! trusting the timer future (a busy runtime may keep an elapsed timer pending).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
+
+use flagsync_core::source::{EventStream, StreamOutput};
+use flagsync_core::{Action, CloseCause, ConnId, DataSystem};
+
+use crate::conn::{self, ConnConfig};
+use crate::runtime::{Runtime, race};
+
+/// A message to the driver's inbox.
+#[derive(Debug)]
+pub(crate) enum Msg<C> {
+    /// A connection task connected and wrote its request.
+    Connected(ConnId),
+    /// A connection task read bytes.
+    Data(ConnId, Vec<u8>),
+    /// A connection task ended.
+    Closed(ConnId, CloseCause),
+    /// An application command.
+    Command(C),
+    /// Stop the machine, close every connection and end the driver.
+    Shutdown,
+}
+
+/// An input for a [`Machine`].
+#[derive(Debug)]
+pub(crate) enum In<'a, C> {
+    Command(C),
+    Connected(ConnId),
+    Data(ConnId, &'a [u8]),
+    Closed(ConnId, CloseCause),
+    Timeout,
+}
+
+/// An output of a [`Machine`].
+#[derive(Debug)]
+pub(crate) enum Out<E> {
+    Action(Action),
+    Event(E),
+    Wait(Option<Instant>),
+}
+
+/// A sans-I/O machine the driver can run: the data system, or a bare event stream.
+pub(crate) trait Machine: Send + 'static {
+    type Command: Send + 'static;
+    type Event;
+    fn handle(&mut self, now: Instant, input: In<'_, Self::Command>);
+    /// The next output; `Wait` once drained.
+    fn poll(&mut self) -> Out<Self::Event>;
+    /// Stop for good (closing connections through `Close` actions).
+    fn stop(&mut self, now: Instant);
+}
+
+/// Where a machine's events go.
+pub(crate) trait Sink<M: Machine>: Send + 'static {
+    fn publish(&mut self, machine: &M, event: M::Event);
+    /// The driver ended.
+    fn finish(&mut self, _machine: &M) {}
+}
+
+impl Machine for DataSystem {
+    type Command = flagsync_core::Command;
+    type Event = flagsync_core::Event;
+
+    fn handle(&mut self, now: Instant, input: In<'_, Self::Command>) {
+        use flagsync_core::Input;
+        self.handle_input(
+            now,
+            match input {
+                In::Command(c) => Input::Command(c),
+                In::Connected(conn) => Input::Connected { conn },
+                In::Data(conn, bytes) => Input::Data { conn, bytes },
+                In::Closed(conn, cause) => Input::Closed { conn, cause },
+                In::Timeout => Input::Timeout,
+            },
+        );
+    }
+
+    fn poll(&mut self) -> Out<Self::Event> {
+        match self.poll_output() {
+            flagsync_core::Output::Action(a) => Out::Action(a),
+            flagsync_core::Output::Event(e) => Out::Event(e),
+            flagsync_core::Output::Wait(w) => Out::Wait(w),
+        }
+    }
+
+    fn stop(&mut self, now: Instant) {
+        self.handle_input(now, flagsync_core::Input::Command(flagsync_core::Command::Stop));
+    }
+}
+
+/// Commands of a bare [`EventStream`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StreamCommand {
+    Start,
+    Restart,
+}
+
+impl Machine for EventStream {
+    type Command = StreamCommand;
+    type Event = StreamOutput;
+
+    fn handle(&mut self, now: Instant, input: In<'_, Self::Command>) {
+        match input {
+            In::Command(StreamCommand::Start) => self.handle_start(now),
+            In::Command(StreamCommand::Restart) => self.handle_restart(now),
+            In::Connected(conn) => self.handle_connected(now, conn),
+            In::Data(conn, bytes) => self.handle_data(now, conn, bytes),
+            In::Closed(conn, cause) => self.handle_closed(now, conn, cause),
+            In::Timeout => self.handle_timeout(now),
+        }
+    }
+
+    fn poll(&mut self) -> Out<Self::Event> {
+        match self.poll_output() {
+            Some(StreamOutput::Action(a)) => Out::Action(a),
+            Some(other) => Out::Event(other),
+            None => Out::Wait(self.poll_timeout()),
+        }
+    }
+
+    fn stop(&mut self, _now: Instant) {
+        self.handle_stop();
+    }
+}
+
+/// Set once the driver and all of its connection tasks have ended (every socket they
+/// opened is closed by then). Waitable from async and blocking code.
+#[derive(Debug)]
+pub(crate) struct Finished {
+    done: Mutex<bool>,
+    cv: Condvar,
+    // Closed (never sent on) when finished: async waiters wake on `recv` failing.
+    tx: async_channel::Sender<()>,
+    rx: async_channel::Receiver<()>,
+}
+
+impl Finished {
+    pub(crate) fn new() -> Arc<Self> {
+        let (tx, rx) = async_channel::bounded(1);
+        Arc::new(Self {
+            done: Mutex::new(false),
+            cv: Condvar::new(),
+            tx,
+            rx,
+        })
+    }
+
+    pub(crate) fn is_done(&self) -> bool {
+        *self.done.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wait asynchronously (bound it with a timer).
+    pub(crate) async fn wait(&self) {
+        let _ = self.rx.recv().await;
+    }
+
+    /// Block the thread for at most `timeout`; true if finished.
+    pub(crate) fn wait_blocking(&self, timeout: std::time::Duration) -> bool {
+        let guard = self.done.lock().unwrap_or_else(|e| e.into_inner());
+        let (guard, _) = self
+            .cv
+            .wait_timeout_while(guard, timeout, |done| !*done)
+            .unwrap_or_else(|e| e.into_inner());
+        *guard
+    }
+
+    fn set(&self) {
+        *self.done.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.cv.notify_all();
+        self.tx.close();
+    }
+}
+
+/// Held by the driver and every connection task; the last one dropped marks
+/// [`Finished`].
+#[derive(Debug)]
+pub(crate) struct TaskGuard(pub(crate) Arc<Finished>);
+
+impl Drop for TaskGuard {
+    fn drop(&mut self) {
+        self.0.set();
+    }
+}
+
+/// Run `machine` until [`Msg::Shutdown`]. `tx` is a sender of `inbox`, handed to
+/// connection tasks.
+pub(crate) async fn run<M: Machine, S: Sink<M>>(
+    rt: Arc<dyn Runtime>,
+    conn_config: Arc<ConnConfig>,
+    mut machine: M,
+    mut sink: S,
+    tx: async_channel::Sender<Msg<M::Command>>,
+    inbox: async_channel::Receiver<Msg<M::Command>>,
+    guard: Arc<TaskGuard>,
+) {
+    // Dropping a connection's cancel sender ends its task, which drops its socket.
+    let mut conns: HashMap<ConnId, async_channel::Sender<()>> = HashMap::new();
+    let mut timer: Option<(Instant, crate::runtime::BoxFuture<'static, ()>)> = None;
+    let mut shutting_down = false;
+    loop {
+        let wait = loop {
+            match machine.poll() {
+                Out::Action(Action::Connect {
+                    conn,
+                    endpoint,
+                    request,
+                }) => {
+                    if shutting_down {
+                        continue;
+                    }
+                    let (cancel_tx, cancel_rx) = async_channel::bounded(1);
+                    conns.insert(conn, cancel_tx);
+                    rt.spawn(Box::pin(conn::run(
+                        rt.clone(),
+                        conn_config.clone(),
+                        conn,
+                        endpoint,
+                        request,
+                        tx.clone(),
+                        cancel_rx,
+                        guard.clone(),
+                    )));
+                }
+                Out::Action(Action::Close { conn }) => {
+                    tracing::trace!(%conn, "closing");
+                    conns.remove(&conn);
+                }
+                Out::Action(other) => tracing::debug!(action = ?other, "unsupported action"),
+                Out::Event(e) => sink.publish(&machine, e),
+                Out::Wait(w) => break w,
+            }
+        };
+        if shutting_down {
+            break;
+        }
+        let msg = match wait {
+            Some(deadline) if rt.now() >= deadline => {
+                machine.handle(rt.now(), In::Timeout);
+                continue;
+            }
+            Some(deadline) => {
+                let sleep = match timer.take() {
+                    Some((at, fut)) if at == deadline => fut,
+                    _ => rt.sleep_until(deadline),
+                };
+                let mut sleep = Some(sleep);
+                let res = race(inbox.recv(), async {
+                    if let Some(s) = sleep.as_mut() {
+                        s.await;
+                    }
+                })
+                .await;
+                match res {
+                    Ok(msg) => {
+                        // Keep the pending timer for the next round.
+                        timer = sleep.map(|s| (deadline, s));
+                        msg
+                    }
+                    Err(()) => continue, // re-check `now` against the deadline
+                }
+            }
+            None => inbox.recv().await,
+        };
+        let Ok(msg) = msg else { break };
+        let now = rt.now();
+        match msg {
+            Msg::Connected(conn) => machine.handle(now, In::Connected(conn)),
+            Msg::Data(conn, bytes) => machine.handle(now, In::Data(conn, &bytes)),
+            Msg::Closed(conn, cause) => {
+                conns.remove(&conn);
+                machine.handle(now, In::Closed(conn, cause));
+            }
+            Msg::Command(c) => machine.handle(now, In::Command(c)),
+            Msg::Shutdown => {
+                machine.stop(now);
+                shutting_down = true;
+            }
+        }
+    }
+    conns.clear();
+    inbox.close();
+    sink.finish(&machine);
+    tracing::debug!("driver ended");
+}
+
+/// Spawn [`run`] on `rt`; `finished` is marked once it and all its connections end.
+pub(crate) fn spawn<M: Machine, S: Sink<M>>(
+    rt: Arc<dyn Runtime>,
+    conn_config: Arc<ConnConfig>,
+    machine: M,
+    sink: S,
+    tx: async_channel::Sender<Msg<M::Command>>,
+    inbox: async_channel::Receiver<Msg<M::Command>>,
+    finished: Arc<Finished>,
+) {
+    let guard = Arc::new(TaskGuard(finished));
+    rt.clone().spawn(Box::pin(run(
+        rt,
+        conn_config,
+        machine,
+        sink,
+        tx,
+        inbox,
+        guard,
+    )));
+}

@@ -1,0 +1,240 @@
+//! What the driver publishes for readers: the newest snapshot, the status, the
+//! environment id, readiness, and change subscriptions. Readers take a lock only to
+//! clone an `Arc`-like value, so they never hold up the driver.
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, RwLock};
+use std::task::{Context, Poll};
+use std::time::{Instant, SystemTime};
+
+use flagsync_core::{DataSystem, ErrorKind, Event, Snapshot, State, Status};
+
+use crate::driver::Sink;
+
+/// The data-source status, with wall-clock times.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DataSourceStatus {
+    /// The current state.
+    pub state: State,
+    /// When the state last changed.
+    pub since: SystemTime,
+    /// The most recent error since start-up; it stays after a recovery.
+    pub error: Option<DataSourceError>,
+}
+
+/// A data-source failure, as the status reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DataSourceError {
+    /// What kind of failure.
+    pub kind: ErrorKind,
+    /// The HTTP status code, or 0.
+    pub status_code: u16,
+    /// When it happened.
+    pub time: SystemTime,
+    /// A description (never contains the SDK key).
+    pub message: String,
+}
+
+/// A flag whose data changed, directly or through a prerequisite or segment.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct FlagChange {
+    /// The flag key.
+    pub key: String,
+}
+
+/// A stream of changes (a [`futures_core::Stream`] usable on any runtime). It ends
+/// when the client is closed. Each subscription buffers what it has not yet read.
+#[derive(Debug)]
+pub struct Subscription<T>(Pin<Box<async_channel::Receiver<T>>>);
+
+impl<T> Subscription<T> {
+    pub(crate) fn new(rx: async_channel::Receiver<T>) -> Self {
+        Self(Box::pin(rx))
+    }
+
+    /// The next change, or `None` once the client is closed.
+    pub async fn recv(&self) -> Option<T> {
+        self.0.recv().await.ok()
+    }
+
+    /// The next change if one is buffered.
+    pub fn try_recv(&self) -> Option<T> {
+        self.0.try_recv().ok()
+    }
+}
+
+impl<T> futures_core::Stream for Subscription<T> {
+    type Item = T;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        self.0.as_mut().poll_next(cx)
+    }
+}
+
+/// A broadcast to every live subscription; a dropped subscription is forgotten.
+#[derive(Debug)]
+pub(crate) struct Subscribers<T>(Mutex<Option<Vec<async_channel::Sender<T>>>>);
+
+impl<T: Clone> Subscribers<T> {
+    fn new() -> Self {
+        Self(Mutex::new(Some(Vec::new())))
+    }
+
+    pub(crate) fn subscribe(&self) -> Subscription<T> {
+        let (tx, rx) = async_channel::unbounded();
+        match &mut *self.0.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(list) => list.push(tx),
+            None => drop(tx), // closed: the stream ends at once
+        }
+        Subscription::new(rx)
+    }
+
+    fn send(&self, value: &T) {
+        if let Some(list) = &mut *self.0.lock().unwrap_or_else(|e| e.into_inner()) {
+            list.retain(|tx| tx.try_send(value.clone()).is_ok());
+        }
+    }
+
+    fn close(&self) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
+
+/// Maps the core's `Instant`s to wall-clock time.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock {
+    instant: Instant,
+    system: SystemTime,
+}
+
+impl Clock {
+    pub(crate) fn new(instant: Instant) -> Self {
+        Self {
+            instant,
+            system: SystemTime::now() - instant.elapsed(),
+        }
+    }
+
+    pub(crate) fn to_system(self, at: Instant) -> SystemTime {
+        match at.checked_duration_since(self.instant) {
+            Some(d) => self.system + d,
+            None => self.system - self.instant.duration_since(at),
+        }
+    }
+
+    pub(crate) fn status(self, s: &Status) -> DataSourceStatus {
+        DataSourceStatus {
+            state: s.state,
+            since: self.to_system(s.since),
+            error: s.error.as_ref().map(|e| DataSourceError {
+                kind: e.kind,
+                status_code: e.status_code,
+                time: self.to_system(e.at),
+                message: e.cause.to_string(),
+            }),
+        }
+    }
+}
+
+/// Everything readers see, written only by the driver.
+#[derive(Debug)]
+pub(crate) struct Published {
+    pub(crate) clock: Clock,
+    snapshot: RwLock<Snapshot>,
+    status: RwLock<DataSourceStatus>,
+    environment_id: RwLock<Option<String>>,
+    initialized: AtomicBool,
+    ready: AtomicBool,
+    // Closed once ready: waiters wake on `recv` failing.
+    ready_tx: async_channel::Sender<()>,
+    ready_rx: async_channel::Receiver<()>,
+    pub(crate) status_subs: Subscribers<DataSourceStatus>,
+    pub(crate) flag_subs: Subscribers<FlagChange>,
+}
+
+impl Published {
+    pub(crate) fn new(system: &DataSystem, clock: Clock) -> Self {
+        let (ready_tx, ready_rx) = async_channel::bounded(1);
+        Self {
+            clock,
+            snapshot: RwLock::new(system.snapshot()),
+            status: RwLock::new(clock.status(system.status())),
+            environment_id: RwLock::new(None),
+            initialized: AtomicBool::new(false),
+            ready: AtomicBool::new(false),
+            ready_tx,
+            ready_rx,
+            status_subs: Subscribers::new(),
+            flag_subs: Subscribers::new(),
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        self.snapshot.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub(crate) fn status(&self) -> DataSourceStatus {
+        self.status.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub(crate) fn environment_id(&self) -> Option<String> {
+        self.environment_id
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn initialized(&self) -> bool {
+        self.initialized.load(Ordering::Acquire)
+    }
+
+    /// Completes once ready (initialized, or the source gave up, or the client closed).
+    pub(crate) async fn ready(&self) {
+        let _ = self.ready_rx.recv().await;
+    }
+
+    fn set_ready(&self) {
+        self.ready.store(true, Ordering::Release);
+        self.ready_tx.close();
+    }
+}
+
+/// The driver's sink for the data system.
+#[derive(Debug)]
+pub(crate) struct DataSink(pub(crate) std::sync::Arc<Published>);
+
+impl Sink<DataSystem> for DataSink {
+    fn publish(&mut self, system: &DataSystem, event: Event) {
+        let p = &*self.0;
+        match event {
+            Event::StoreChanged { changed_flags } => {
+                *p.snapshot.write().unwrap_or_else(|e| e.into_inner()) = system.snapshot();
+                p.initialized.store(system.initialized(), Ordering::Release);
+                tracing::debug!(changed = changed_flags.len(), "store changed");
+                for key in changed_flags {
+                    p.flag_subs.send(&FlagChange { key });
+                }
+            }
+            Event::StatusChanged(status) => {
+                let status = p.clock.status(&status);
+                tracing::debug!(state = status.state.as_str(), error = ?status.error, "status");
+                *p.status.write().unwrap_or_else(|e| e.into_inner()) = status.clone();
+                p.status_subs.send(&status);
+            }
+            Event::Ready => p.set_ready(),
+            Event::EnvironmentId(id) => {
+                *p.environment_id.write().unwrap_or_else(|e| e.into_inner()) = Some(id);
+            }
+            other => tracing::trace!(event = ?other, "ignored event"),
+        }
+    }
+
+    fn finish(&mut self, _system: &DataSystem) {
+        self.0.set_ready();
+        self.0.status_subs.close();
+        self.0.flag_subs.close();
+    }
+}
