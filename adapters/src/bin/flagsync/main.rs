@@ -79,7 +79,12 @@ struct DemoArgs {
 #[derive(Debug, Args)]
 struct ConnArgs {
     /// The SDK key.
-    #[arg(long, env = "FLAGSYNC_SDK_KEY", value_name = "KEY", hide_env_values = true)]
+    #[arg(
+        long,
+        env = "FLAGSYNC_SDK_KEY",
+        value_name = "KEY",
+        hide_env_values = true
+    )]
     sdk_key: Option<String>,
     /// The streaming base URI [default: https://stream.launchdarkly.com, or the
     /// --polling-uri if only that is given].
@@ -404,11 +409,14 @@ impl Printer {
 
     fn status(&mut self, s: &StatusSummary) {
         // The client keeps the last error after a recovery: show an error only when new.
-        let new_error = s.error.as_ref().filter(|e| Some(*e) != self.last_error.as_ref());
+        let new_error = s
+            .error
+            .as_ref()
+            .filter(|e| Some(*e) != self.last_error.as_ref());
         if self.json {
-            let error = new_error.map(|e| {
-                json!({"kind": e.kind.as_str(), "status": e.status_code, "message": e.message})
-            });
+            let error = new_error.map(
+                |e| json!({"kind": e.kind.as_str(), "status": e.status_code, "message": e.message}),
+            );
             self.json_line(json!({"type": "status", "state": s.state.as_str(), "error": error}));
         } else {
             let mut text = format!("status: {}", s.state.as_str());
@@ -469,7 +477,10 @@ impl Printer {
                 "version": new.as_ref().map(|f| f["version"].clone()), "flag": new,
             }));
         } else {
-            self.line(&format!("flag {key}: {}", describe_change(old, new.as_ref())));
+            self.line(&format!(
+                "flag {key}: {}",
+                describe_change(old, new.as_ref())
+            ));
         }
         match new {
             Some(v) => self.known.insert(key.to_owned(), v),
@@ -590,8 +601,9 @@ async fn print_updates(
 
 fn seconds(flag: &str, secs: Option<f64>) -> Result<Option<Duration>, CliError> {
     secs.map(|s| {
-        Duration::try_from_secs_f64(s)
-            .map_err(|_| CliError::usage(format!("{flag} must be a non-negative number of seconds")))
+        Duration::try_from_secs_f64(s).map_err(|_| {
+            CliError::usage(format!("{flag} must be a non-negative number of seconds"))
+        })
     })
     .transpose()
 }
@@ -717,7 +729,7 @@ async fn snapshot(args: SnapshotArgs) -> Result<(), CliError> {
                     .map(|e| format!(" (last error: {})", describe_error(e)))
                     .unwrap_or_default();
                 break Err(CliError::failed(format!(
-                    "timed out after {:.0} s waiting for flag data from {uri}{why}. Raise --timeout, or check the URI",
+                    "timed out after {:.1} s waiting for flag data from {uri}{why}. Raise --timeout, or check the URI",
                     timeout.as_secs_f64()
                 )));
             }
@@ -748,7 +760,11 @@ async fn snapshot(args: SnapshotArgs) -> Result<(), CliError> {
                 last = Some(s);
             }
             Some(Update::FlagChanged(_)) => {}
-            None => break Err(CliError::failed("the client stopped before it had the flag data")),
+            None => {
+                break Err(CliError::failed(
+                    "the client stopped before it had the flag data",
+                ));
+            }
         }
     };
     session.close().await;
