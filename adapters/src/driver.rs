@@ -95,7 +95,10 @@ impl Machine for DataSystem {
     }
 
     fn stop(&mut self, now: Instant) {
-        self.handle_input(now, flagsync_core::Input::Command(flagsync_core::Command::Stop));
+        self.handle_input(
+            now,
+            flagsync_core::Input::Command(flagsync_core::Command::Stop),
+        );
     }
 }
 

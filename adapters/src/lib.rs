@@ -55,11 +55,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use flagsync_core::{Command, Config, DataSystem, Kind, Mode};
+use flagsync_core::{Command, Config, DataSystem};
 
 pub use flag::{Flag, Segment};
 pub use flagsync_core::source::UnrecoverablePolicy;
-pub use flagsync_core::{ErrorKind, Snapshot, State};
+pub use flagsync_core::{ErrorKind, Kind, Mode, Snapshot, State};
 pub use proxy::ProxyError;
 pub use publish::{DataSourceError, DataSourceStatus, FlagChange, Subscription};
 
@@ -380,9 +380,7 @@ impl Client {
     /// timeout). Do not call it on a thread that runs the client's runtime.
     pub fn close_blocking(&self) {
         if self.inner.begin_close().is_some() {
-            self.inner
-                .finished
-                .wait_blocking(self.inner.close_timeout);
+            self.inner.finished.wait_blocking(self.inner.close_timeout);
         }
     }
 

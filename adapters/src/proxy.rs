@@ -20,7 +20,10 @@ impl fmt::Debug for Proxy {
         f.debug_struct("Proxy")
             .field("host", &self.host)
             .field("port", &self.port)
-            .field("authorization", &self.authorization.as_ref().map(|_| "<redacted>"))
+            .field(
+                "authorization",
+                &self.authorization.as_ref().map(|_| "<redacted>"),
+            )
             .finish()
     }
 }
@@ -100,7 +103,11 @@ impl ProxySettings {
         if let Some(p) = &self.explicit {
             return Some(p);
         }
-        let proxy = if endpoint.tls { &self.https } else { &self.http };
+        let proxy = if endpoint.tls {
+            &self.https
+        } else {
+            &self.http
+        };
         let proxy = proxy.as_ref()?;
         let host = endpoint.host.to_ascii_lowercase();
         let bypass = self.no_proxy.iter().any(|entry| {
@@ -139,8 +146,7 @@ fn percent_decode(s: &str) -> Vec<u8> {
 }
 
 fn base64(input: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] =
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
     for chunk in input.chunks(3) {
         let b = [
@@ -179,7 +185,10 @@ mod tests {
         assert_eq!(p.authorization.as_deref(), Some("Basic dXNlcjpwQHNz"));
         assert!(!format!("{p:?}").contains("dXNlcjpwQHNz"));
         let p = Proxy::parse("127.0.0.1:8080").unwrap();
-        assert_eq!((p.host.as_str(), p.port, p.authorization), ("127.0.0.1", 8080, None));
+        assert_eq!(
+            (p.host.as_str(), p.port, p.authorization),
+            ("127.0.0.1", 8080, None)
+        );
         assert!(Proxy::parse("socks5://h:1").is_err());
         assert!(Proxy::parse("http://").is_err());
         assert_eq!(base64(b"ab"), "YWI=");
@@ -196,7 +205,10 @@ mod tests {
         };
         let s = ProxySettings::from_env(env);
         assert_eq!(s.for_endpoint(&ep(true, "stream.example")).unwrap().port, 1);
-        assert_eq!(s.for_endpoint(&ep(false, "stream.example")).unwrap().port, 2);
+        assert_eq!(
+            s.for_endpoint(&ep(false, "stream.example")).unwrap().port,
+            2
+        );
         assert!(s.for_endpoint(&ep(true, "internal.example")).is_none());
         assert!(s.for_endpoint(&ep(true, "a.corp.example")).is_none());
         assert!(s.for_endpoint(&ep(true, "notcorp.example")).is_some());

@@ -173,11 +173,17 @@ impl Published {
     }
 
     pub(crate) fn snapshot(&self) -> Snapshot {
-        self.snapshot.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.snapshot
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub(crate) fn status(&self) -> DataSourceStatus {
-        self.status.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.status
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub(crate) fn environment_id(&self) -> Option<String> {

@@ -270,10 +270,7 @@ impl futures_core::Stream for EventSource {
 impl EventSourceControl {
     /// Drop the connection and connect again at once.
     pub fn restart(&self) {
-        let _ = self
-            .0
-            .tx
-            .force_send(Msg::Command(StreamCommand::Restart));
+        let _ = self.0.tx.force_send(Msg::Command(StreamCommand::Restart));
     }
 
     /// Close the stream and wait (at most 5 s) until its socket is closed. Idempotent.

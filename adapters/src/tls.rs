@@ -144,4 +144,3 @@ impl ServerCertVerifier for AcceptAnyCert {
         self.0.supported_schemes()
     }
 }
-

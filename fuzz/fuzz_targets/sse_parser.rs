@@ -5,7 +5,10 @@ use flagsync_core::sse::{Config, Parser};
 
 /// Feed each piece, draining after every call, then EOF.
 fn transcript<'a>(pieces: impl IntoIterator<Item = &'a [u8]>) -> (Vec<String>, String) {
-    let config = Config { max_line_len: 256, max_event_len: 256 };
+    let config = Config {
+        max_line_len: 256,
+        max_event_len: 256,
+    };
     let mut parser = Parser::new(config);
     let mut out = Vec::new();
     for piece in pieces {

@@ -167,7 +167,11 @@ impl<'de> Visitor<'de> for HeadSeed<'_> {
             }
         }
         let version = version.ok_or_else(|| de::Error::missing_field("version"))?;
-        Ok(Head { key, version, deleted })
+        Ok(Head {
+            key,
+            version,
+            deleted,
+        })
     }
 }
 
@@ -251,8 +255,11 @@ struct Prerequisite<'o>(&'o mut Vec<(Kind, String)>);
 
 impl<'de> ElementSeed<'de> for Prerequisite<'_> {
     fn element<A: SeqAccess<'de>>(&mut self, seq: &mut A) -> Result<bool, A::Error> {
-        seq.next_element_seed(ObjectFields { deps: &mut *self.0, kind: Fields::Prerequisite })
-            .map(|o| o.is_some())
+        seq.next_element_seed(ObjectFields {
+            deps: &mut *self.0,
+            kind: Fields::Prerequisite,
+        })
+        .map(|o| o.is_some())
     }
 }
 
@@ -261,8 +268,11 @@ struct Rule<'o>(&'o mut Vec<(Kind, String)>);
 
 impl<'de> ElementSeed<'de> for Rule<'_> {
     fn element<A: SeqAccess<'de>>(&mut self, seq: &mut A) -> Result<bool, A::Error> {
-        seq.next_element_seed(ObjectFields { deps: &mut *self.0, kind: Fields::Rule })
-            .map(|o| o.is_some())
+        seq.next_element_seed(ObjectFields {
+            deps: &mut *self.0,
+            kind: Fields::Rule,
+        })
+        .map(|o| o.is_some())
     }
 }
 
@@ -271,8 +281,11 @@ struct Clause<'o>(&'o mut Vec<(Kind, String)>);
 
 impl<'de> ElementSeed<'de> for Clause<'_> {
     fn element<A: SeqAccess<'de>>(&mut self, seq: &mut A) -> Result<bool, A::Error> {
-        seq.next_element_seed(ObjectFields { deps: &mut *self.0, kind: Fields::Clause })
-            .map(|o| o.is_some())
+        seq.next_element_seed(ObjectFields {
+            deps: &mut *self.0,
+            kind: Fields::Clause,
+        })
+        .map(|o| o.is_some())
     }
 }
 
@@ -312,7 +325,9 @@ impl<'de> Visitor<'de> for ObjectFields<'_> {
                     let key = map.next_value::<String>()?;
                     self.deps.push((Kind::Flag, key));
                 }
-                (Fields::Rule, Field::Clauses) => map.next_value_seed(Each(Clause(&mut *self.deps)))?,
+                (Fields::Rule, Field::Clauses) => {
+                    map.next_value_seed(Each(Clause(&mut *self.deps)))?
+                }
                 (Fields::Clause, Field::Op) => {
                     op_is_segment_match = Some(map.next_value::<Field>()? == Field::SegmentMatch);
                 }
@@ -322,7 +337,12 @@ impl<'de> Visitor<'de> for ObjectFields<'_> {
                     }
                     Some(true) => {
                         let values = map.next_value::<StringValues<'de>>()?;
-                        self.deps.extend(values.0.into_iter().map(|v| (Kind::Segment, v.into_owned())));
+                        self.deps.extend(
+                            values
+                                .0
+                                .into_iter()
+                                .map(|v| (Kind::Segment, v.into_owned())),
+                        );
                     }
                     None => {
                         let values = map.next_value::<StringValues<'de>>()?;
@@ -335,7 +355,8 @@ impl<'de> Visitor<'de> for ObjectFields<'_> {
             }
         }
         if op_is_segment_match == Some(true) {
-            self.deps.extend(early_values.into_iter().map(|v| (Kind::Segment, v)));
+            self.deps
+                .extend(early_values.into_iter().map(|v| (Kind::Segment, v)));
         }
         Ok(())
     }

@@ -1,0 +1,449 @@
+//! The client against a scripted server over 127.0.0.1, on every runtime feature.
+#![cfg_attr(
+    not(any(feature = "tokio", feature = "smol", feature = "async-std")),
+    allow(dead_code, unused_imports)
+)]
+
+#[macro_use]
+mod common;
+
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::*;
+use flagsync::{ErrorKind, State, UnrecoverablePolicy};
+
+const SEC: Duration = Duration::from_secs(1);
+
+runtime_tests!(
+    initial_put_then_patches_and_deletes,
+    reconnects_with_last_event_id_after_a_drop,
+    unauthorized_under_retry_policy_keeps_initializing_without_a_fast_retry,
+    unauthorized_under_stop_policy_turns_off,
+    service_unavailable_then_recovery,
+    silent_stream_times_out_and_reconnects,
+    polling_with_etag_304_and_gzip,
+    through_a_connect_proxy,
+    close_releases_every_socket,
+);
+
+#[cfg(feature = "rustls")]
+mod tls_rt {
+    use super::tls_tests::*;
+    runtime_tests!(
+        tls_with_a_custom_ca,
+        tls_rejects_the_wrong_host_name,
+        tls_bad_pem_is_a_build_error
+    );
+}
+
+async fn initial_put_then_patches_and_deletes(rt: Rt) {
+    let server = Server::start(|_, r| {
+        r.send(SSE_HEAD);
+        r.send(put_event(
+            &[("f1", 1, true), ("f2", 1, false)],
+            &[("s1", 4)],
+            None,
+        ));
+        r.pause(100);
+        r.send("event: patch\ndata: {\"path\":\"/flags/f1\",\"data\":{\"key\":\"f1\",\"version\":2,\"on\":false,\"variations\":[1,2,3]}}\n\n");
+        r.send("event: delete\ndata: {\"path\":\"/flags/f2\",\"version\":3}\n\n");
+        r.send("event: patch\ndata: {\"path\":\"/flags/f1\",\"data\":{\"key\":\"f1\",\"version\":1}}\n\n");
+        After::Hold
+    });
+    let client = builder(&rt, &format!("{}/", server.url())).build().unwrap();
+    let changes = client.flag_changes();
+    let statuses = client.status_changes();
+    client.start().unwrap();
+    assert!(client.wait_for_initialization(5 * SEC).await);
+    assert!(client.initialized());
+    assert_eq!(client.environment_id().as_deref(), Some("env-123"));
+    let req = &server.requests()[0];
+    assert_eq!((req.method.as_str(), req.target.as_str()), ("GET", "/all"));
+    assert_eq!(req.header("authorization"), Some(SDK_KEY));
+    let s1 = client.segment("s1").unwrap();
+    assert_eq!(s1.version, 4);
+    // The put is visible at once (the patch comes 100 ms later).
+    let f1 = client.flag("f1").unwrap();
+    assert_eq!((f1.version, f1.on, f1.variations.len()), (1, true, 2));
+    assert!(eventually(&rt, 3 * SEC, || client.flag("f2").is_none()).await);
+    let f1 = client.flag("f1").unwrap();
+    // The stale patch (version 1) was rejected.
+    assert_eq!((f1.version, f1.on, f1.variations.len()), (2, false, 3));
+    assert_eq!(client.all_flags().keys().collect::<Vec<_>>(), ["f1"]);
+    assert_eq!(
+        client
+            .snapshot()
+            .get(flagsync::Kind::Flag, "f1")
+            .unwrap()
+            .version,
+        2
+    );
+    let mut keys = Vec::new();
+    while keys.len() < 4 {
+        let change = timeout(&rt, 3 * SEC, changes.recv())
+            .await
+            .flatten()
+            .unwrap();
+        keys.push(change.key);
+    }
+    assert_eq!(keys, ["f1", "f2", "f1", "f2"]);
+    assert!(
+        changes.try_recv().is_none(),
+        "a rejected write reports nothing"
+    );
+    let st = timeout(&rt, SEC, statuses.recv()).await.flatten().unwrap();
+    assert_eq!(st.state, State::Valid);
+    assert_eq!(client.status().state, State::Valid);
+    assert!(client.status().error.is_none());
+    client.close().await;
+    assert_eq!(client.status().state, State::Off);
+    assert!(eventually(&rt, 3 * SEC, || server.open_connections() == 0).await);
+}
+
+async fn reconnects_with_last_event_id_after_a_drop(rt: Rt) {
+    let server = Server::start(|req, r| {
+        r.send(SSE_HEAD);
+        if req.index == 0 {
+            r.send(put_event(&[("f", 1, true)], &[], Some("evt-1")));
+            r.pause(50);
+            After::Close
+        } else {
+            r.send(put_event(&[("f", 2, true)], &[], Some("evt-2")));
+            After::Hold
+        }
+    });
+    let client = builder(&rt, &server.url()).build().unwrap();
+    let statuses = client.status_changes();
+    client.start().unwrap();
+    assert!(client.wait_for_initialization(5 * SEC).await);
+    assert!(
+        eventually(&rt, 5 * SEC, || client
+            .flag("f")
+            .is_some_and(|f| f.version == 2))
+        .await
+    );
+    let reqs = server.requests();
+    assert_eq!(reqs[0].header("last-event-id"), None);
+    assert_eq!(reqs[1].header("last-event-id"), Some("evt-1"));
+    let mut seen = Vec::new();
+    while let Some(Some(st)) = timeout(&rt, Duration::from_millis(200), statuses.recv()).await {
+        seen.push(st);
+    }
+    let interrupted = seen.iter().find(|s| s.state == State::Interrupted).unwrap();
+    assert_eq!(
+        interrupted.error.as_ref().unwrap().kind,
+        ErrorKind::NetworkError
+    );
+    assert_eq!(seen.last().unwrap().state, State::Valid);
+    client.close().await;
+}
+
+async fn unauthorized_under_retry_policy_keeps_initializing_without_a_fast_retry(rt: Rt) {
+    let server = Server::start(|_, r| {
+        r.send("HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n");
+        After::Close
+    });
+    let client = builder(&rt, &server.url()).build().unwrap();
+    client.start().unwrap();
+    assert!(
+        !client
+            .wait_for_initialization(Duration::from_millis(400))
+            .await
+    );
+    let st = client.status();
+    assert_eq!(st.state, State::Initializing);
+    let err = st.error.unwrap();
+    assert_eq!((err.kind, err.status_code), (ErrorKind::ErrorResponse, 401));
+    assert!(err.message.contains("401"), "{}", err.message);
+    assert!(err.time <= std::time::SystemTime::now());
+    assert_eq!(server.connections(), 1, "no retry within 5 minutes");
+    client.close().await;
+    assert_eq!(client.status().state, State::Off);
+}
+
+async fn unauthorized_under_stop_policy_turns_off(rt: Rt) {
+    let server = Server::start(|_, r| {
+        r.send("HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n");
+        After::Close
+    });
+    let client = builder(&rt, &server.url())
+        .unrecoverable(UnrecoverablePolicy::Stop)
+        .build()
+        .unwrap();
+    client.start().unwrap();
+    let t0 = std::time::Instant::now();
+    assert!(!client.wait_for_initialization(5 * SEC).await);
+    assert!(
+        t0.elapsed() < 3 * SEC,
+        "readiness ends the wait when the source gives up"
+    );
+    let st = client.status();
+    assert_eq!(st.state, State::Off);
+    assert_eq!(st.error.unwrap().status_code, 401);
+    sleep(&rt, Duration::from_millis(100)).await;
+    assert_eq!(server.connections(), 1);
+    client.close().await;
+}
+
+async fn service_unavailable_then_recovery(rt: Rt) {
+    let server = Server::start(|req, r| {
+        if req.index == 0 {
+            r.send("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n");
+            return After::Close;
+        }
+        r.send(SSE_HEAD);
+        r.send(put_event(&[("f", 1, true)], &[], None));
+        After::Hold
+    });
+    let client = builder(&rt, &server.url()).build().unwrap();
+    client.start().unwrap();
+    assert!(client.wait_for_initialization(5 * SEC).await);
+    let st = client.status();
+    assert_eq!(st.state, State::Valid);
+    let err = st.error.unwrap();
+    assert_eq!((err.kind, err.status_code), (ErrorKind::ErrorResponse, 503));
+    assert_eq!(server.connections(), 2);
+    client.close().await;
+}
+
+async fn silent_stream_times_out_and_reconnects(rt: Rt) {
+    let server = Server::start(|_, r| {
+        r.send(SSE_HEAD);
+        r.send(put_event(&[("f", 1, true)], &[], None));
+        After::Hold
+    });
+    let client = builder(&rt, &server.url())
+        .stream_read_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    client.start().unwrap();
+    assert!(client.wait_for_initialization(5 * SEC).await);
+    assert!(eventually(&rt, 5 * SEC, || server.connections() >= 2).await);
+    let err = client.status().error.unwrap();
+    assert_eq!(err.kind, ErrorKind::NetworkError);
+    assert_eq!(err.message, "read timed out");
+    // The timed-out connection was closed by the client.
+    assert!(eventually(&rt, 3 * SEC, || server.open_connections() <= 1).await);
+    client.close().await;
+}
+
+fn gzip(s: &str) -> Vec<u8> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    enc.write_all(s.as_bytes()).unwrap();
+    enc.finish().unwrap()
+}
+
+async fn polling_with_etag_304_and_gzip(rt: Rt) {
+    let body = gzip(&all_data(&[("p", 5, true)], &[("s", 1)]));
+    let server = Server::start(move |req, r| {
+        if req.header("if-none-match") == Some("\"v1\"") {
+            r.send("HTTP/1.1 304 Not Modified\r\nETag: \"v1\"\r\n\r\n");
+        } else {
+            r.send(format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\nETag: \"v1\"\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            ));
+            r.send(&body);
+        }
+        After::Hold
+    });
+    let client = builder(&rt, &server.url())
+        .polling(true)
+        .poll_interval(Duration::from_millis(100))
+        .core_config(|c| c.min_poll_interval = Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let changes = client.flag_changes();
+    client.start().unwrap();
+    assert!(client.wait_for_initialization(5 * SEC).await);
+    assert_eq!(client.flag("p").unwrap().version, 5);
+    assert!(eventually(&rt, 5 * SEC, || server.requests().len() >= 3).await);
+    let reqs = server.requests();
+    assert_eq!(reqs[0].target, "/sdk/latest-all");
+    assert_eq!(reqs[0].header("accept-encoding"), Some("gzip"));
+    assert_eq!(reqs[0].header("if-none-match"), None);
+    assert_eq!(reqs[1].header("if-none-match"), Some("\"v1\""));
+    assert_eq!(client.status().state, State::Valid);
+    // One change for the first poll, none for the 304s.
+    assert_eq!(changes.try_recv().unwrap().key, "p");
+    assert!(changes.try_recv().is_none());
+    // Every finished poll's connection is closed by the client.
+    assert!(eventually(&rt, 3 * SEC, || server.open_connections() <= 1).await);
+    client.close().await;
+    assert!(eventually(&rt, 3 * SEC, || server.open_connections() == 0).await);
+}
+
+async fn through_a_connect_proxy(rt: Rt) {
+    let server = Server::start(|_, r| {
+        r.send(SSE_HEAD);
+        r.send(put_event(&[("f", 1, true)], &[], None));
+        After::Hold
+    });
+    let proxy = proxy::Proxy::start();
+    let client = builder(&rt, &server.url())
+        .proxy(proxy.url())
+        .build()
+        .unwrap();
+    client.start().unwrap();
+    assert!(client.wait_for_initialization(5 * SEC).await);
+    let connects = proxy.connects.lock().unwrap().clone();
+    assert_eq!(connects.len(), 1);
+    assert!(connects[0].starts_with(&format!("CONNECT 127.0.0.1:{} HTTP/1.1\r\n", server.port)));
+    assert!(
+        !connects[0].contains(SDK_KEY),
+        "the proxy never sees the request"
+    );
+    client.close().await;
+    assert!(eventually(&rt, 3 * SEC, || server.open_connections() == 0).await);
+}
+
+async fn close_releases_every_socket(rt: Rt) {
+    let requests = Arc::new(AtomicUsize::new(0));
+    let seen = requests.clone();
+    let server = Server::start(move |_, r| {
+        seen.fetch_add(1, Ordering::SeqCst);
+        r.send(SSE_HEAD);
+        r.send(put_event(&[("f", 1, true)], &[], None));
+        After::Hold
+    });
+    let client = builder(&rt, &server.url()).build().unwrap();
+    let statuses = client.status_changes();
+    client.start().unwrap();
+    assert!(client.wait_for_initialization(5 * SEC).await);
+    assert_eq!(server.open_connections(), 1);
+    let t0 = std::time::Instant::now();
+    client.close().await;
+    assert!(client.is_closed(), "close waits for every connection task");
+    assert!(t0.elapsed() < 3 * SEC);
+    assert!(eventually(&rt, 3 * SEC, || server.open_connections() == 0).await);
+    // Idempotent, and start after close does nothing.
+    client.close().await;
+    client.close_blocking();
+    client.start().unwrap();
+    sleep(&rt, Duration::from_millis(50)).await;
+    assert_eq!(requests.load(Ordering::SeqCst), 1);
+    assert_eq!(client.status().state, State::Off);
+    // Subscriptions end.
+    let mut last = None;
+    while let Some(Some(st)) = timeout(&rt, SEC, statuses.recv()).await {
+        last = Some(st.state);
+    }
+    assert_eq!(last, Some(State::Off));
+}
+
+#[cfg(feature = "rustls")]
+mod tls_tests {
+    use super::*;
+
+    pub(crate) async fn tls_with_a_custom_ca(rt: Rt) {
+        let certs = tls::certs(&["localhost"]);
+        let server = Server::start_wrapped(tls::wrap(certs.server.clone()), |_, r| {
+            r.send(SSE_HEAD);
+            r.send(put_event(&[("f", 1, true)], &[], None));
+            After::Hold
+        });
+        let uri = format!("https://localhost:{}", server.port);
+        let client = builder(&rt, &uri)
+            .tls_built_in_roots(false)
+            .add_root_certificate_pem(certs.ca_pem.clone())
+            .build()
+            .unwrap();
+        client.start().unwrap();
+        assert!(client.wait_for_initialization(5 * SEC).await);
+        assert_eq!(server.requests()[0].header("authorization"), Some(SDK_KEY));
+        client.close().await;
+        assert!(eventually(&rt, 3 * SEC, || server.open_connections() == 0).await);
+
+        // Through the proxy as well.
+        let proxy = proxy::Proxy::start();
+        let client = builder(&rt, &uri)
+            .add_root_certificate_pem(certs.ca_pem)
+            .proxy(proxy.url())
+            .build()
+            .unwrap();
+        client.start().unwrap();
+        assert!(client.wait_for_initialization(5 * SEC).await);
+        assert_eq!(proxy.connects.lock().unwrap().len(), 1);
+        client.close().await;
+    }
+
+    pub(crate) async fn tls_rejects_the_wrong_host_name(rt: Rt) {
+        let certs = tls::certs(&["other.example"]);
+        let server = Server::start_wrapped(tls::wrap(certs.server.clone()), |_, r| {
+            r.send(SSE_HEAD);
+            r.send(put_event(&[("f", 1, true)], &[], None));
+            After::Hold
+        });
+        let uri = format!("https://localhost:{}", server.port);
+        let client = builder(&rt, &uri)
+            .add_root_certificate_pem(certs.ca_pem.clone())
+            .build()
+            .unwrap();
+        client.start().unwrap();
+        assert!(
+            !client
+                .wait_for_initialization(Duration::from_millis(500))
+                .await
+        );
+        let err = client.status().error.unwrap();
+        assert_eq!(err.kind, ErrorKind::NetworkError);
+        assert!(
+            err.message.to_lowercase().contains("certificate"),
+            "{}",
+            err.message
+        );
+        assert!(server.requests().is_empty());
+        client.close().await;
+
+        // Only an explicit opt-out accepts it.
+        let client = builder(&rt, &uri)
+            .tls_built_in_roots(false)
+            .danger_accept_invalid_certs(true)
+            .build()
+            .unwrap();
+        client.start().unwrap();
+        assert!(client.wait_for_initialization(5 * SEC).await);
+        client.close().await;
+    }
+
+    pub(crate) async fn tls_bad_pem_is_a_build_error(_rt: Rt) {
+        let err = flagsync::Client::builder(SDK_KEY)
+            .add_root_certificate_pem("not a pem")
+            .build()
+            .unwrap_err();
+        assert!(matches!(err, flagsync::Error::Tls(_)), "{err}");
+    }
+}
+
+#[test]
+fn invalid_uris_are_build_errors() {
+    let err = flagsync::Client::builder(SDK_KEY)
+        .stream_uri("localhost:8080")
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid stream URI: unsupported scheme (use http:// or https://)"
+    );
+    let err = flagsync::Client::builder(SDK_KEY)
+        .polling_uri("http://")
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().starts_with("invalid polling URI"), "{err}");
+    let err = flagsync::Client::builder(SDK_KEY)
+        .proxy("socks5://x:1")
+        .build()
+        .unwrap_err();
+    assert!(matches!(err, flagsync::Error::Proxy(_)), "{err}");
+}
+
+#[cfg(all(feature = "tokio", not(feature = "smol"), not(feature = "async-std")))]
+#[test]
+fn start_outside_a_tokio_runtime_is_a_clear_error() {
+    let client = flagsync::Client::builder(SDK_KEY).build().unwrap();
+    assert_eq!(client.start(), Err(flagsync::Error::NoRuntime));
+    client.close_blocking();
+}

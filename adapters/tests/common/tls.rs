@@ -1,0 +1,51 @@
+//! Certificates made with rcgen, and a rustls server wrapper for [`super::Server`].
+
+use std::net::TcpStream;
+use std::sync::Arc;
+
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+/// A CA and a server certificate it signed for `names`.
+pub struct Certs {
+    pub ca_pem: String,
+    pub server: Arc<rustls::ServerConfig>,
+}
+
+pub fn certs(names: &[&str]) -> Certs {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "flagsync test CA");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params =
+        rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+            .unwrap();
+    let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let server = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![CertificateDer::from(cert.der().to_vec())],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        )
+        .unwrap();
+    Certs {
+        ca_pem: ca.pem(),
+        server: Arc::new(server),
+    }
+}
+
+/// Wrap accepted sockets in TLS with `config`.
+pub fn wrap(
+    config: Arc<rustls::ServerConfig>,
+) -> Arc<dyn Fn(TcpStream) -> Option<Box<dyn super::server::Stream>> + Send + Sync> {
+    Arc::new(move |tcp| {
+        let conn = rustls::ServerConnection::new(config.clone()).ok()?;
+        Some(Box::new(rustls::StreamOwned::new(conn, tcp)) as Box<dyn super::server::Stream>)
+    })
+}
