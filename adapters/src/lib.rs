@@ -29,6 +29,9 @@
 //!   in favour of smol; it is kept working through the async-io path it shares with smol.
 //! - `rustls` (default): `https` with rustls and the webpki roots; `native-roots` also
 //!   trusts the platform's certificates.
+//! - `server`: [`server`], a local LaunchDarkly-compatible flag server for offline
+//!   development and tests (std threads only, any runtime).
+//! - `cli`: the `flagsync` command-line tool (`serve`, `demo`, `watch`, `snapshot`).
 //!
 //! Nothing is logged above `debug`, and the SDK key is never logged.
 #![forbid(unsafe_code)]
@@ -41,6 +44,8 @@ mod flag;
 mod proxy;
 mod publish;
 pub mod runtime;
+#[cfg(feature = "server")]
+pub mod server;
 pub mod sse_client;
 #[cfg(feature = "rustls")]
 mod tls;

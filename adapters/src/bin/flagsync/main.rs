@@ -1,0 +1,780 @@
+//! `flagsync`: serve flags locally, watch a flag delivery service, take a snapshot.
+
+mod client;
+mod demo;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use clap::{Args, Parser, Subcommand};
+use flagsync::server::{Server, ServerError, ServerHandle};
+use flagsync::{Snapshot, State};
+use flagsync_core::Kind;
+use flagsync_core::config::{DEFAULT_POLLING_URI, DEFAULT_STREAM_URI};
+use flagsync_core::endpoint::Url;
+use serde_json::{Value, json};
+
+use client::{ErrorSummary, Options, Session, StatusSummary, Update};
+
+/// Keep a feature-flag store in sync with a LaunchDarkly-compatible flag delivery
+/// service, or serve one locally.
+#[derive(Debug, Parser)]
+#[command(name = "flagsync", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve flags from a JSON file as a LaunchDarkly-compatible (FDv1) service, until
+    /// Ctrl-C. Edits to the file are pushed to connected clients.
+    Serve(ServeArgs),
+    /// Run a local server with sample flags that change every few seconds, connect a
+    /// client to it and print what it sees. Works offline.
+    Demo(DemoArgs),
+    /// Connect to a flag delivery service and print status changes and flag changes.
+    Watch(WatchArgs),
+    /// Wait for the full flag data and print it as {"flags":{…},"segments":{…}}.
+    Snapshot(SnapshotArgs),
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// The flag data: {"flags":{…},"segments":{…}} (as `flagsync snapshot` prints), or
+    /// {"flagValues":{"key": value}} for simple flags.
+    #[arg(long, value_name = "FILE")]
+    data: PathBuf,
+    /// The port on 127.0.0.1 (0 picks a free one).
+    #[arg(long, default_value_t = 8030)]
+    port: u16,
+    /// Require this SDK key in the Authorization header (default: accept any).
+    #[arg(long, value_name = "KEY")]
+    sdk_key: Option<String>,
+    /// Seconds between stream heartbeats.
+    #[arg(long, value_name = "SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..))]
+    heartbeat: u64,
+}
+
+#[derive(Debug, Args)]
+struct DemoArgs {
+    /// Stop after this many seconds (default: until Ctrl-C).
+    #[arg(long, value_name = "SECS")]
+    duration: Option<f64>,
+    /// Seconds between the server's flag changes.
+    #[arg(long, value_name = "SECS", default_value_t = 2.5)]
+    interval: f64,
+    /// Have the client poll instead of stream.
+    #[arg(long)]
+    polling: bool,
+    /// Print JSON lines instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Where and how to connect (shared by the client subcommands).
+#[derive(Debug, Args)]
+struct ConnArgs {
+    /// The SDK key.
+    #[arg(
+        long,
+        env = "FLAGSYNC_SDK_KEY",
+        value_name = "KEY",
+        hide_env_values = true
+    )]
+    sdk_key: Option<String>,
+    /// The streaming base URI [default: https://stream.launchdarkly.com, or the
+    /// --polling-uri if only that is given].
+    #[arg(long, value_name = "URL")]
+    stream_uri: Option<String>,
+    /// The polling base URI [default: https://app.launchdarkly.com, or the
+    /// --stream-uri if only that is given].
+    #[arg(long, value_name = "URL")]
+    polling_uri: Option<String>,
+    /// Poll instead of streaming.
+    #[arg(long)]
+    polling: bool,
+    /// A payload filter key.
+    #[arg(long, value_name = "KEY")]
+    filter: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct WatchArgs {
+    #[command(flatten)]
+    conn: ConnArgs,
+    /// Print JSON lines instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Stop after this many seconds (default: until Ctrl-C).
+    #[arg(long, value_name = "SECS")]
+    duration: Option<f64>,
+}
+
+#[derive(Debug, Args)]
+struct SnapshotArgs {
+    #[command(flatten)]
+    conn: ConnArgs,
+    /// Give up after this many seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 15.0)]
+    timeout: f64,
+}
+
+/// A failure to report: a message saying what to do, and the exit code.
+#[derive(Debug)]
+struct CliError {
+    message: String,
+    code: u8,
+}
+
+impl CliError {
+    /// Bad input (arguments, files): exit code 2.
+    fn usage(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            code: 2,
+        }
+    }
+
+    /// The operation failed: exit code 1.
+    fn failed(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            code: 1,
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("flagsync: error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Serve(args) => serve(args).await,
+            Command::Demo(args) => demo(args).await,
+            Command::Watch(args) => watch(args).await,
+            Command::Snapshot(args) => snapshot(args).await,
+        }
+    });
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("flagsync: error: {}", e.message);
+            ExitCode::from(e.code)
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// serve
+
+fn read_data(path: &Path) -> Result<Value, CliError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        CliError::usage(format!(
+            "cannot read the flag data file {}: {e}",
+            path.display()
+        ))
+    })?;
+    serde_json::from_str(&text).map_err(|e| {
+        CliError::usage(format!(
+            "{} is not valid JSON: {e}. Expected {{\"flags\":{{…}},\"segments\":{{…}}}}, as `flagsync snapshot` prints",
+            path.display()
+        ))
+    })
+}
+
+fn data_error(path: &Path, e: ServerError) -> CliError {
+    match e {
+        ServerError::InvalidData(msg) => CliError::usage(format!("{}: {msg}", path.display())),
+        other => CliError::failed(other.to_string()),
+    }
+}
+
+fn counts(server: &ServerHandle) -> (usize, usize) {
+    let v: Value = serde_json::from_str(&server.data_json()).unwrap_or(Value::Null);
+    let n = |k: &str| v[k].as_object().map_or(0, serde_json::Map::len);
+    (n("flags"), n("segments"))
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+async fn serve(args: ServeArgs) -> Result<(), CliError> {
+    let data = read_data(&args.data)?;
+    let server = Server::builder()
+        .port(args.port)
+        .sdk_key(args.sdk_key.clone())
+        .heartbeat(Duration::from_secs(args.heartbeat))
+        .data(data)
+        .start()
+        .map_err(|e| match e {
+            ServerError::Bind { port, source } => CliError::failed(format!(
+                "cannot listen on 127.0.0.1:{port}: {source}. Choose another port with --port (0 picks a free one)"
+            )),
+            other => data_error(&args.data, other),
+        })?;
+    let (flags, segments) = counts(&server);
+    println!("flagsync: serving on {}", server.url());
+    println!(
+        "  {} and {} from {}",
+        plural(flags, "flag", "flags"),
+        plural(segments, "segment", "segments"),
+        args.data.display()
+    );
+    println!("  streaming: GET {}/all", server.url());
+    println!("  polling:   GET {}/sdk/latest-all", server.url());
+    let key_hint = match &args.sdk_key {
+        Some(k) => format!(" --sdk-key {k}"),
+        None => String::new(),
+    };
+    println!(
+        "  try:       flagsync watch --stream-uri {}{key_hint}",
+        server.url()
+    );
+    println!("Edits to the file are pushed to clients. Press Ctrl-C to stop.");
+
+    let mut modified = file_mtime(&args.data);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    loop {
+        tokio::select! {
+            _ = &mut ctrl_c => break,
+            _ = tick.tick() => {
+                let now = file_mtime(&args.data);
+                if now == modified {
+                    continue;
+                }
+                modified = now;
+                match read_data(&args.data).and_then(|d| {
+                    server.replace_all(d).map_err(|e| data_error(&args.data, e))
+                }) {
+                    Ok(()) => {
+                        let (f, s) = counts(&server);
+                        println!(
+                            "reloaded {}: {} and {}, sent to {}",
+                            args.data.display(),
+                            plural(f, "flag", "flags"),
+                            plural(s, "segment", "segments"),
+                            plural(server.open_streams(), "stream", "streams"),
+                        );
+                    }
+                    Err(e) => eprintln!("flagsync: not reloaded (still serving the previous data): {}", e.message),
+                }
+            }
+        }
+    }
+    println!("stopping");
+    tokio::task::spawn_blocking(move || server.shutdown())
+        .await
+        .map_err(|e| CliError::failed(e.to_string()))
+}
+
+fn file_mtime(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+// ---------------------------------------------------------------------------------
+// client options
+
+fn check_uri(flag: &str, uri: &str) -> Result<(), CliError> {
+    Url::parse(uri).map(|_| ()).map_err(|e| {
+        CliError::usage(format!(
+            "invalid {flag} {uri:?}: {e}. Expected a base URL such as http://127.0.0.1:8030 or {DEFAULT_STREAM_URI}"
+        ))
+    })
+}
+
+fn resolve(conn: ConnArgs) -> Result<Options, CliError> {
+    if let Some(u) = &conn.stream_uri {
+        check_uri("--stream-uri", u)?;
+    }
+    if let Some(u) = &conn.polling_uri {
+        check_uri("--polling-uri", u)?;
+    }
+    let stream_uri = conn
+        .stream_uri
+        .clone()
+        .or_else(|| conn.polling_uri.clone())
+        .unwrap_or_else(|| DEFAULT_STREAM_URI.into());
+    let polling_uri = conn
+        .polling_uri
+        .or(conn.stream_uri)
+        .unwrap_or_else(|| DEFAULT_POLLING_URI.into());
+    let sdk_key = conn.sdk_key.unwrap_or_default();
+    let used = if conn.polling {
+        &polling_uri
+    } else {
+        &stream_uri
+    };
+    if sdk_key.is_empty() && (used == DEFAULT_STREAM_URI || used == DEFAULT_POLLING_URI) {
+        return Err(CliError::usage(
+            "an SDK key is required: pass --sdk-key KEY or set FLAGSYNC_SDK_KEY (or point --stream-uri at a local `flagsync serve`)",
+        ));
+    }
+    if sdk_key.len() > 8192
+        || !sdk_key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+    {
+        return Err(CliError::usage(
+            "the SDK key is malformed: it may only contain letters, digits, '.', '_' and '-' (check --sdk-key or FLAGSYNC_SDK_KEY)",
+        ));
+    }
+    Ok(Options {
+        sdk_key,
+        stream_uri,
+        polling_uri,
+        polling: conn.polling,
+        filter: conn.filter,
+    })
+}
+
+fn target(opts: &Options) -> &str {
+    if opts.polling {
+        &opts.polling_uri
+    } else {
+        &opts.stream_uri
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// watch and demo: printing what a client sees
+
+struct Printer {
+    json: bool,
+    start: Instant,
+    initialized: bool,
+    /// Each flag's JSON as last printed.
+    known: HashMap<String, Value>,
+    last_error: Option<ErrorSummary>,
+    changes: usize,
+    /// Until this instant (or the first real change), a change event that leaves a
+    /// flag as it was is a late echo of the initial data, not news.
+    initial_burst_until: Option<Instant>,
+}
+
+fn flag_values(snapshot: &Snapshot) -> HashMap<String, Value> {
+    snapshot
+        .iter(Kind::Flag)
+        .map(|(k, item)| {
+            (
+                k.to_owned(),
+                serde_json::from_str(item.raw_str()).unwrap_or(Value::Null),
+            )
+        })
+        .collect()
+}
+
+impl Printer {
+    fn new(json: bool) -> Self {
+        Self {
+            json,
+            start: Instant::now(),
+            initialized: false,
+            known: HashMap::new(),
+            last_error: None,
+            changes: 0,
+            initial_burst_until: None,
+        }
+    }
+
+    fn elapsed(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    fn line(&self, text: &str) {
+        println!("[{:7.3}s] {text}", self.elapsed());
+    }
+
+    fn json_line(&self, mut v: Value) {
+        v["t"] = json!((self.elapsed() * 1000.0).round() / 1000.0);
+        println!("{v}");
+    }
+
+    fn status(&mut self, s: &StatusSummary) {
+        // The client keeps the last error after a recovery: show an error only when new.
+        let new_error = s
+            .error
+            .as_ref()
+            .filter(|e| Some(*e) != self.last_error.as_ref());
+        if self.json {
+            let error = new_error.map(
+                |e| json!({"kind": e.kind.as_str(), "status": e.status_code, "message": e.message}),
+            );
+            self.json_line(json!({"type": "status", "state": s.state.as_str(), "error": error}));
+        } else {
+            let mut text = format!("status: {}", s.state.as_str());
+            if let Some(e) = new_error {
+                text.push_str(&format!("  ({})", describe_error(e)));
+            }
+            self.line(&text);
+        }
+        if s.error.is_some() {
+            self.last_error = s.error.clone();
+        }
+    }
+
+    fn ready(&mut self, snapshot: &Snapshot) {
+        self.initialized = true;
+        self.known = flag_values(snapshot);
+        self.initial_burst_until = Some(Instant::now() + Duration::from_millis(500));
+        let (flags, segments) = (snapshot.len(Kind::Flag), snapshot.len(Kind::Segment));
+        let ms = self.start.elapsed().as_millis();
+        if self.json {
+            self.json_line(json!({"type": "initialized", "flags": flags, "segments": segments, "elapsed_ms": ms}));
+        } else {
+            self.line(&format!(
+                "initialized in {ms} ms: {} and {}",
+                plural(flags, "flag", "flags"),
+                plural(segments, "segment", "segments")
+            ));
+            let mut keys: Vec<_> = self.known.iter().collect();
+            keys.sort_by(|a, b| a.0.cmp(b.0));
+            for (key, flag) in keys {
+                self.line(&format!("flag {key}: {}", summarize_flag(flag)));
+            }
+        }
+    }
+
+    fn flag_changed(&mut self, key: &str, snapshot: &Snapshot) {
+        if !self.initialized {
+            return; // the initial data, printed at initialization
+        }
+        let new = snapshot
+            .get(Kind::Flag, key)
+            .and_then(|i| serde_json::from_str::<Value>(i.raw_str()).ok());
+        let old = self.known.get(key);
+        if old == new.as_ref() {
+            if self
+                .initial_burst_until
+                .is_some_and(|until| Instant::now() < until)
+            {
+                return;
+            }
+        } else {
+            self.initial_burst_until = None;
+        }
+        self.changes += 1;
+        if self.json {
+            self.json_line(json!({
+                "type": "flag", "key": key, "deleted": new.is_none(),
+                "version": new.as_ref().map(|f| f["version"].clone()), "flag": new,
+            }));
+        } else {
+            self.line(&format!(
+                "flag {key}: {}",
+                describe_change(old, new.as_ref())
+            ));
+        }
+        match new {
+            Some(v) => self.known.insert(key.to_owned(), v),
+            None => self.known.remove(key),
+        };
+    }
+}
+
+fn describe_error(e: &ErrorSummary) -> String {
+    if e.key_rejected() {
+        format!("HTTP {}: the SDK key was rejected", e.status_code)
+    } else if e.unreachable() {
+        format!("unreachable: {}", e.message)
+    } else {
+        format!("{}: {}", e.kind.as_str(), e.message)
+    }
+}
+
+fn summarize_flag(f: &Value) -> String {
+    let rules = f["rules"].as_array().map_or(0, Vec::len);
+    format!(
+        "v{}, {}, {}, serves {}",
+        f["version"],
+        if f["on"].as_bool() == Some(true) {
+            "on"
+        } else {
+            "off"
+        },
+        plural(rules, "rule", "rules"),
+        serves(f),
+    )
+}
+
+/// What the flag serves to everyone not matched by targets or rules.
+fn serves(f: &Value) -> String {
+    let variation = |i: &Value| {
+        i.as_u64()
+            .and_then(|i| f["variations"].get(i as usize))
+            .map_or_else(|| "?".to_owned(), Value::to_string)
+    };
+    if f["on"].as_bool() != Some(true) {
+        return variation(&f["offVariation"]);
+    }
+    let ft = &f["fallthrough"];
+    if let Some(list) = ft["rollout"]["variations"].as_array() {
+        let parts: Vec<_> = list
+            .iter()
+            .map(|wv| {
+                let pct = wv["weight"].as_f64().unwrap_or(0.0) / 1000.0;
+                format!("{} {pct}%", variation(&wv["variation"]))
+            })
+            .collect();
+        return format!("a rollout ({})", parts.join(" / "));
+    }
+    variation(&ft["variation"])
+}
+
+fn describe_change(old: Option<&Value>, new: Option<&Value>) -> String {
+    let (old, new) = match (old, new) {
+        (_, None) => return "deleted".into(),
+        (None, Some(n)) => return format!("added: {}", summarize_flag(n)),
+        (Some(o), Some(n)) => (o, n),
+    };
+    let mut parts = vec![format!("v{} → v{}", old["version"], new["version"])];
+    if old["on"] != new["on"] {
+        parts.push(format!("on: {} → {}", old["on"], new["on"]));
+    }
+    if serves(old) != serves(new) {
+        parts.push(format!("serves {} → {}", serves(old), serves(new)));
+    }
+    let rules = |f: &Value| f["rules"].as_array().map_or(0, Vec::len);
+    if old["rules"] != new["rules"] {
+        if rules(old) == rules(new) {
+            parts.push("rules edited".into());
+        } else {
+            parts.push(format!("rules: {} → {}", rules(old), rules(new)));
+        }
+    }
+    for field in ["targets", "prerequisites", "variations"] {
+        if old[field] != new[field] {
+            parts.push(format!("{field} edited"));
+        }
+    }
+    if old == new {
+        parts = vec!["affected by a change to a prerequisite or segment".into()];
+    }
+    parts.join(", ")
+}
+
+/// Print updates until `duration`, Ctrl-C, or the client stops.
+async fn print_updates(
+    session: &mut Session,
+    printer: &mut Printer,
+    duration: Option<Duration>,
+) -> Result<(), CliError> {
+    let deadline = duration.map(|d| tokio::time::Instant::now() + d);
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    loop {
+        let sleep = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = &mut ctrl_c => return Ok(()),
+            () = sleep => return Ok(()),
+            update = session.next() => match update {
+                None => return Ok(()),
+                Some(Update::Status(s)) => printer.status(&s),
+                Some(Update::Ready) => printer.ready(&session.snapshot()),
+                Some(Update::FlagChanged(key)) => printer.flag_changed(&key, &session.snapshot()),
+            },
+        }
+    }
+}
+
+fn seconds(flag: &str, secs: Option<f64>) -> Result<Option<Duration>, CliError> {
+    secs.map(|s| {
+        Duration::try_from_secs_f64(s).map_err(|_| {
+            CliError::usage(format!("{flag} must be a non-negative number of seconds"))
+        })
+    })
+    .transpose()
+}
+
+async fn watch(args: WatchArgs) -> Result<(), CliError> {
+    let duration = seconds("--duration", args.duration)?;
+    let opts = resolve(args.conn)?;
+    eprintln!(
+        "connecting to {} ({})…",
+        target(&opts),
+        if opts.polling { "polling" } else { "streaming" }
+    );
+    let mut session = Session::start(&opts).map_err(CliError::usage)?;
+    let mut printer = Printer::new(args.json);
+    let result = print_updates(&mut session, &mut printer, duration).await;
+    session.close().await;
+    result
+}
+
+async fn demo(args: DemoArgs) -> Result<(), CliError> {
+    let duration = seconds("--duration", args.duration)?;
+    let interval = seconds("--interval", Some(args.interval))?
+        .unwrap_or_default()
+        .max(Duration::from_millis(100));
+    let sdk_key = "sdk-demo-0123456789";
+    let server = Server::builder()
+        .sdk_key(Some(sdk_key.into()))
+        .env_id(Some("demo-environment".into()))
+        .data(demo::sample_data())
+        .start()
+        .map_err(|e| CliError::failed(format!("cannot start the demo server: {e}")))?;
+    let server = Arc::new(server);
+    let (flags, segments) = counts(&server);
+    if !args.json {
+        println!(
+            "flagsync demo: a local flag server on {} with {} and {}.",
+            server.url(),
+            plural(flags, "flag", "flags"),
+            plural(segments, "segment", "segments")
+        );
+        println!(
+            "It changes a flag every {:.1} s; a flagsync Client ({}) prints what it sees. {}",
+            interval.as_secs_f64(),
+            if args.polling { "polling" } else { "streaming" },
+            match duration {
+                Some(d) => format!("Stopping after {:.0} s.", d.as_secs_f64()),
+                None => "Press Ctrl-C to stop.".into(),
+            }
+        );
+    }
+    let opts = Options {
+        sdk_key: sdk_key.into(),
+        stream_uri: server.url(),
+        polling_uri: server.url(),
+        polling: args.polling,
+        filter: None,
+    };
+    let mut session = Session::start(&opts).map_err(CliError::failed)?;
+    let mut printer = Printer::new(args.json);
+
+    let changer_server = server.clone();
+    let json_out = args.json;
+    let start = printer.start;
+    let changer = tokio::spawn(async move {
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+        for step in demo::STEPS.iter().cycle() {
+            tick.tick().await;
+            let Some(mut flag) = changer_server.flag(step.key) else {
+                continue;
+            };
+            (step.apply)(&mut flag);
+            if let Some(obj) = flag.as_object_mut() {
+                obj.remove("version"); // the server bumps it
+            }
+            if let Ok(v) = changer_server.set_flag(step.key, flag) {
+                let t = start.elapsed().as_secs_f64();
+                if json_out {
+                    println!(
+                        "{}",
+                        json!({"type": "server", "change": step.describe, "key": step.key, "version": v, "t": (t * 1000.0).round() / 1000.0})
+                    );
+                } else {
+                    println!("[{t:7.3}s] server: {} (v{v})", step.describe);
+                }
+            }
+        }
+    });
+    let result = print_updates(&mut session, &mut printer, duration).await;
+    changer.abort();
+    let _ = changer.await;
+    session.close().await;
+    let changes = printer.changes;
+    tokio::task::spawn_blocking(move || server.shutdown())
+        .await
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    if !args.json {
+        println!(
+            "demo finished: the client saw {}.",
+            plural(changes, "flag change", "flag changes")
+        );
+    }
+    result
+}
+
+// ---------------------------------------------------------------------------------
+// snapshot
+
+async fn snapshot(args: SnapshotArgs) -> Result<(), CliError> {
+    let timeout = seconds("--timeout", Some(args.timeout))?.unwrap_or_default();
+    let opts = resolve(args.conn)?;
+    let uri = target(&opts).to_owned();
+    let mut session = Session::start(&opts).map_err(CliError::usage)?;
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut last: Option<StatusSummary> = None;
+    let started = Instant::now();
+    let outcome = loop {
+        let update = tokio::select! {
+            u = session.next() => u,
+            () = tokio::time::sleep_until(deadline) => {
+                let why = last
+                    .as_ref()
+                    .and_then(|s| s.error.as_ref())
+                    .map(|e| format!(" (last error: {})", describe_error(e)))
+                    .unwrap_or_default();
+                break Err(CliError::failed(format!(
+                    "timed out after {:.1} s waiting for flag data from {uri}{why}. Raise --timeout, or check the URI",
+                    timeout.as_secs_f64()
+                )));
+            }
+        };
+        match update {
+            Some(Update::Ready) => break Ok(session.snapshot()),
+            Some(Update::Status(s)) => {
+                if let Some(e) = &s.error {
+                    if e.key_rejected() {
+                        break Err(CliError::failed(format!(
+                            "the SDK key was rejected by {uri} (HTTP {}): check --sdk-key or FLAGSYNC_SDK_KEY",
+                            e.status_code
+                        )));
+                    }
+                    if e.unreachable() {
+                        break Err(CliError::failed(format!(
+                            "cannot reach {uri}: {}. Is the service running, and is the URI right (--stream-uri/--polling-uri)?",
+                            e.message
+                        )));
+                    }
+                    if s.state == State::Off {
+                        break Err(CliError::failed(format!(
+                            "{uri} refused the connection for good: {}",
+                            describe_error(e)
+                        )));
+                    }
+                }
+                last = Some(s);
+            }
+            Some(Update::FlagChanged(_)) => {}
+            None => {
+                break Err(CliError::failed(
+                    "the client stopped before it had the flag data",
+                ));
+            }
+        }
+    };
+    session.close().await;
+    let snap = outcome?;
+    eprintln!(
+        "got {} and {} in {} ms",
+        plural(snap.len(Kind::Flag), "flag", "flags"),
+        plural(snap.len(Kind::Segment), "segment", "segments"),
+        started.elapsed().as_millis()
+    );
+    println!("{}", snap.to_json());
+    Ok(())
+}

@@ -1,0 +1,328 @@
+//! The server's flag data: two versioned maps with tombstones, and their rendering.
+
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+use std::io::Write;
+use std::sync::{Arc, OnceLock};
+
+use serde_json::{Map, Value};
+
+/// Which map an item lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ItemKind {
+    Flag,
+    Segment,
+}
+
+impl ItemKind {
+    pub(super) fn path_prefix(self) -> &'static str {
+        match self {
+            Self::Flag => "/flags/",
+            Self::Segment => "/segments/",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Entry {
+    Live(Value),
+    Deleted(u64),
+}
+
+impl Entry {
+    fn version(&self) -> u64 {
+        match self {
+            Self::Live(v) => v.get("version").and_then(Value::as_u64).unwrap_or(0),
+            Self::Deleted(n) => *n,
+        }
+    }
+}
+
+/// A rendering of the live data, shared by every response until the data changes.
+#[derive(Debug)]
+pub(super) struct Rendered {
+    /// `{"flags":{…},"segments":{…}}`.
+    pub(super) body: String,
+    /// A quoted strong ETag derived from the body.
+    pub(super) etag: String,
+    gzipped: OnceLock<Vec<u8>>,
+}
+
+impl Rendered {
+    /// The body gzip-compressed, computed once.
+    pub(super) fn gzipped(&self) -> &[u8] {
+        self.gzipped.get_or_init(|| {
+            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            // Writing into a Vec cannot fail.
+            let _ = enc.write_all(self.body.as_bytes());
+            enc.finish().unwrap_or_default()
+        })
+    }
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Data {
+    flags: BTreeMap<String, Entry>,
+    segments: BTreeMap<String, Entry>,
+    rendered: Option<Arc<Rendered>>,
+}
+
+impl Data {
+    /// Build from `{"flags":{…},"segments":{…}}`. Either map may be missing. A
+    /// `flagValues` map (`key → value`, as in LaunchDarkly's flag data files) adds a
+    /// simple flag that serves that value to everyone. Items without `version` get 1;
+    /// items without `key` get the map key.
+    pub(super) fn from_json(value: Value) -> Result<Self, String> {
+        let Value::Object(mut top) = value else {
+            return Err(
+                "the data must be a JSON object like {\"flags\":{…},\"segments\":{…}}".into(),
+            );
+        };
+        // Accept a whole `put` payload too: {"path":"/","data":{…}}.
+        if !top.contains_key("flags")
+            && !top.contains_key("flagValues")
+            && let Some(Value::Object(inner)) = top.remove("data")
+        {
+            top = inner;
+        }
+        let mut data = Self::default();
+        for (name, kind) in [("flags", ItemKind::Flag), ("segments", ItemKind::Segment)] {
+            match top.remove(name) {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(items)) => {
+                    for (key, item) in items {
+                        let item = normalise(kind, &key, item, None)
+                            .map_err(|e| format!("{name}.{key}: {e}"))?;
+                        data.map_mut(kind).insert(key, Entry::Live(item));
+                    }
+                }
+                Some(_) => return Err(format!("\"{name}\" must be an object keyed by {name} key")),
+            }
+        }
+        match top.remove("flagValues") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(values)) => {
+                for (key, value) in values {
+                    if data.flags.contains_key(&key) {
+                        return Err(format!(
+                            "flag \"{key}\" is in both \"flags\" and \"flagValues\""
+                        ));
+                    }
+                    let flag = simple_flag(&key, value);
+                    data.flags.insert(key, Entry::Live(flag));
+                }
+            }
+            Some(_) => return Err("\"flagValues\" must be an object of key → value".into()),
+        }
+        if let Some(other) = top.keys().next() {
+            return Err(format!(
+                "unexpected top-level field \"{other}\" (expected \"flags\", \"segments\" or \"flagValues\")"
+            ));
+        }
+        Ok(data)
+    }
+
+    fn map(&self, kind: ItemKind) -> &BTreeMap<String, Entry> {
+        match kind {
+            ItemKind::Flag => &self.flags,
+            ItemKind::Segment => &self.segments,
+        }
+    }
+
+    fn map_mut(&mut self, kind: ItemKind) -> &mut BTreeMap<String, Entry> {
+        self.rendered = None;
+        match kind {
+            ItemKind::Flag => &mut self.flags,
+            ItemKind::Segment => &mut self.segments,
+        }
+    }
+
+    /// The version of `key`, live or deleted, if it ever existed.
+    fn version_of(&self, kind: ItemKind, key: &str) -> Option<u64> {
+        self.map(kind).get(key).map(Entry::version)
+    }
+
+    /// Insert or replace an item. Without a `version` field the item gets the previous
+    /// version (live or deleted) plus one. Returns the stored item.
+    pub(super) fn upsert(
+        &mut self,
+        kind: ItemKind,
+        key: &str,
+        item: Value,
+    ) -> Result<Value, String> {
+        let next = self.version_of(kind, key).unwrap_or(0) + 1;
+        let item = normalise(kind, key, item, Some(next))?;
+        self.map_mut(kind)
+            .insert(key.to_owned(), Entry::Live(item.clone()));
+        Ok(item)
+    }
+
+    /// Delete an item, leaving a tombstone. Returns the tombstone's version.
+    pub(super) fn delete(&mut self, kind: ItemKind, key: &str, version: Option<u64>) -> u64 {
+        let version = version.unwrap_or_else(|| self.version_of(kind, key).unwrap_or(0) + 1);
+        self.map_mut(kind)
+            .insert(key.to_owned(), Entry::Deleted(version));
+        version
+    }
+
+    /// The live item, if any.
+    pub(super) fn get(&self, kind: ItemKind, key: &str) -> Option<&Value> {
+        match self.map(kind).get(key) {
+            Some(Entry::Live(v)) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The live keys of `kind`, sorted.
+    pub(super) fn keys(&self, kind: ItemKind) -> Vec<String> {
+        self.map(kind)
+            .iter()
+            .filter(|(_, e)| matches!(e, Entry::Live(_)))
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// The live data rendered, cached until the next change.
+    pub(super) fn rendered(&mut self) -> Arc<Rendered> {
+        if let Some(r) = &self.rendered {
+            return r.clone();
+        }
+        let mut body = String::with_capacity(64);
+        body.push_str("{\"flags\":");
+        render_map(&self.flags, &mut body);
+        body.push_str(",\"segments\":");
+        render_map(&self.segments, &mut body);
+        body.push('}');
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        body.hash(&mut hasher);
+        let etag = format!("\"fs-{:016x}-{:x}\"", hasher.finish(), body.len());
+        let r = Arc::new(Rendered {
+            body,
+            etag,
+            gzipped: OnceLock::new(),
+        });
+        self.rendered = Some(r.clone());
+        r
+    }
+}
+
+fn render_map(map: &BTreeMap<String, Entry>, out: &mut String) {
+    let live: BTreeMap<&str, &Value> = map
+        .iter()
+        .filter_map(|(k, e)| match e {
+            Entry::Live(v) => Some((k.as_str(), v)),
+            Entry::Deleted(_) => None,
+        })
+        .collect();
+    out.push_str(&serde_json::to_string(&live).unwrap_or_else(|_| "{}".into()));
+}
+
+/// Check an item and fill in `key` and `version`.
+fn normalise(
+    kind: ItemKind,
+    key: &str,
+    item: Value,
+    default_version: Option<u64>,
+) -> Result<Value, String> {
+    let what = match kind {
+        ItemKind::Flag => "flag",
+        ItemKind::Segment => "segment",
+    };
+    let Value::Object(mut obj) = item else {
+        return Err(format!("a {what} must be a JSON object"));
+    };
+    match obj.get("key") {
+        None => {
+            obj.insert("key".into(), Value::String(key.to_owned()));
+        }
+        Some(Value::String(k)) if k == key => {}
+        Some(other) => {
+            return Err(format!(
+                "the {what}'s \"key\" field ({other}) differs from its map key \"{key}\""
+            ));
+        }
+    }
+    match obj.get("version") {
+        None => {
+            obj.insert("version".into(), Value::from(default_version.unwrap_or(1)));
+        }
+        Some(v) if v.as_u64().is_some() => {}
+        Some(other) => {
+            return Err(format!(
+                "the {what}'s \"version\" must be a non-negative integer, not {other}"
+            ));
+        }
+    }
+    Ok(Value::Object(obj))
+}
+
+/// A flag that serves `value` to everyone, like LaunchDarkly's file data source does for
+/// `flagValues`.
+pub(super) fn simple_flag(key: &str, value: Value) -> Value {
+    let mut obj = Map::new();
+    obj.insert("key".into(), Value::String(key.to_owned()));
+    obj.insert("version".into(), Value::from(1));
+    obj.insert("on".into(), Value::Bool(true));
+    obj.insert("variations".into(), Value::Array(vec![value]));
+    obj.insert("fallthrough".into(), serde_json::json!({ "variation": 0 }));
+    obj.insert("offVariation".into(), Value::from(0));
+    obj.insert("targets".into(), Value::Array(vec![]));
+    obj.insert("rules".into(), Value::Array(vec![]));
+    obj.insert("prerequisites".into(), Value::Array(vec![]));
+    obj.insert("salt".into(), Value::String(key.to_owned()));
+    Value::Object(obj)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn fills_key_and_version_and_bumps() {
+        let mut d = Data::from_json(json!({"flags": {"a": {"on": true}}})).unwrap();
+        assert_eq!(d.get(ItemKind::Flag, "a").unwrap()["version"], 1);
+        assert_eq!(d.get(ItemKind::Flag, "a").unwrap()["key"], "a");
+        let v = d.upsert(ItemKind::Flag, "a", json!({"on": false})).unwrap();
+        assert_eq!(v["version"], 2);
+        assert_eq!(d.delete(ItemKind::Flag, "a", None), 3);
+        assert!(d.get(ItemKind::Flag, "a").is_none());
+        let v = d.upsert(ItemKind::Flag, "a", json!({})).unwrap();
+        assert_eq!(v["version"], 4);
+        let v = d
+            .upsert(ItemKind::Flag, "a", json!({"version": 2}))
+            .unwrap();
+        assert_eq!(v["version"], 2);
+    }
+
+    #[test]
+    fn rejects_bad_shapes() {
+        assert!(Data::from_json(json!([1])).is_err());
+        assert!(Data::from_json(json!({"flags": []})).is_err());
+        assert!(Data::from_json(json!({"flags": {"a": {"key": "b"}}})).is_err());
+        assert!(Data::from_json(json!({"flags": {"a": {"version": "x"}}})).is_err());
+        assert!(Data::from_json(json!({"flagz": {}})).is_err());
+    }
+
+    #[test]
+    fn etag_follows_content() {
+        let mut d = Data::from_json(json!({"flags": {"a": {}}})).unwrap();
+        let e1 = d.rendered().etag.clone();
+        assert_eq!(d.rendered().etag, e1);
+        d.upsert(ItemKind::Flag, "a", json!({})).unwrap();
+        assert_ne!(d.rendered().etag, e1);
+        assert_eq!(
+            d.rendered().body,
+            r#"{"flags":{"a":{"key":"a","version":2}},"segments":{}}"#
+        );
+    }
+
+    #[test]
+    fn flag_values_and_put_shape() {
+        let d = Data::from_json(json!({"flagValues": {"x": true}})).unwrap();
+        assert_eq!(d.get(ItemKind::Flag, "x").unwrap()["variations"][0], true);
+        let d = Data::from_json(json!({"path": "/", "data": {"flags": {}, "segments": {"s": {}}}}))
+            .unwrap();
+        assert!(d.get(ItemKind::Segment, "s").is_some());
+    }
+}

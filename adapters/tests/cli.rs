@@ -1,0 +1,262 @@
+//! The `flagsync` binary, run as a user would.
+#![cfg(feature = "cli")]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_flagsync");
+
+fn data() -> Value {
+    json!({
+        "flags": {
+            "checkout": {"key": "checkout", "version": 5, "on": true, "variations": [false, true],
+                         "fallthrough": {"variation": 1}, "offVariation": 0,
+                         "rules": [], "prerequisites": [], "targets": [], "salt": "abc"},
+            "limit": {"key": "limit", "version": 1, "on": false, "variations": [1, 10],
+                      "fallthrough": {"variation": 0}, "offVariation": 1, "salt": "def"}
+        },
+        "segments": {"beta": {"key": "beta", "version": 2, "included": ["u1"], "salt": "ghi"}}
+    })
+}
+
+fn temp_file(name: &str, contents: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("flagsync-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, contents).unwrap();
+    path
+}
+
+/// `flagsync serve` on a free port; killed on drop.
+struct Serve {
+    child: Child,
+    url: String,
+}
+
+impl Serve {
+    fn start(file: &std::path::Path, key: &str) -> Self {
+        let mut child = Command::new(BIN)
+            .args(["serve", "--port", "0", "--sdk-key", key, "--data"])
+            .arg(file)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        let url = first
+            .split_whitespace()
+            .last()
+            .unwrap_or_else(|| panic!("no URL in {first:?}"))
+            .to_owned();
+        assert!(url.starts_with("http://127.0.0.1:"), "{first:?}");
+        Self { child, url }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env_remove("FLAGSYNC_SDK_KEY")
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn assert_clean_failure(o: &Output) {
+    assert!(!o.status.success(), "unexpected success");
+    let err = stderr(o);
+    assert!(err.contains("flagsync: error:"), "{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("backtrace"),
+        "{err}"
+    );
+}
+
+#[test]
+fn serve_then_snapshot_round_trips_the_data_file() {
+    let file = temp_file("round.json", &data().to_string());
+    let server = Serve::start(&file, "sdk-round");
+    for mode in [&[][..], &["--polling"][..]] {
+        let mut args = vec![
+            "snapshot",
+            "--stream-uri",
+            &server.url,
+            "--sdk-key",
+            "sdk-round",
+        ];
+        args.extend_from_slice(mode);
+        let out = run(&args);
+        assert!(out.status.success(), "{mode:?}: {}", stderr(&out));
+        let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(got, data(), "{mode:?}");
+    }
+}
+
+#[test]
+fn serve_pushes_edits_of_the_data_file() {
+    let file = temp_file("edit.json", &data().to_string());
+    let server = Serve::start(&file, "sdk-edit");
+    std::thread::sleep(Duration::from_millis(1100)); // a distinct mtime
+    let mut edited = data();
+    edited["flags"]["limit"]["on"] = json!(true);
+    edited["flags"]["limit"]["version"] = json!(2);
+    std::fs::write(&file, edited.to_string()).unwrap();
+    let mut last = Value::Null;
+    for _ in 0..40 {
+        let out = run(&[
+            "snapshot",
+            "--stream-uri",
+            &server.url,
+            "--sdk-key",
+            "sdk-edit",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        last = serde_json::from_slice(&out.stdout).unwrap();
+        if last == edited {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("edit not served; last snapshot {last}");
+}
+
+#[test]
+fn snapshot_with_a_wrong_key_fails_and_says_so() {
+    let file = temp_file("key.json", &data().to_string());
+    let server = Serve::start(&file, "sdk-right");
+    let out = run(&[
+        "snapshot",
+        "--stream-uri",
+        &server.url,
+        "--sdk-key",
+        "sdk-wrong",
+        "--timeout",
+        "10",
+    ]);
+    assert_clean_failure(&out);
+    let err = stderr(&out);
+    assert!(
+        err.contains("SDK key was rejected") && err.contains("401"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn malformed_url_is_a_clear_error() {
+    for bad in ["htp://x", "127.0.0.1:8030", "http://", "http://host:99999"] {
+        let out = run(&["snapshot", "--stream-uri", bad, "--sdk-key", "k"]);
+        assert_clean_failure(&out);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let err = stderr(&out);
+        assert!(
+            err.contains("invalid --stream-uri") && err.contains("http://"),
+            "{err}"
+        );
+    }
+    let out = run(&["watch", "--polling-uri", "ftp://x", "--sdk-key", "k"]);
+    assert!(stderr(&out).contains("invalid --polling-uri"));
+}
+
+#[test]
+fn unreachable_host_is_a_clear_error() {
+    // Bind then drop: a port with nothing listening.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let out = run(&[
+        "snapshot",
+        "--stream-uri",
+        &url,
+        "--sdk-key",
+        "k",
+        "--timeout",
+        "10",
+    ]);
+    assert_clean_failure(&out);
+    assert!(stderr(&out).contains("cannot reach"), "{}", stderr(&out));
+}
+
+#[test]
+fn missing_key_for_the_real_service_and_bad_files() {
+    let out = run(&["snapshot"]);
+    assert_clean_failure(&out);
+    assert!(stderr(&out).contains("FLAGSYNC_SDK_KEY"));
+
+    let out = run(&["serve", "--data", "/definitely/not/here.json"]);
+    assert_clean_failure(&out);
+    assert!(stderr(&out).contains("cannot read"));
+
+    let bad = temp_file("bad.json", "{\"flags\": {");
+    let out = run(&["serve", "--data", bad.to_str().unwrap()]);
+    assert_clean_failure(&out);
+    assert!(stderr(&out).contains("not valid JSON"));
+
+    let wrong = temp_file("wrong.json", "{\"flags\": [1]}");
+    let out = run(&["serve", "--data", wrong.to_str().unwrap()]);
+    assert_clean_failure(&out);
+    assert!(stderr(&out).contains("\"flags\" must be an object"));
+}
+
+#[test]
+fn demo_prints_flag_changes() {
+    let out = run(&["demo", "--duration", "5"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("initialized"), "{text}");
+    assert!(
+        text.contains("flag dark-mode: v7 → v8, on: false → true"),
+        "{text}"
+    );
+}
+
+#[test]
+fn watch_json_lines() {
+    let file = temp_file("watch.json", &data().to_string());
+    let server = Serve::start(&file, "sdk-w");
+    let out = run(&[
+        "watch",
+        "--json",
+        "--duration",
+        "1",
+        "--stream-uri",
+        &server.url,
+        "--sdk-key",
+        "sdk-w",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let init = lines.iter().find(|l| l["type"] == "initialized").unwrap();
+    assert_eq!(
+        (init["flags"].as_u64(), init["segments"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["type"] == "status" && l["state"] == "valid")
+    );
+}

@@ -1,0 +1,414 @@
+//! The local flag server, exercised with a raw `TcpStream` client.
+#![cfg(feature = "server")]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use flagsync::server::{Server, ServerHandle};
+use serde_json::{Value, json};
+
+const T: Duration = Duration::from_secs(5);
+
+fn sample() -> Value {
+    json!({
+        "flags": {
+            "a": {"key": "a", "version": 3, "on": true, "variations": [false, true],
+                  "fallthrough": {"variation": 1}, "offVariation": 0},
+            "b": {"on": false}
+        },
+        "segments": {"s": {"included": ["u1"]}}
+    })
+}
+
+fn start() -> ServerHandle {
+    Server::builder()
+        .sdk_key(Some("sdk-good".into()))
+        .env_id(Some("env-1".into()))
+        .data(sample())
+        .start()
+        .unwrap()
+}
+
+struct Response {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Response {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+fn read_head(r: &mut BufReader<TcpStream>) -> (u16, Vec<(String, String)>) {
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    let status = line
+        .split(' ')
+        .nth(1)
+        .unwrap_or_else(|| panic!("bad status line {line:?}"))
+        .parse()
+        .unwrap();
+    let mut headers = Vec::new();
+    loop {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        let (n, v) = l.split_once(':').unwrap();
+        headers.push((n.to_owned(), v.trim().to_owned()));
+    }
+    (status, headers)
+}
+
+fn connect(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(T)).unwrap();
+    s
+}
+
+/// One request on a fresh connection, `Content-Length`-framed response.
+fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Response {
+    let mut s = connect(addr);
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: x\r\n");
+    for (n, v) in headers {
+        req.push_str(&format!("{n}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    let mut r = BufReader::new(s);
+    let (status, headers) = read_head(&mut r);
+    let mut resp = Response {
+        status,
+        headers,
+        body: Vec::new(),
+    };
+    if let Some(len) = resp.header("content-length") {
+        let mut body = vec![0; len.parse().unwrap()];
+        r.read_exact(&mut body).unwrap();
+        resp.body = body;
+    }
+    resp
+}
+
+struct Stream {
+    r: BufReader<TcpStream>,
+    status: u16,
+    headers: Vec<(String, String)>,
+    comments: usize,
+}
+
+fn open_stream(addr: SocketAddr, key: &str) -> Stream {
+    let mut s = connect(addr);
+    write!(
+        s,
+        "GET /all?filter=mine HTTP/1.1\r\nHost: x\r\nAuthorization: {key}\r\nAccept: text/event-stream\r\n\r\n"
+    )
+    .unwrap();
+    let mut r = BufReader::new(s);
+    let (status, headers) = read_head(&mut r);
+    Stream {
+        r,
+        status,
+        headers,
+        comments: 0,
+    }
+}
+
+impl Stream {
+    /// The next event, or `None` at end of stream.
+    fn next_event(&mut self) -> Option<(String, Value)> {
+        let (mut name, mut data) = (String::from("message"), String::new());
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if self.r.read_line(&mut line).ok()? == 0 {
+                return None;
+            }
+            let l = line.trim_end_matches('\n');
+            if l.starts_with(':') {
+                self.comments += 1;
+            } else if let Some(v) = l.strip_prefix("event: ") {
+                name = v.to_owned();
+            } else if let Some(v) = l.strip_prefix("data: ") {
+                data.push_str(v);
+            } else if l.is_empty() && !data.is_empty() {
+                return Some((name, serde_json::from_str(&data).unwrap()));
+            }
+        }
+    }
+}
+
+#[test]
+fn put_on_connect_then_patches_and_deletes() {
+    let server = start();
+    let mut st = open_stream(server.addr(), "sdk-good");
+    assert_eq!(st.status, 200);
+    let ct = st
+        .headers
+        .iter()
+        .find(|(n, _)| n == "Content-Type")
+        .unwrap();
+    assert_eq!(ct.1, "text/event-stream; charset=utf-8");
+    assert!(
+        st.headers
+            .iter()
+            .any(|(n, v)| n == "X-LD-EnvID" && v == "env-1")
+    );
+    let (name, put) = st.next_event().unwrap();
+    assert_eq!(name, "put");
+    assert_eq!(put["path"], "/");
+    assert_eq!(put["data"]["flags"]["a"]["version"], 3);
+    assert_eq!(put["data"]["flags"]["b"]["key"], "b");
+    assert_eq!(put["data"]["flags"]["b"]["version"], 1);
+    assert_eq!(put["data"]["segments"]["s"]["included"][0], "u1");
+
+    assert_eq!(server.set_flag("a", json!({"on": false})).unwrap(), 4);
+    let (name, patch) = st.next_event().unwrap();
+    assert_eq!(name, "patch");
+    assert_eq!(patch["path"], "/flags/a");
+    assert_eq!(patch["data"]["version"], 4);
+    assert_eq!(patch["data"]["key"], "a");
+
+    assert_eq!(server.set_segment("s", json!({"version": 9})).unwrap(), 9);
+    let (_, patch) = st.next_event().unwrap();
+    assert_eq!(patch["path"], "/segments/s");
+
+    assert_eq!(server.delete_flag("b"), 2);
+    let (name, del) = st.next_event().unwrap();
+    assert_eq!(name, "delete");
+    assert_eq!(del, json!({"path": "/flags/b", "version": 2}));
+
+    server.replace_all(json!({"flags": {"c": {}}})).unwrap();
+    let (name, put) = st.next_event().unwrap();
+    assert_eq!(name, "put");
+    assert_eq!(
+        put["data"],
+        json!({"flags": {"c": {"key": "c", "version": 1}}, "segments": {}})
+    );
+}
+
+#[test]
+fn every_stream_gets_every_change() {
+    let server = start();
+    let mut streams: Vec<_> = (0..3)
+        .map(|_| open_stream(server.addr(), "sdk-good"))
+        .collect();
+    for s in &mut streams {
+        assert_eq!(s.next_event().unwrap().0, "put");
+    }
+    assert_eq!(server.open_streams(), 3);
+    server.set_flag("new", json!({"on": true})).unwrap();
+    for s in &mut streams {
+        let (name, p) = s.next_event().unwrap();
+        assert_eq!((name.as_str(), &p["path"]), ("patch", &json!("/flags/new")));
+    }
+}
+
+#[test]
+fn wrong_or_missing_key_is_401() {
+    let server = start();
+    let st = open_stream(server.addr(), "sdk-bad");
+    assert_eq!(st.status, 401);
+    assert_eq!(get(server.addr(), "/sdk/latest-all", &[]).status, 401);
+    let ok = get(
+        server.addr(),
+        "/sdk/latest-all",
+        &[("Authorization", "api_key sdk-good")],
+    );
+    assert_eq!(ok.status, 200);
+    // No key configured: anything goes.
+    let open = Server::builder().start().unwrap();
+    assert_eq!(open_stream(open.addr(), "whatever").status, 200);
+}
+
+#[test]
+fn polling_etag_304_and_gzip() {
+    let server = start();
+    let auth = ("Authorization", "sdk-good");
+    let r = get(server.addr(), "/sdk/latest-all?filter=x", &[auth]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(r.header("x-ld-envid"), Some("env-1"));
+    let body: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(body["flags"]["a"]["version"], 3);
+    assert!(body["segments"]["s"].is_object());
+    assert_eq!(body.as_object().unwrap().len(), 2);
+    let etag = r.header("etag").unwrap().to_owned();
+
+    let same = get(
+        server.addr(),
+        "/sdk/latest-all",
+        &[auth, ("If-None-Match", &etag)],
+    );
+    assert_eq!(same.status, 304);
+    assert!(same.body.is_empty());
+
+    server.set_flag("a", json!({})).unwrap();
+    let changed = get(
+        server.addr(),
+        "/sdk/latest-all",
+        &[auth, ("If-None-Match", &etag)],
+    );
+    assert_eq!(changed.status, 200);
+    assert_ne!(changed.header("etag").unwrap(), etag);
+
+    let gz = get(
+        server.addr(),
+        "/sdk/latest-all",
+        &[auth, ("Accept-Encoding", "gzip")],
+    );
+    assert_eq!(gz.status, 200);
+    assert_eq!(gz.header("content-encoding"), Some("gzip"));
+    let mut plain = Vec::new();
+    flate2::read::GzDecoder::new(&gz.body[..])
+        .read_to_end(&mut plain)
+        .unwrap();
+    assert_eq!(plain, changed.body);
+    assert_eq!(String::from_utf8(plain).unwrap(), server.data_json());
+}
+
+#[test]
+fn keep_alive_serves_several_polls_on_one_connection() {
+    let server = start();
+    let mut s = connect(server.addr());
+    let req = "GET /sdk/latest-all HTTP/1.1\r\nHost: x\r\nAuthorization: sdk-good\r\n\r\n";
+    s.write_all(format!("{req}{req}").as_bytes()).unwrap();
+    let mut r = BufReader::new(s);
+    for _ in 0..2 {
+        let (status, headers) = read_head(&mut r);
+        assert_eq!(status, 200);
+        let len: usize = headers
+            .iter()
+            .find(|(n, _)| n == "Content-Length")
+            .unwrap()
+            .1
+            .parse()
+            .unwrap();
+        let mut body = vec![0; len];
+        r.read_exact(&mut body).unwrap();
+    }
+}
+
+#[test]
+fn heartbeats_are_sent() {
+    let server = Server::builder()
+        .heartbeat(Duration::from_millis(50))
+        .start()
+        .unwrap();
+    let mut st = open_stream(server.addr(), "");
+    assert_eq!(st.next_event().unwrap().0, "put");
+    std::thread::sleep(Duration::from_millis(300));
+    server.set_flag("x", json!({})).unwrap();
+    assert_eq!(st.next_event().unwrap().0, "patch");
+    assert!(st.comments >= 3, "only {} heartbeats", st.comments);
+}
+
+#[test]
+fn shutdown_closes_streams_and_stops_listening() {
+    let server = start();
+    let addr = server.addr();
+    let mut st = open_stream(addr, "sdk-good");
+    st.next_event().unwrap();
+    // An idle keep-alive connection too.
+    let idle = connect(addr);
+    std::thread::sleep(Duration::from_millis(50));
+    let t0 = Instant::now();
+    server.shutdown();
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    assert!(st.next_event().is_none());
+    let mut buf = [0u8; 1];
+    assert!(matches!((&idle).read(&mut buf), Ok(0) | Err(_)));
+    assert!(TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_err());
+    server.shutdown(); // idempotent
+}
+
+#[test]
+fn fault_fail_next() {
+    let server = start();
+    server.fail_next(2, 503);
+    assert_eq!(open_stream(server.addr(), "sdk-good").status, 503);
+    let r = get(
+        server.addr(),
+        "/sdk/latest-all",
+        &[("Authorization", "sdk-good")],
+    );
+    assert_eq!(r.status, 503);
+    assert_eq!(open_stream(server.addr(), "sdk-good").status, 200);
+    assert_eq!(server.request_count(), 3);
+    let reqs = server.requests();
+    assert_eq!(reqs[0].target, "/all?filter=mine");
+    assert_eq!(reqs[0].header("authorization"), Some("sdk-good"));
+}
+
+#[test]
+fn fault_drop_streams() {
+    let server = start();
+    let mut st = open_stream(server.addr(), "sdk-good");
+    st.next_event().unwrap();
+    assert!(server.wait_for_streams(1, T));
+    server.drop_streams();
+    assert!(st.next_event().is_none());
+    assert_eq!(server.open_streams(), 0);
+    // New streams still work.
+    let mut again = open_stream(server.addr(), "sdk-good");
+    assert_eq!(again.next_event().unwrap().0, "put");
+}
+
+#[test]
+fn fault_hang() {
+    let server = start();
+    server.hang(true);
+    let mut s = connect(server.addr());
+    s.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    s.write_all(b"GET /sdk/latest-all HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut buf = [0u8; 16];
+    let err = s.read(&mut buf).unwrap_err();
+    assert!(matches!(
+        err.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    ));
+    s.set_read_timeout(Some(T)).unwrap();
+    server.hang(false);
+    // The held connection is closed without an answer; new ones are served.
+    assert_eq!(s.read(&mut buf).unwrap_or(0), 0);
+    assert_eq!(
+        get(
+            server.addr(),
+            "/sdk/latest-all",
+            &[("Authorization", "sdk-good")]
+        )
+        .status,
+        200
+    );
+}
+
+#[test]
+fn unknown_paths_and_methods() {
+    let server = Server::builder().start().unwrap();
+    assert_eq!(get(server.addr(), "/nope", &[]).status, 404);
+    let mut s = connect(server.addr());
+    s.write_all(b"POST /all HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+        .unwrap();
+    let (status, _) = read_head(&mut BufReader::new(s));
+    assert_eq!(status, 405);
+    // A base path prefix is fine.
+    assert_eq!(get(server.addr(), "/relay/sdk/latest-all", &[]).status, 200);
+}
+
+#[test]
+fn invalid_data_is_rejected() {
+    assert!(Server::builder().data(json!([1, 2])).start().is_err());
+    let server = Server::builder().start().unwrap();
+    assert!(server.set_flag("k", json!("not an object")).is_err());
+    assert!(server.replace_all(json!({"flags": 1})).is_err());
+}
