@@ -1,7 +1,9 @@
 //! Which items depend on which, so a change names every affected flag
 //! (PROTOCOL.md B §3.4).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::Kind;
 

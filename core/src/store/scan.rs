@@ -81,21 +81,13 @@ impl<'a> Scan<'a> {
     fn string_body(&mut self) -> Result<(usize, usize, bool)> {
         let start = self.i;
         let mut escaped = false;
-        let mut ascii = true;
         loop {
             let rest = self.b.get(self.i..).ok_or(SYNTAX)?;
-            let (n, plain) = find_special(rest);
-            ascii &= plain;
-            self.i += n.ok_or(SYNTAX)?;
+            self.i += find_special(rest).ok_or(SYNTAX)?;
             match self.b.get(self.i) {
                 Some(b'"') => {
                     let end = self.i;
                     self.i += 1;
-                    // Only strings can hold non-ASCII bytes (anything else is a syntax
-                    // error), so checking them here checks the whole input.
-                    if !ascii {
-                        std::str::from_utf8(&self.b[start..end]).map_err(|_| SYNTAX)?;
-                    }
                     return Ok((start, end, escaped));
                 }
                 Some(b'\\') => escaped = true,
@@ -189,7 +181,7 @@ impl<'a> Scan<'a> {
     /// Skip any value, checking its syntax.
     fn value(&mut self) -> Result<()> {
         match self.peek().ok_or(SYNTAX)? {
-            b'{' => self.object(|s, _| s.value()),
+            b'{' => self.skip_object(),
             b'[' => self.array(Self::value),
             b'"' => {
                 self.i += 1;
@@ -220,6 +212,31 @@ impl<'a> Scan<'a> {
             let key = self.raw_text(key)?;
             self.eat(b':')?;
             member(self, key)?;
+            match self.peek() {
+                Some(b',') => self.i += 1,
+                Some(b'}') => {
+                    self.i += 1;
+                    self.depth -= 1;
+                    return Ok(());
+                }
+                _ => return Err(SYNTAX),
+            }
+        }
+    }
+
+    /// An object whose keys nobody reads: no key is decoded.
+    fn skip_object(&mut self) -> Result<()> {
+        self.eat(b'{')?;
+        self.enter()?;
+        if self.peek() == Some(b'}') {
+            self.i += 1;
+            self.depth -= 1;
+            return Ok(());
+        }
+        loop {
+            self.string()?;
+            self.eat(b':')?;
+            self.value()?;
             match self.peek() {
                 Some(b',') => self.i += 1,
                 Some(b'}') => {
@@ -447,15 +464,13 @@ impl<'a> Scan<'a> {
 }
 
 /// The offset of the first `"`, `\\` or control character in `s`, eight bytes at a
-/// time (the bit tricks flag the lowest matching byte exactly), and whether every byte
-/// scanned was ASCII.
-fn find_special(s: &[u8]) -> (Option<usize>, bool) {
+/// time (the bit tricks flag the lowest matching byte exactly).
+fn find_special(s: &[u8]) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v;
     let mut chunks = s.chunks_exact(8);
     let mut offset = 0;
-    let mut high = 0;
     for chunk in &mut chunks {
         let mut word = [0u8; 8];
         word.copy_from_slice(chunk);
@@ -465,26 +480,20 @@ fn find_special(s: &[u8]) -> (Option<usize>, bool) {
             | (x.wrapping_sub(ONES * 0x20) & !x))
             & HIGH;
         if hits != 0 {
-            let at = hits.trailing_zeros() / 8;
-            // Bytes before the hit only: a mask of the bytes below it.
-            let below = (1u64 << (at * 8)).wrapping_sub(1);
-            high |= x & HIGH & below;
-            return (Some(offset + at as usize), high == 0);
+            return Some(offset + (hits.trailing_zeros() / 8) as usize);
         }
-        high |= x & HIGH;
         offset += 8;
     }
-    let rest = chunks.remainder();
-    let found = rest
+    chunks
+        .remainder()
         .iter()
-        .position(|&c| c == b'"' || c == b'\\' || c < 0x20);
-    let scanned = &rest[..found.unwrap_or(rest.len())];
-    let ascii = high == 0 && scanned.is_ascii();
-    (found.map(|p| offset + p), ascii)
+        .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+        .map(|p| offset + p)
 }
 
 /// Decode one item from `raw` (the store's rules for what is read; see [`super::decode`]).
 pub(super) fn decode_item(kind: Kind, raw: Bytes) -> Result<Decoded> {
+    std::str::from_utf8(&raw).map_err(|_| SYNTAX)?;
     let mut depends_on = Vec::new();
     let mut s = Scan::new(&raw);
     let (key, version, deleted) = s.item(kind, &mut depends_on)?;
@@ -504,6 +513,8 @@ pub(super) fn decode_item(kind: Kind, raw: Bytes) -> Result<Decoded> {
 /// `put` body `{"path":…,"data":{…}}`, into changes whose raw JSON are slices of
 /// `whole` (no copy).
 pub fn split_all_data(whole: &Bytes, envelope: bool) -> Result<Vec<Change>> {
+    // One UTF-8 check of everything (vectorised); string slices are then valid text.
+    std::str::from_utf8(whole).map_err(|_| SYNTAX)?;
     let mut out = Vec::new();
     let mut s = Scan::new(whole);
     if envelope {
@@ -533,9 +544,8 @@ mod tests {
 
     use super::*;
 
-    fn naive(s: &[u8]) -> (Option<usize>, bool) {
-        let found = s.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20);
-        (found, s[..found.unwrap_or(s.len())].is_ascii())
+    fn naive(s: &[u8]) -> Option<usize> {
+        s.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20)
     }
 
     proptest! {

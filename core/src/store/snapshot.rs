@@ -1,17 +1,14 @@
 //! Cheap immutable views of the store for readers in other threads.
 
-use std::collections::hash_map::DefaultHasher;
-use std::hash::BuildHasherDefault;
-
 use imbl::shared_ptr::DefaultSharedPtr;
+use rustc_hash::FxBuildHasher;
 
 use super::{Item, Kind};
 
 /// A persistent hash map with structural sharing: cloning is O(1), and a write after a
-/// clone copies only the path to the changed entry. The hasher has fixed keys so the
-/// core stays deterministic.
-pub(crate) type ItemMap =
-    imbl::GenericHashMap<String, Item, BuildHasherDefault<DefaultHasher>, DefaultSharedPtr>;
+/// clone copies only the path to the changed entry. The hasher is unseeded (Fx) so the
+/// core stays deterministic; keys come from the flag service, not from strangers.
+pub(crate) type ItemMap = imbl::GenericHashMap<String, Item, FxBuildHasher, DefaultSharedPtr>;
 
 /// An immutable view of the whole store at one moment.
 ///
