@@ -90,16 +90,11 @@ impl Store {
         self.deps.clear();
         let written = cs.changes.len();
         for c in cs.changes {
-            let r = (c.kind, c.key);
-            self.deps.set(
-                &r,
-                if c.item.deleted {
-                    Vec::new()
-                } else {
-                    c.depends_on
-                },
-            );
-            new.map_mut(r.0).insert(r.1, c.item);
+            // The index was just cleared: only items with references need an entry.
+            if !c.item.deleted && !c.depends_on.is_empty() {
+                self.deps.set(&(c.kind, c.key.clone()), c.depends_on);
+            }
+            new.map_mut(c.kind).insert(c.key, c.item);
         }
         // PROTOCOL.md B §3.4 (FDv1: changed if missing on one side or the version grew)
         // and B §5.8 (FDv2: versions differ; a new tombstone counts as present).
