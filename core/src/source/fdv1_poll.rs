@@ -311,10 +311,16 @@ impl Fdv1Poll {
             return;
         }
         let start = self.started_at.unwrap_or(now);
-        let mut next = (start + self.config.interval).max(now);
+        let mut next = start + self.config.interval;
         if regime == Regime::Extended {
             next = next.max(now + self.backoff.next_delay(now, Regime::Extended));
         }
-        self.next_poll = Some(next);
+        if next <= now {
+            // The poll overran its interval: the next one starts at once, not at a
+            // deadline that has already passed (which would make the driver spin).
+            self.poll(now);
+        } else {
+            self.next_poll = Some(next);
+        }
     }
 }

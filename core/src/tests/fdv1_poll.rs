@@ -167,3 +167,21 @@ fn every_poll_connection_is_closed() {
     assert_eq!(h.closed.len(), 3);
     assert_eq!(h.open_connections(), 0);
 }
+
+#[test]
+fn a_poll_that_overruns_its_interval_is_followed_at_once() {
+    let mut c = config(Mode::Polling);
+    c.poll_interval = secs(5);
+    c.min_poll_interval = secs(5);
+    let mut h = harness(c);
+    h.reply(Reply::Hang);
+    h.reply(ok(&all_data(&[], &[]), None));
+    h.start(secs(12));
+    let at: Vec<_> = h.requests.iter().map(|r| r.at).collect();
+    assert_eq!(
+        at,
+        [secs(0), secs(10)],
+        "the connect timeout ends the first poll at 10 s"
+    );
+    assert!(h.system.initialized());
+}
