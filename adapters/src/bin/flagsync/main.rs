@@ -364,9 +364,6 @@ struct Printer {
     known: HashMap<String, Value>,
     last_error: Option<ErrorSummary>,
     changes: usize,
-    /// Until this instant (or the first real change), a change event that leaves a
-    /// flag as it was is a late echo of the initial data, not news.
-    initial_burst_until: Option<Instant>,
 }
 
 fn flag_values(snapshot: &Snapshot) -> HashMap<String, Value> {
@@ -390,7 +387,6 @@ impl Printer {
             known: HashMap::new(),
             last_error: None,
             changes: 0,
-            initial_burst_until: None,
         }
     }
 
@@ -433,7 +429,6 @@ impl Printer {
     fn ready(&mut self, snapshot: &Snapshot) {
         self.initialized = true;
         self.known = flag_values(snapshot);
-        self.initial_burst_until = Some(Instant::now() + Duration::from_millis(500));
         let (flags, segments) = (snapshot.len(Kind::Flag), snapshot.len(Kind::Segment));
         let ms = self.start.elapsed().as_millis();
         if self.json {
@@ -460,16 +455,6 @@ impl Printer {
             .get(Kind::Flag, key)
             .and_then(|i| serde_json::from_str::<Value>(i.raw_str()).ok());
         let old = self.known.get(key);
-        if old == new.as_ref() {
-            if self
-                .initial_burst_until
-                .is_some_and(|until| Instant::now() < until)
-            {
-                return;
-            }
-        } else {
-            self.initial_burst_until = None;
-        }
         self.changes += 1;
         if self.json {
             self.json_line(json!({
