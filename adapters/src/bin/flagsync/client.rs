@@ -110,6 +110,11 @@ impl Session {
         }
     }
 
+    /// Bytes received so far on the data-source connections.
+    pub fn bytes_received(&self) -> u64 {
+        self.client.bytes_received()
+    }
+
     /// The latest data.
     pub fn snapshot(&self) -> Snapshot {
         self.client.snapshot()
