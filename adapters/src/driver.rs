@@ -64,6 +64,10 @@ pub(crate) trait Machine: Send + 'static {
 /// Where a machine's events go.
 pub(crate) trait Sink<M: Machine>: Send + 'static {
     fn publish(&mut self, machine: &M, event: M::Event);
+    /// `bytes` arrived on a connection (before the machine sees them).
+    fn received(&mut self, _bytes: usize) {}
+    /// The machine's outputs are drained: every event of this round was published.
+    fn drained(&mut self, _machine: &M) {}
     /// The driver ended.
     fn finish(&mut self, _machine: &M) {}
 }
@@ -244,6 +248,7 @@ pub(crate) async fn run<M: Machine, S: Sink<M>>(
                 Out::Wait(w) => break w,
             }
         };
+        sink.drained(&machine);
         if shutting_down {
             break;
         }
@@ -279,7 +284,10 @@ pub(crate) async fn run<M: Machine, S: Sink<M>>(
         let now = rt.now();
         match msg {
             Msg::Connected(conn) => machine.handle(now, In::Connected(conn)),
-            Msg::Data(conn, bytes) => machine.handle(now, In::Data(conn, &bytes)),
+            Msg::Data(conn, bytes) => {
+                sink.received(bytes.len());
+                machine.handle(now, In::Data(conn, &bytes));
+            }
             Msg::Closed(conn, cause) => {
                 conns.remove(&conn);
                 machine.handle(now, In::Closed(conn, cause));

@@ -317,6 +317,13 @@ impl Client {
         self.inner.published.initialized()
     }
 
+    /// Bytes received so far on data-source connections (HTTP heads and bodies, after
+    /// TLS, before gzip decoding), over every connection since [`Client::start`]. A
+    /// cheap counter, e.g. for showing the progress of a large initial payload.
+    pub fn bytes_received(&self) -> u64 {
+        self.inner.published.bytes_received()
+    }
+
     /// The flag `key`, unless it is unknown or deleted.
     pub fn flag(&self, key: &str) -> Option<Flag> {
         let snapshot = self.snapshot();

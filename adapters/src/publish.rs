@@ -3,7 +3,7 @@
 //! clone an `Arc`-like value, so they never hold up the driver.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
@@ -98,6 +98,15 @@ impl<T: Clone> Subscribers<T> {
         }
     }
 
+    /// Send every value, taking the lock once.
+    fn send_all(&self, values: impl IntoIterator<Item = T>) {
+        if let Some(list) = &mut *self.0.lock().unwrap_or_else(|e| e.into_inner()) {
+            for value in values {
+                list.retain(|tx| tx.try_send(value.clone()).is_ok());
+            }
+        }
+    }
+
     fn close(&self) {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
@@ -148,6 +157,7 @@ pub(crate) struct Published {
     environment_id: RwLock<Option<String>>,
     initialized: AtomicBool,
     ready: AtomicBool,
+    bytes_received: AtomicU64,
     // Closed once ready: waiters wake on `recv` failing.
     ready_tx: async_channel::Sender<()>,
     ready_rx: async_channel::Receiver<()>,
@@ -165,6 +175,7 @@ impl Published {
             environment_id: RwLock::new(None),
             initialized: AtomicBool::new(false),
             ready: AtomicBool::new(false),
+            bytes_received: AtomicU64::new(0),
             ready_tx,
             ready_rx,
             status_subs: Subscribers::new(),
@@ -197,6 +208,19 @@ impl Published {
         self.initialized.load(Ordering::Acquire)
     }
 
+    pub(crate) fn bytes_received(&self) -> u64 {
+        self.bytes_received.load(Ordering::Relaxed)
+    }
+
+    /// Publish `initialized` (only ever false → true). Called once everything the
+    /// store change produced has been published: readers that see it true have the
+    /// snapshot, and every subscription has the change events, of the initial data.
+    fn publish_initialized(&self, system: &DataSystem) {
+        if system.initialized() && !self.initialized.load(Ordering::Relaxed) {
+            self.initialized.store(true, Ordering::Release);
+        }
+    }
+
     /// Completes once ready (initialized, or the source gave up, or the client closed).
     pub(crate) async fn ready(&self) {
         let _ = self.ready_rx.recv().await;
@@ -217,12 +241,14 @@ impl Sink<DataSystem> for DataSink {
         let p = &*self.0;
         match event {
             Event::StoreChanged { changed_flags } => {
+                // Order matters: the snapshot, then the change events; `initialized`
+                // only once the drain ends or readiness is reported (after the status),
+                // so `wait_for_initialization` returning means every change event of
+                // the initial data is already in each earlier subscription.
                 *p.snapshot.write().unwrap_or_else(|e| e.into_inner()) = system.snapshot();
-                p.initialized.store(system.initialized(), Ordering::Release);
                 tracing::debug!(changed = changed_flags.len(), "store changed");
-                for key in changed_flags {
-                    p.flag_subs.send(&FlagChange { key });
-                }
+                p.flag_subs
+                    .send_all(changed_flags.into_iter().map(|key| FlagChange { key }));
             }
             Event::StatusChanged(status) => {
                 let status = p.clock.status(&status);
@@ -230,7 +256,10 @@ impl Sink<DataSystem> for DataSink {
                 *p.status.write().unwrap_or_else(|e| e.into_inner()) = status.clone();
                 p.status_subs.send(&status);
             }
-            Event::Ready => p.set_ready(),
+            Event::Ready => {
+                p.publish_initialized(system);
+                p.set_ready();
+            }
             Event::EnvironmentId(id) => {
                 *p.environment_id.write().unwrap_or_else(|e| e.into_inner()) = Some(id);
             }
@@ -238,7 +267,18 @@ impl Sink<DataSystem> for DataSink {
         }
     }
 
-    fn finish(&mut self, _system: &DataSystem) {
+    fn received(&mut self, bytes: usize) {
+        self.0
+            .bytes_received
+            .fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    fn drained(&mut self, system: &DataSystem) {
+        self.0.publish_initialized(system);
+    }
+
+    fn finish(&mut self, system: &DataSystem) {
+        self.0.publish_initialized(system);
         self.0.set_ready();
         self.0.status_subs.close();
         self.0.flag_subs.close();

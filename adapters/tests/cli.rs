@@ -259,4 +259,47 @@ fn watch_json_lines() {
             .iter()
             .any(|l| l["type"] == "status" && l["state"] == "valid")
     );
+    // The initial data's change events are part of "initialized", never news.
+    assert!(!lines.iter().any(|l| l["type"] == "flag"), "{lines:?}");
+    // No progress unless asked for (stderr is not a terminal here).
+    assert!(!stderr(&out).contains("initialized in"), "{}", stderr(&out));
+}
+
+#[test]
+fn watch_progress_on_stderr() {
+    let file = temp_file("progress.json", &data().to_string());
+    let server = Serve::start(&file, "sdk-p");
+    let out = run(&[
+        "watch",
+        "--progress",
+        "--duration",
+        "1",
+        "--stream-uri",
+        &server.url,
+        "--sdk-key",
+        "sdk-p",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    let lines: Vec<&str> = err.lines().collect();
+    let last = lines
+        .iter()
+        .position(|l| l.starts_with("initialized in "))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(lines[last].contains(" ms: 2 flags ("), "{err}");
+    assert!(lines[last].ends_with(" B received)"), "{err}");
+    // Before it, only the connecting line and `loading:` lines (how many depends on
+    // timing); none after.
+    for l in &lines[1..last] {
+        assert!(
+            l.starts_with("loading: ") && l.contains(" received ("),
+            "{err}"
+        );
+    }
+    assert!(
+        !lines[last + 1..].iter().any(|l| l.starts_with("loading")),
+        "{err}"
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("initialized in"), "{text}");
 }

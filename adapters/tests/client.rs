@@ -27,6 +27,8 @@ runtime_tests!(
     polling_with_etag_304_and_gzip,
     through_a_connect_proxy,
     close_releases_every_socket,
+    initial_change_events_are_delivered_before_initialized,
+    bytes_received_counts_the_data_connections,
 );
 
 #[cfg(feature = "rustls")]
@@ -332,6 +334,63 @@ async fn close_releases_every_socket(rt: Rt) {
         last = Some(st.state);
     }
     assert_eq!(last, Some(State::Off));
+}
+
+/// `initialized()` (and so `wait_for_initialization`) turns true only once every change
+/// event of the initial data is in each subscription made before.
+async fn initial_change_events_are_delivered_before_initialized(rt: Rt) {
+    const N: usize = 5000;
+    let keys: Vec<String> = (0..N).map(|i| format!("flag-{i:05}")).collect();
+    let flags: Vec<(&str, u64, bool)> = keys.iter().map(|k| (k.as_str(), 1, true)).collect();
+    let put = put_event(&flags, &[], None);
+    let server = Server::start(move |_, r| {
+        r.send(SSE_HEAD);
+        r.send(&put);
+        After::Hold
+    });
+    let client = builder(&rt, &server.url()).build().unwrap();
+    let spun = client.flag_changes();
+    let waited = client.flag_changes();
+    // A thread spinning on `initialized()` counts what is buffered the moment it flips.
+    let watcher = {
+        let client = client.clone();
+        std::thread::spawn(move || {
+            let end = std::time::Instant::now() + 10 * SEC;
+            while !client.initialized() {
+                assert!(std::time::Instant::now() < end, "never initialized");
+                std::hint::spin_loop();
+            }
+            std::iter::from_fn(|| spun.try_recv()).count()
+        })
+    };
+    client.start().unwrap();
+    assert!(client.wait_for_initialization(10 * SEC).await);
+    let mut seen: Vec<String> = std::iter::from_fn(|| waited.try_recv())
+        .map(|c| c.key)
+        .collect();
+    seen.sort();
+    assert_eq!(seen, keys, "every change event precedes initialization");
+    assert!(eventually(&rt, 10 * SEC, || watcher.is_finished()).await);
+    assert_eq!(watcher.join().unwrap(), N);
+    assert_eq!(client.status().state, State::Valid);
+    client.close().await;
+}
+
+async fn bytes_received_counts_the_data_connections(rt: Rt) {
+    let put = put_event(&[("f", 1, true)], &[], None);
+    let expected = (SSE_HEAD.len() + put.len()) as u64;
+    let server = Server::start(move |_, r| {
+        r.send(SSE_HEAD);
+        r.send(&put);
+        After::Hold
+    });
+    let client = builder(&rt, &server.url()).build().unwrap();
+    assert_eq!(client.bytes_received(), 0);
+    client.start().unwrap();
+    assert!(client.wait_for_initialization(5 * SEC).await);
+    assert_eq!(client.bytes_received(), expected);
+    client.close().await;
+    assert_eq!(client.bytes_received(), expected);
 }
 
 #[cfg(feature = "rustls")]

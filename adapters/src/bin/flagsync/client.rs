@@ -97,6 +97,10 @@ impl Session {
                 if self.waiting_ready => {
                 self.waiting_ready = false;
                 if ready {
+                    // Every change event of the initial data is buffered by now (the
+                    // client publishes them before it reports initialized): they are
+                    // part of what Ready reports, not news.
+                    while self.flags.try_recv().is_some() {}
                     Some(Update::Ready)
                 } else {
                     // The source gave up: the status update says why.
@@ -104,6 +108,11 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// Bytes received so far on the data-source connections.
+    pub fn bytes_received(&self) -> u64 {
+        self.client.bytes_received()
     }
 
     /// The latest data.

@@ -4,6 +4,7 @@ mod client;
 mod demo;
 
 use std::collections::HashMap;
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -112,6 +113,10 @@ struct WatchArgs {
     /// Stop after this many seconds (default: until Ctrl-C).
     #[arg(long, value_name = "SECS")]
     duration: Option<f64>,
+    /// Show the loading progress of the initial data on stderr (the default when
+    /// stderr is a terminal).
+    #[arg(long)]
+    progress: bool,
 }
 
 #[derive(Debug, Args)]
@@ -364,9 +369,39 @@ struct Printer {
     known: HashMap<String, Value>,
     last_error: Option<ErrorSummary>,
     changes: usize,
-    /// Until this instant (or the first real change), a change event that leaves a
-    /// flag as it was is a late echo of the initial data, not news.
-    initial_burst_until: Option<Instant>,
+    /// Loading progress on stderr, until initialized.
+    progress: Option<Progress>,
+}
+
+/// The loading progress line(s) on stderr: redrawn in place on a terminal, else one
+/// line per update.
+#[derive(Debug)]
+struct Progress {
+    terminal: bool,
+}
+
+impl Progress {
+    const EVERY: Duration = Duration::from_millis(200);
+
+    fn show(&self, line: &str, last: bool) {
+        if self.terminal {
+            // Return to the start of the line and clear it.
+            eprint!("\r\x1b[K{line}{}", if last { "\n" } else { "" });
+        } else {
+            eprintln!("{line}");
+        }
+    }
+}
+
+/// `bytes` for people: B, kB, MB, GB (powers of 1000).
+fn human_bytes(bytes: u64) -> String {
+    let b = bytes as f64;
+    match bytes {
+        0..1_000 => format!("{bytes} B"),
+        1_000..1_000_000 => format!("{:.1} kB", b / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1} MB", b / 1e6),
+        _ => format!("{:.2} GB", b / 1e9),
+    }
 }
 
 fn flag_values(snapshot: &Snapshot) -> HashMap<String, Value> {
@@ -390,7 +425,7 @@ impl Printer {
             known: HashMap::new(),
             last_error: None,
             changes: 0,
-            initial_burst_until: None,
+            progress: None,
         }
     }
 
@@ -430,12 +465,35 @@ impl Printer {
         }
     }
 
-    fn ready(&mut self, snapshot: &Snapshot) {
+    /// Show how much of the initial data has arrived.
+    fn loading(&self, bytes: u64) {
+        if let Some(p) = &self.progress {
+            p.show(
+                &format!(
+                    "loading: {} received ({:.1} s)",
+                    human_bytes(bytes),
+                    self.elapsed()
+                ),
+                false,
+            );
+        }
+    }
+
+    fn ready(&mut self, snapshot: &Snapshot, bytes: u64) {
         self.initialized = true;
         self.known = flag_values(snapshot);
-        self.initial_burst_until = Some(Instant::now() + Duration::from_millis(500));
         let (flags, segments) = (snapshot.len(Kind::Flag), snapshot.len(Kind::Segment));
         let ms = self.start.elapsed().as_millis();
+        if let Some(p) = self.progress.take() {
+            p.show(
+                &format!(
+                    "initialized in {ms} ms: {} ({} received)",
+                    plural(flags, "flag", "flags"),
+                    human_bytes(bytes)
+                ),
+                true,
+            );
+        }
         if self.json {
             self.json_line(json!({"type": "initialized", "flags": flags, "segments": segments, "elapsed_ms": ms}));
         } else {
@@ -460,16 +518,6 @@ impl Printer {
             .get(Kind::Flag, key)
             .and_then(|i| serde_json::from_str::<Value>(i.raw_str()).ok());
         let old = self.known.get(key);
-        if old == new.as_ref() {
-            if self
-                .initial_burst_until
-                .is_some_and(|until| Instant::now() < until)
-            {
-                return;
-            }
-        } else {
-            self.initial_burst_until = None;
-        }
         self.changes += 1;
         if self.json {
             self.json_line(json!({
@@ -579,6 +627,8 @@ async fn print_updates(
     let deadline = duration.map(|d| tokio::time::Instant::now() + d);
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
+    let mut progress = tokio::time::interval(Progress::EVERY);
+    progress.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let sleep = async {
             match deadline {
@@ -589,10 +639,13 @@ async fn print_updates(
         tokio::select! {
             _ = &mut ctrl_c => return Ok(()),
             () = sleep => return Ok(()),
+            _ = progress.tick(), if printer.progress.is_some() => {
+                printer.loading(session.bytes_received());
+            }
             update = session.next() => match update {
                 None => return Ok(()),
                 Some(Update::Status(s)) => printer.status(&s),
-                Some(Update::Ready) => printer.ready(&session.snapshot()),
+                Some(Update::Ready) => printer.ready(&session.snapshot(), session.bytes_received()),
                 Some(Update::FlagChanged(key)) => printer.flag_changed(&key, &session.snapshot()),
             },
         }
@@ -618,6 +671,11 @@ async fn watch(args: WatchArgs) -> Result<(), CliError> {
     );
     let mut session = Session::start(&opts).map_err(CliError::usage)?;
     let mut printer = Printer::new(args.json);
+    if args.progress || std::io::stderr().is_terminal() {
+        printer.progress = Some(Progress {
+            terminal: std::io::stderr().is_terminal(),
+        });
+    }
     let result = print_updates(&mut session, &mut printer, duration).await;
     session.close().await;
     result
