@@ -87,17 +87,33 @@ impl Error {
 /// Unknown event names are returned as [`Event::Unknown`] without parsing `data`,
 /// which may be anything (PROTOCOL.md C.2).
 pub fn parse_event(event_type: &str, data: &Bytes) -> Result<Event, Error> {
-    match event_type {
+    let parsed = match event_type {
         "put" => parse_put(data),
         "patch" => parse_patch(data),
         "delete" => parse_delete(data),
-        other => Ok(Event::Unknown(other.to_owned())),
-    }
+        other => return Ok(Event::Unknown(other.to_owned())),
+    };
+    parsed.map_err(|e| malformed_first(e, data))
 }
 
 /// Parse an FDv1 polling response body `{"flags":{…},"segments":{…}}`.
 pub fn parse_poll(body: &Bytes) -> Result<Vec<Change>, Error> {
-    split_all_data(body, false).map_err(|e| Error::from_decode("poll", e))
+    split_all_data(body, false).map_err(|e| malformed_first(Error::from_decode("poll", e), body))
+}
+
+/// Data that is both of the wrong shape and not JSON at all is malformed JSON
+/// (INVALID_DATA), whichever problem comes first in the text, as for a parser that reads
+/// the whole document before looking at its shape (PROTOCOL.md B §1.7). Only runs on the
+/// error path.
+fn malformed_first(err: Error, data: &[u8]) -> Error {
+    match err {
+        Error::Schema { event }
+            if serde_json::from_slice::<serde::de::IgnoredAny>(data).is_err() =>
+        {
+            Error::MalformedJson { event }
+        }
+        other => other,
+    }
 }
 
 /// The kind and key named by a stream path (`/flags/KEY`, `/segments/KEY`), or `None`

@@ -65,8 +65,19 @@ fn malformed_json_is_invalid_data_and_schema_mismatch_is_unknown() {
             .kind(),
         ErrorKind::Unknown
     );
-    // Truncated and schema-invalid at once: the harness's delete case.
-    assert!(parse("delete", r#"{"path":"/flags/x","version":"no""#).is_err());
+    // Truncated and schema-invalid at once (the harness's delete case): malformed wins.
+    assert_eq!(
+        parse("delete", r#"{"path":"/flags/x","version":"no""#)
+            .unwrap_err()
+            .kind(),
+        ErrorKind::InvalidData
+    );
+    assert_eq!(
+        parse("put", r#"{"data":{"flags":true,"segments":{}}"#)
+            .unwrap_err()
+            .kind(),
+        ErrorKind::InvalidData
+    );
     assert_eq!(
         parse("delete", r#"{"path":"/flags/x","version":"no"}"#)
             .unwrap_err()
