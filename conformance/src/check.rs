@@ -269,3 +269,27 @@ fn check_store(spec: &StoreSpec, snap: &Snapshot, f: &mut Vec<String>) {
         }
     }
 }
+
+/// The verdict on one scenario run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every expectation holds.
+    Pass,
+    /// Expectations failed, as listed.
+    Fail(Vec<String>),
+    /// A known deviation still shows (the failures, for the report).
+    KnownDeviation(Vec<String>),
+}
+
+/// [`check`], with the scenario's `known_deviation` taken into account.
+pub fn verdict(s: &Scenario, obs: &Observed, timing: Timing) -> Verdict {
+    let failures = check(s, obs, timing);
+    match (&s.known_deviation, failures.is_empty()) {
+        (None, true) => Verdict::Pass,
+        (None, false) => Verdict::Fail(failures),
+        (Some(_), false) => Verdict::KnownDeviation(failures),
+        (Some(d), true) => Verdict::Fail(vec![format!(
+            "passes now, but is marked as a known deviation ({d}): remove known_deviation"
+        )]),
+    }
+}

@@ -11,5 +11,6 @@
 
 pub mod check;
 pub mod live;
+pub mod report;
 pub mod scenario;
 pub mod virtual_run;

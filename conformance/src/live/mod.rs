@@ -91,6 +91,9 @@ fn observed(s: &DataSourceStatus) -> ObservedStatus {
     }
 }
 
+/// How long after its scaled time a store check, a stop or the end is taken.
+pub const SETTLE: Duration = Duration::from_millis(20);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Checkpoint {
     MaxRequests(usize),
@@ -124,7 +127,7 @@ pub async fn run(s: &Scenario, rt: Arc<dyn Runtime>, timing: Timing) -> Result<O
     let e = &s.expect;
     // A store check waits a little past its time, so that data sent at that moment
     // has arrived; a "no more than" count is taken on time (lateness only helps it).
-    let settle = timing.late / 3;
+    let settle = SETTLE;
     let mut points: Vec<(Duration, Checkpoint)> = Vec::new();
     points.extend(
         e.max_requests
