@@ -93,7 +93,10 @@ pub fn check(s: &Scenario, obs: &Observed, timing: Timing) -> Vec<String> {
     }
     for (i, spec) in e.requests.iter().enumerate() {
         let Some(r) = obs.requests.get(i) else {
-            f.push(format!("request #{i} missing ({} made)", obs.requests.len()));
+            f.push(format!(
+                "request #{i} missing ({} made)",
+                obs.requests.len()
+            ));
             continue;
         };
         if let Some(m) = &spec.method

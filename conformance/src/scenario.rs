@@ -253,10 +253,7 @@ impl RespondSpec {
         let sse = headers.iter().any(|(n, v)| {
             n.eq_ignore_ascii_case("content-type") && v.starts_with("text/event-stream")
         });
-        if self.end == EndSpec::Close
-            && !sse
-            && !has("content-length")
-            && !has("transfer-encoding")
+        if self.end == EndSpec::Close && !sse && !has("content-length") && !has("transfer-encoding")
         {
             let len: usize = chunks.iter().map(|(_, b)| b.len()).sum();
             headers.push(("Content-Length".into(), len.to_string()));
@@ -547,7 +544,11 @@ pub fn load_all() -> Result<Vec<Scenario>, String> {
             Ok(s) => {
                 let stem = path.file_stem().unwrap_or_default().to_string_lossy();
                 if s.name != stem {
-                    errors.push(format!("{}: name {:?} != file stem", path.display(), s.name));
+                    errors.push(format!(
+                        "{}: name {:?} != file stem",
+                        path.display(),
+                        s.name
+                    ));
                 }
                 out.push(s);
             }

@@ -258,7 +258,10 @@ fn events_comments_bom_and_numbered_callbacks() {
     );
     let r = &stream.requests()[0];
     assert_eq!(r.method, "GET");
-    assert_eq!(header(&r.head, "accept").as_deref(), Some("text/event-stream"));
+    assert_eq!(
+        header(&r.head, "accept").as_deref(),
+        Some("text/event-stream")
+    );
 }
 
 #[test]
@@ -313,16 +316,14 @@ fn restart_command_reconnects() {
     let body = leak(format!("{SSE_HEAD}data: hi\n\n"));
     let stream = StreamServer::start(vec![(body, false)]);
     let cb = Callbacks::start();
-    let loc = service.create(json!({"streamUrl": stream.url(), "callbackUrl": cb.url(), "initialDelayMs": 0}));
+    let loc = service
+        .create(json!({"streamUrl": stream.url(), "callbackUrl": cb.url(), "initialDelayMs": 0}));
     cb.wait(1);
     let (status, _, _) = service.call("POST", &loc, Some(&json!({"command": "restart"})));
     assert_eq!(status / 100, 2);
     let got = cb.wait(2);
     assert!(
-        got.iter()
-            .filter(|(_, v)| v["kind"] == "event")
-            .count()
-            >= 2,
+        got.iter().filter(|(_, v)| v["kind"] == "event").count() >= 2,
         "{got:?}"
     );
     assert!(stream.requests().len() >= 2);
@@ -384,7 +385,8 @@ fn http_204_stops_reconnecting() {
     let service = Service::start();
     let stream = StreamServer::start(vec![("HTTP/1.1 204 No Content\r\n\r\n", true)]);
     let cb = Callbacks::start();
-    service.create(json!({"streamUrl": stream.url(), "callbackUrl": cb.url(), "initialDelayMs": 0}));
+    service
+        .create(json!({"streamUrl": stream.url(), "callbackUrl": cb.url(), "initialDelayMs": 0}));
     let got = cb.wait(1);
     assert_eq!(got[0].1["kind"], "error");
     thread::sleep(Duration::from_millis(500));

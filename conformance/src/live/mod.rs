@@ -135,12 +135,12 @@ pub async fn run(s: &Scenario, rt: Arc<dyn Runtime>, timing: Timing) -> Result<O
             .enumerate()
             .map(|(i, m)| (scaled(m.by_ms, scale), Checkpoint::MaxRequests(i))),
     );
-    points.extend(
-        e.min_requests
-            .iter()
-            .enumerate()
-            .map(|(i, m)| (scaled(m.by_ms, scale) + timing.late, Checkpoint::MinRequests(i))),
-    );
+    points.extend(e.min_requests.iter().enumerate().map(|(i, m)| {
+        (
+            scaled(m.by_ms, scale) + timing.late,
+            Checkpoint::MinRequests(i),
+        )
+    }));
     points.extend(
         e.store
             .iter()

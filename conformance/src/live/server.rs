@@ -171,7 +171,12 @@ fn hold(stream: &TcpStream, s: &Shared) {
         match r.read(&mut buf) {
             Ok(0) => return,
             Ok(_) => {}
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
                 if s.stop.load(Ordering::SeqCst) {
                     return;
                 }
