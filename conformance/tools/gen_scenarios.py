@@ -166,9 +166,7 @@ reconnects_after("validation_patch_schema_mismatch_reconnects", ev("patch", '{"p
 reconnects_after("validation_delete_schema_mismatch_reconnects", ev("delete", '{"path":"/flags/x","version":"no"}'), "unknown",
                  "A delete whose version is a string drops the stream with UNKNOWN (C.2 validation, E 24).")
 reconnects_after("validation_truncated_delete_reconnects", ev("delete", '{"path":"/flags/x","version":"no"'), "invalid_data",
-                 "The harness's truncated delete is malformed JSON: INVALID_DATA and a reconnect (C.2 validation, B 1.7 case 1).",
-                 deviation="core reports UNKNOWN, not INVALID_DATA, for malformed JSON whose schema error (version \"no\") "
-                           "comes before the truncation; PROTOCOL.md B 1.7 says any JSON decode error is INVALID_DATA")
+                 "The harness's truncated delete is malformed JSON: INVALID_DATA and a reconnect (C.2 validation, B 1.7 case 1).")
 reconnects_after("validation_patch_without_version_reconnects", ev("patch", '{"path":"/flags/x","data":{"key":"x"}}'), "unknown",
                  "A patched object without a version does not match the schema: UNKNOWN and a reconnect (B 1.6).")
 
