@@ -144,50 +144,61 @@ async fn reconnects_with_last_event_id_after_a_drop(rt: Rt) {
 }
 
 async fn unauthorized_under_retry_policy_keeps_initializing_without_a_fast_retry(rt: Rt) {
-    let server = Server::start(|_, r| {
-        r.send("HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n");
-        After::Close
-    });
-    let client = builder(&rt, &server.url()).build().unwrap();
-    client.start().unwrap();
-    assert!(
-        !client
-            .wait_for_initialization(Duration::from_millis(400))
-            .await
-    );
-    let st = client.status();
-    assert_eq!(st.state, State::Initializing);
-    let err = st.error.unwrap();
-    assert_eq!((err.kind, err.status_code), (ErrorKind::ErrorResponse, 401));
-    assert!(err.message.contains("401"), "{}", err.message);
-    assert!(err.time <= std::time::SystemTime::now());
-    assert_eq!(server.connections(), 1, "no retry within 5 minutes");
-    client.close().await;
-    assert_eq!(client.status().state, State::Off);
+    for code in [401u16, 403] {
+        let server = Server::start(move |_, r| {
+            r.send(&format!(
+                "HTTP/1.1 {code} Denied\r\nContent-Length: 0\r\n\r\n"
+            ));
+            After::Close
+        });
+        let client = builder(&rt, &server.url()).build().unwrap();
+        client.start().unwrap();
+        assert!(
+            !client
+                .wait_for_initialization(Duration::from_millis(400))
+                .await
+        );
+        let st = client.status();
+        assert_eq!(st.state, State::Initializing);
+        let err = st.error.unwrap();
+        assert_eq!(
+            (err.kind, err.status_code),
+            (ErrorKind::ErrorResponse, code)
+        );
+        assert!(err.message.contains(&code.to_string()), "{}", err.message);
+        assert!(err.time <= std::time::SystemTime::now());
+        assert_eq!(server.connections(), 1, "no retry within 5 minutes");
+        client.close().await;
+        assert_eq!(client.status().state, State::Off);
+    }
 }
 
 async fn unauthorized_under_stop_policy_turns_off(rt: Rt) {
-    let server = Server::start(|_, r| {
-        r.send("HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n");
-        After::Close
-    });
-    let client = builder(&rt, &server.url())
-        .unrecoverable(UnrecoverablePolicy::Stop)
-        .build()
-        .unwrap();
-    client.start().unwrap();
-    let t0 = std::time::Instant::now();
-    assert!(!client.wait_for_initialization(5 * SEC).await);
-    assert!(
-        t0.elapsed() < 3 * SEC,
-        "readiness ends the wait when the source gives up"
-    );
-    let st = client.status();
-    assert_eq!(st.state, State::Off);
-    assert_eq!(st.error.unwrap().status_code, 401);
-    sleep(&rt, Duration::from_millis(100)).await;
-    assert_eq!(server.connections(), 1);
-    client.close().await;
+    for code in [401u16, 403] {
+        let server = Server::start(move |_, r| {
+            r.send(&format!(
+                "HTTP/1.1 {code} Denied\r\nContent-Length: 0\r\n\r\n"
+            ));
+            After::Close
+        });
+        let client = builder(&rt, &server.url())
+            .unrecoverable(UnrecoverablePolicy::Stop)
+            .build()
+            .unwrap();
+        client.start().unwrap();
+        let t0 = std::time::Instant::now();
+        assert!(!client.wait_for_initialization(5 * SEC).await);
+        assert!(
+            t0.elapsed() < 3 * SEC,
+            "readiness ends the wait when the source gives up"
+        );
+        let st = client.status();
+        assert_eq!(st.state, State::Off);
+        assert_eq!(st.error.unwrap().status_code, code);
+        sleep(&rt, Duration::from_millis(100)).await;
+        assert_eq!(server.connections(), 1);
+        client.close().await;
+    }
 }
 
 async fn service_unavailable_then_recovery(rt: Rt) {
