@@ -1,7 +1,9 @@
 //! What a data source asks the store to do.
 
+use bytes::Bytes;
+
 use super::deps::ItemRef;
-use super::{Item, Kind};
+use super::{DecodeError, Item, Kind, decode};
 
 /// Which protocol's rules apply a [`ChangeSet`] (DESIGN.md §3): the two apply modes of
 /// one store.
@@ -54,6 +56,27 @@ pub struct Change {
     pub item: Item,
     /// What the item references (see [`super::DependencyIndex`]).
     pub depends_on: Vec<ItemRef>,
+}
+
+impl Change {
+    /// Decode `raw` as an item of `kind`, stored under its own `key` field.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use flagsync_core::store::{Change, Kind};
+    ///
+    /// let c = Change::from_json(Kind::Flag, Bytes::from_static(br#"{"key":"f","version":2}"#)).unwrap();
+    /// assert_eq!((c.key.as_str(), c.item.version), ("f", 2));
+    /// ```
+    pub fn from_json(kind: Kind, raw: Bytes) -> Result<Self, DecodeError> {
+        let d = decode(kind, raw)?;
+        Ok(Self {
+            kind,
+            key: d.key.ok_or(DecodeError::Schema)?,
+            item: d.item,
+            depends_on: d.depends_on,
+        })
+    }
 }
 
 /// A batch of writes with the rules to apply them by.

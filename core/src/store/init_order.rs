@@ -70,16 +70,10 @@ mod tests {
     use bytes::Bytes;
 
     use super::*;
-    use crate::store::{Change, ChangeSet, Store, decode};
+    use crate::store::{Change, ChangeSet, Store};
 
     fn change(kind: Kind, json: &str) -> Change {
-        let d = decode(kind, Bytes::copy_from_slice(json.as_bytes())).unwrap();
-        Change {
-            kind,
-            key: d.key.clone().unwrap(),
-            item: d.item,
-            depends_on: d.depends_on,
-        }
+        Change::from_json(kind, Bytes::copy_from_slice(json.as_bytes())).unwrap()
     }
 
     #[test]

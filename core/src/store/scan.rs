@@ -194,81 +194,61 @@ impl<'a> Scan<'a> {
         }
     }
 
+    /// A comma-separated sequence between `open` and `close`, calling `each` for every
+    /// element (the elements of an array, the members of an object).
+    #[inline]
+    fn sequence(
+        &mut self,
+        open: u8,
+        close: u8,
+        mut each: impl FnMut(&mut Self) -> Result<()>,
+    ) -> Result<()> {
+        self.eat(open)?;
+        self.enter()?;
+        if self.peek() == Some(close) {
+            self.i += 1;
+            self.depth -= 1;
+            return Ok(());
+        }
+        loop {
+            each(self)?;
+            match self.peek() {
+                Some(b',') => self.i += 1,
+                Some(c) if c == close => {
+                    self.i += 1;
+                    self.depth -= 1;
+                    return Ok(());
+                }
+                _ => return Err(SYNTAX),
+            }
+        }
+    }
+
     /// An object, calling `member` with each key (the scanner sits before the value,
     /// which `member` must consume).
     fn object(
         &mut self,
         mut member: impl FnMut(&mut Self, Cow<'a, [u8]>) -> Result<()>,
     ) -> Result<()> {
-        self.eat(b'{')?;
-        self.enter()?;
-        if self.peek() == Some(b'}') {
-            self.i += 1;
-            self.depth -= 1;
-            return Ok(());
-        }
-        loop {
-            let key = self.string()?;
-            let key = self.raw_text(key)?;
-            self.eat(b':')?;
-            member(self, key)?;
-            match self.peek() {
-                Some(b',') => self.i += 1,
-                Some(b'}') => {
-                    self.i += 1;
-                    self.depth -= 1;
-                    return Ok(());
-                }
-                _ => return Err(SYNTAX),
-            }
-        }
+        self.sequence(b'{', b'}', |s| {
+            let key = s.string()?;
+            let key = s.raw_text(key)?;
+            s.eat(b':')?;
+            member(s, key)
+        })
     }
 
     /// An object whose keys nobody reads: no key is decoded.
     fn skip_object(&mut self) -> Result<()> {
-        self.eat(b'{')?;
-        self.enter()?;
-        if self.peek() == Some(b'}') {
-            self.i += 1;
-            self.depth -= 1;
-            return Ok(());
-        }
-        loop {
-            self.string()?;
-            self.eat(b':')?;
-            self.value()?;
-            match self.peek() {
-                Some(b',') => self.i += 1,
-                Some(b'}') => {
-                    self.i += 1;
-                    self.depth -= 1;
-                    return Ok(());
-                }
-                _ => return Err(SYNTAX),
-            }
-        }
+        self.sequence(b'{', b'}', |s| {
+            s.string()?;
+            s.eat(b':')?;
+            s.value()
+        })
     }
 
-    fn array(&mut self, mut element: impl FnMut(&mut Self) -> Result<()>) -> Result<()> {
-        self.eat(b'[')?;
-        self.enter()?;
-        if self.peek() == Some(b']') {
-            self.i += 1;
-            self.depth -= 1;
-            return Ok(());
-        }
-        loop {
-            element(self)?;
-            match self.peek() {
-                Some(b',') => self.i += 1,
-                Some(b']') => {
-                    self.i += 1;
-                    self.depth -= 1;
-                    return Ok(());
-                }
-                _ => return Err(SYNTAX),
-            }
-        }
+    fn array(&mut self, element: impl FnMut(&mut Self) -> Result<()>) -> Result<()> {
+        self.sequence(b'[', b']', element)
     }
 
     /// Expect a value of the shape `open`; a well-formed value of another shape is a

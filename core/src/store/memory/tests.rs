@@ -2,16 +2,10 @@ use bytes::Bytes;
 use proptest::prelude::*;
 
 use super::*;
-use crate::store::{Change, ChangeSet, decode};
+use crate::store::{Change, ChangeSet};
 
 fn change(kind: Kind, json: &str) -> Change {
-    let d = decode(kind, Bytes::copy_from_slice(json.as_bytes())).unwrap();
-    Change {
-        kind,
-        key: d.key.clone().unwrap(),
-        item: d.item,
-        depends_on: d.depends_on,
-    }
+    Change::from_json(kind, Bytes::copy_from_slice(json.as_bytes())).unwrap()
 }
 
 fn flag(key: &str, version: u64) -> Change {
