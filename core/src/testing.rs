@@ -389,8 +389,9 @@ pub enum ScriptInput {
 }
 
 /// A script replay that checks the core's invariants after every drain: a deadline
-/// that fired moves forward, `poll_output` keeps returning `Wait` once drained, and the
-/// state never panics.
+/// that fired moves forward, `poll_output` keeps returning `Wait` once drained, an
+/// item's version never goes backwards (or disappears) without a full replacement, and
+/// nothing panics.
 pub struct ScriptRun {
     /// The system.
     pub system: DataSystem,
@@ -460,7 +461,23 @@ impl ScriptRun {
             },
         };
         let timeout = matches!(input, Input::Timeout);
+        let before = self.system.snapshot();
+        let full_transfers = self.system.store().full_transfers();
         self.system.handle_input(self.now, input);
+        if self.system.store().full_transfers() == full_transfers {
+            // Without a full replacement, FDv1 rules never move a version backwards.
+            for kind in crate::Kind::ALL {
+                for (key, old) in before.iter_including_deleted(kind) {
+                    let new = self.system.store().data().get_including_deleted(kind, key);
+                    assert!(
+                        new.is_some_and(|n| n.version >= old.version),
+                        "{kind}/{key} went from version {} to {:?}",
+                        old.version,
+                        new.map(|n| n.version)
+                    );
+                }
+            }
+        }
         loop {
             let out = self.system.poll_output();
             match &out {

@@ -39,6 +39,7 @@ pub struct Store {
     data: Snapshot,
     deps: DependencyIndex,
     selector: Selector,
+    full_transfers: u64,
 }
 
 impl Store {
@@ -67,6 +68,12 @@ impl Store {
         &self.selector
     }
 
+    /// How many full data sets have been applied: only these may move an item's version
+    /// backwards under FDv1 rules.
+    pub fn full_transfers(&self) -> u64 {
+        self.full_transfers
+    }
+
     /// The dependency index.
     pub fn dependencies(&self) -> &DependencyIndex {
         &self.deps
@@ -82,6 +89,7 @@ impl Store {
     }
 
     fn apply_full(&mut self, cs: ChangeSet) -> Applied {
+        self.full_transfers += 1;
         let old = std::mem::take(&mut self.data);
         let mut new = Snapshot {
             initialized: true,

@@ -118,3 +118,44 @@ proptest! {
         prop_assert_eq!(h.open_connections(), 1);
     }
 }
+
+/// The fuzz target's script runner, on a hand-written script: its invariant checks
+/// run in every `cargo test`, not only under the fuzzer.
+#[test]
+fn script_runner_checks_hold_on_a_session_with_faults() {
+    use crate::testing::{ScriptInput as S, ScriptRun, Step};
+    let t0 = crate::testing::origin();
+    let system = crate::DataSystem::new(config(Mode::Streaming), 3, t0).unwrap();
+    let mut run = ScriptRun::new(system, t0);
+    let steps = [
+        (0, S::Start),
+        (5, S::Connected(0)),
+        (1, S::Head(0, 200, true)),
+        (1, S::Data(0, put(&[("a", 5), ("b", 1)], &[]).into_bytes())),
+        (1, S::Data(0, patch(Kind::Flag, "a", 3).into_bytes())),
+        (1, S::Data(0, b"event: patch\ndata: {sorry\n\n".to_vec())),
+        (2_000, S::Timeout),
+        (5, S::Connected(1)),
+        (1, S::Head(1, 503, false)),
+        (1, S::Closed(1, true)),
+        (40_000, S::Timeout),
+        (1, S::Head(2, 200, true)),
+        (1, S::Data(2, put(&[("a", 1)], &[]).into_bytes())),
+        (301_000, S::Timeout),
+        (1, S::Stop),
+    ];
+    for (advance_ms, input) in steps {
+        run.step(&Step { advance_ms, input });
+    }
+    assert_eq!(items_of(&run.system), [("a".to_owned(), 1)]);
+    assert_eq!(run.system.status().state, crate::State::Off);
+}
+
+fn items_of(system: &crate::DataSystem) -> Vec<(String, u64)> {
+    system
+        .snapshot()
+        .sorted(Kind::Flag)
+        .into_iter()
+        .map(|(k, i)| (k.to_owned(), i.version))
+        .collect()
+}
