@@ -146,7 +146,7 @@ async fn reconnects_with_last_event_id_after_a_drop(rt: Rt) {
 async fn unauthorized_under_retry_policy_keeps_initializing_without_a_fast_retry(rt: Rt) {
     for code in [401u16, 403] {
         let server = Server::start(move |_, r| {
-            r.send(&format!(
+            r.send(format!(
                 "HTTP/1.1 {code} Denied\r\nContent-Length: 0\r\n\r\n"
             ));
             After::Close
@@ -176,7 +176,7 @@ async fn unauthorized_under_retry_policy_keeps_initializing_without_a_fast_retry
 async fn unauthorized_under_stop_policy_turns_off(rt: Rt) {
     for code in [401u16, 403] {
         let server = Server::start(move |_, r| {
-            r.send(&format!(
+            r.send(format!(
                 "HTTP/1.1 {code} Denied\r\nContent-Length: 0\r\n\r\n"
             ));
             After::Close
