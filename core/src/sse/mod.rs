@@ -51,7 +51,7 @@ mod utf8;
 #[cfg(test)]
 mod tests;
 
-pub use item::{Event, Item};
+pub use item::{Event, Item, SharedStr};
 pub use parser::Parser;
 
 /// Limits on the buffers of a [`Parser`].
