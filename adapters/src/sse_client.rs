@@ -295,8 +295,8 @@ impl Sink<EventStream> for EventSink {
             },
             StreamOutput::Item(sse::Item::Event(e)) => SseEvent::Event {
                 data: e.data_str().to_owned(),
-                event_type: e.event_type,
-                id: e.id,
+                event_type: e.event_type.into(),
+                id: e.id.into(),
             },
             StreamOutput::Item(sse::Item::Comment(c)) => SseEvent::Comment(c),
             StreamOutput::Failed { error, retry_at } => {

@@ -2,10 +2,24 @@
 //!
 //! Run with `cargo bench -p flagsync-core --bench sse`. Every contender sees the same
 //! bytes, delivered in the same 16 KiB reads.
+//!
+//! Two setups, identical for both parsers:
+//!
+//! - `flagsync` / `sse_stream`: one parser lives across iterations, as on one long-lived
+//!   connection; every iteration feeds it the same bytes again (the stream ends on an
+//!   event boundary, so each iteration starts in the same state). flagsync's parser is
+//!   fed with `handle_bytes`; sse-stream's `SseByteStream` reads an input stream that is
+//!   refilled each iteration and is `Pending` (not ended) in between, so neither parser
+//!   is rebuilt. Each consumer drops every event right away.
+//! - `*_fresh_parser`: a new parser per iteration, so every buffer is allocated (and, for
+//!   the 50 MB line, page-faulted) again.
 
+use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::hint::black_box;
 use std::pin::pin;
+use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -59,8 +73,7 @@ fn reads(stream: Vec<u8>) -> Vec<Bytes> {
         .collect()
 }
 
-fn flagsync(chunks: &[Bytes]) -> usize {
-    let mut parser = Parser::new(Config::default());
+fn flagsync(parser: &mut Parser, chunks: &[Bytes]) -> usize {
     let mut events = 0;
     for chunk in chunks {
         parser.handle_bytes(chunk);
@@ -70,8 +83,52 @@ fn flagsync(chunks: &[Bytes]) -> usize {
             }
         }
     }
+    events
+}
+
+fn flagsync_fresh(chunks: &[Bytes]) -> usize {
+    let mut parser = Parser::new(Config::default());
+    let events = flagsync(&mut parser, chunks);
     parser.handle_eof();
     events
+}
+
+/// The input of a long-lived `SseByteStream`: the reads queued so far, then `Pending`.
+type Reads = Rc<RefCell<VecDeque<Bytes>>>;
+
+fn persistent_sse_stream(
+    reads: Reads,
+) -> impl Stream<Item = Result<sse_stream::Sse, sse_stream::Error>> {
+    let input = futures_util::stream::poll_fn(move |_| match reads.borrow_mut().pop_front() {
+        Some(read) => Poll::Ready(Some(Ok::<_, Infallible>(read))),
+        None => Poll::Pending,
+    });
+    sse_stream::SseByteStream::new(input)
+}
+
+/// Feed one iteration's reads to a long-lived `SseByteStream` and drain it.
+fn sse_stream_persistent<S>(
+    stream: &mut std::pin::Pin<&mut S>,
+    reads: &Reads,
+    chunks: &[Bytes],
+) -> usize
+where
+    S: Stream<Item = Result<sse_stream::Sse, sse_stream::Error>>,
+{
+    reads.borrow_mut().extend(chunks.iter().cloned());
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut events = 0;
+    loop {
+        match stream.as_mut().poll_next(&mut cx) {
+            Poll::Ready(Some(Ok(sse))) => {
+                let sse = black_box(sse);
+                events += usize::from(sse.data.is_some_and(|data| !data.is_empty()));
+            }
+            Poll::Ready(Some(Err(error))) => panic!("sse-stream error: {error}"),
+            Poll::Ready(None) => unreachable!("the input never ends"),
+            Poll::Pending => return events,
+        }
+    }
 }
 
 fn sse_stream(chunks: &[Bytes]) -> usize {
@@ -102,7 +159,26 @@ fn memchr_floor(chunks: &[Bytes]) -> usize {
 fn workload(c: &mut Criterion, name: &str, stream: Vec<u8>, expected_events: usize) {
     let len = stream.len() as u64;
     let chunks = reads(stream);
-    assert_eq!(flagsync(&chunks), expected_events, "flagsync event count");
+    let mut parser = Parser::new(Config::default());
+    let queue = Reads::default();
+    let mut stream = pin!(persistent_sse_stream(Rc::clone(&queue)));
+    for _ in 0..2 {
+        assert_eq!(
+            flagsync(&mut parser, &chunks),
+            expected_events,
+            "flagsync event count"
+        );
+        assert_eq!(
+            sse_stream_persistent(&mut stream, &queue, &chunks),
+            expected_events,
+            "sse-stream event count"
+        );
+    }
+    assert_eq!(
+        flagsync_fresh(&chunks),
+        expected_events,
+        "flagsync event count"
+    );
     assert_eq!(
         sse_stream(&chunks),
         expected_events,
@@ -114,8 +190,18 @@ fn workload(c: &mut Criterion, name: &str, stream: Vec<u8>, expected_events: usi
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(5));
-    group.bench_function("flagsync", |b| b.iter(|| flagsync(black_box(&chunks))));
-    group.bench_function("sse_stream", |b| b.iter(|| sse_stream(black_box(&chunks))));
+    group.bench_function("flagsync", |b| {
+        b.iter(|| flagsync(&mut parser, black_box(&chunks)))
+    });
+    group.bench_function("sse_stream", |b| {
+        b.iter(|| sse_stream_persistent(&mut stream, &queue, black_box(&chunks)))
+    });
+    group.bench_function("flagsync_fresh_parser", |b| {
+        b.iter(|| flagsync_fresh(black_box(&chunks)))
+    });
+    group.bench_function("sse_stream_fresh_parser", |b| {
+        b.iter(|| sse_stream(black_box(&chunks)))
+    });
     group.bench_function("memchr_floor", |b| {
         b.iter(|| memchr_floor(black_box(&chunks)))
     });

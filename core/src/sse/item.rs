@@ -1,5 +1,11 @@
 //! What the parser produces: events, comments and reconnection delays.
 
+use std::borrow::Borrow;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::ops::Deref;
+use std::sync::Arc;
+
 use bytes::Bytes;
 
 /// One unit of parser output, in stream order.
@@ -24,7 +30,7 @@ pub enum Item {
 pub struct Event {
     /// The event type: the last `event` field of the block, or `"message"` when there was
     /// none (or it was empty).
-    pub event_type: String,
+    pub event_type: SharedStr,
     /// The `data` field values joined with LF (the final LF removed).
     ///
     /// Always valid UTF-8 when built by the parser; see [`Event::data_str`]. The data of
@@ -32,7 +38,7 @@ pub struct Event {
     /// which is freed when the last of them is dropped; copy it to keep it long-term.
     pub data: Bytes,
     /// The last event id at dispatch time (`""` if none): ids persist across events.
-    pub id: String,
+    pub id: SharedStr,
 }
 
 impl Event {
@@ -48,5 +54,156 @@ impl Event {
                 std::str::from_utf8(valid).unwrap_or_default()
             }
         }
+    }
+}
+
+/// An immutable string that is cheap to clone: an event type or an event id.
+///
+/// The parser hands out the same allocation for a type or id that repeats (`put`,
+/// `patch`, an unchanged last event id), so dispatching an event allocates no string.
+/// It dereferences to `str` and compares with `str`, `&str` and `String`.
+#[derive(Clone)]
+pub struct SharedStr(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Static(&'static str),
+    Shared(Arc<str>),
+}
+
+impl SharedStr {
+    /// Wrap a string literal (no allocation).
+    pub const fn from_static(text: &'static str) -> Self {
+        Self(Repr::Static(text))
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            Repr::Static(text) => text,
+            Repr::Shared(text) => text,
+        }
+    }
+}
+
+impl Default for SharedStr {
+    fn default() -> Self {
+        Self::from_static("")
+    }
+}
+
+impl Deref for SharedStr {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for SharedStr {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl Borrow<str> for SharedStr {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl fmt::Debug for SharedStr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for SharedStr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.as_str(), f)
+    }
+}
+
+impl PartialEq for SharedStr {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for SharedStr {}
+
+impl PartialOrd for SharedStr {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for SharedStr {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl Hash for SharedStr {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl PartialEq<str> for SharedStr {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for SharedStr {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for SharedStr {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<SharedStr> for str {
+    fn eq(&self, other: &SharedStr) -> bool {
+        self == other.as_str()
+    }
+}
+
+impl PartialEq<SharedStr> for &str {
+    fn eq(&self, other: &SharedStr) -> bool {
+        *self == other.as_str()
+    }
+}
+
+impl PartialEq<SharedStr> for String {
+    fn eq(&self, other: &SharedStr) -> bool {
+        self == other.as_str()
+    }
+}
+
+impl From<&str> for SharedStr {
+    fn from(text: &str) -> Self {
+        if text.is_empty() {
+            Self::default()
+        } else {
+            Self(Repr::Shared(Arc::from(text)))
+        }
+    }
+}
+
+impl From<String> for SharedStr {
+    fn from(text: String) -> Self {
+        Self::from(text.as_str())
+    }
+}
+
+impl From<SharedStr> for String {
+    fn from(text: SharedStr) -> Self {
+        text.as_str().to_owned()
     }
 }

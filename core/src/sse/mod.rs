@@ -51,14 +51,16 @@ mod utf8;
 #[cfg(test)]
 mod tests;
 
-pub use item::{Event, Item};
+pub use item::{Event, Item, SharedStr};
 pub use parser::Parser;
 
 /// Limits on the buffers of a [`Parser`].
 ///
 /// Going over a limit produces an in-band [`Error`] and fails the parser until
 /// [`Parser::reset`]. Memory held by a parser stays within a small multiple of
-/// `max_line_len + max_event_len` (buffers grow by doubling).
+/// `max_line_len + max_event_len` (buffers grow by doubling). The allocation of the last
+/// long line is kept across events and [`Parser::reset`], so that the next long line can
+/// reuse it once the consumer has dropped the event data that shares it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {
     /// Longest line accepted, in bytes, not counting its terminator (CR, LF or CRLF).

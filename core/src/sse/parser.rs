@@ -9,7 +9,7 @@ use std::mem;
 use bytes::{Buf, BytesMut};
 
 use super::utf8::Utf8Progress;
-use super::{Config, Error, Event, Item};
+use super::{Config, Error, Event, Item, SharedStr};
 
 /// The UTF-8 byte order mark, stripped once at the start of a stream.
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -19,6 +19,21 @@ const DATA_ARENA_LEN: usize = 16 * 1024;
 
 /// Line buffers larger than this are released after their line instead of being kept.
 const MAX_RETAINED_LINE_CAPACITY: usize = 64 * 1024;
+
+/// Event types that need no allocation (FDv1 and FDv2 names, and the default).
+const KNOWN_TYPES: [&str; 11] = [
+    "put",
+    "patch",
+    "delete",
+    "message",
+    "server-intent",
+    "put-object",
+    "delete-object",
+    "payload-transferred",
+    "heart-beat",
+    "goodbye",
+    "error",
+];
 
 /// Whether the start of the stream may still be a BOM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,13 +64,22 @@ pub struct Parser {
     data: BytesMut,
     /// At least one `data` field since the last dispatch (the spec's buffer is non-empty).
     has_data: bool,
-    event_type: String,
+    /// `data` is the allocation of a large line (moved in by `take_data_line`).
+    data_is_line: bool,
+    /// The event type buffer (`""`: none, dispatched as `message`).
+    event_type: SharedStr,
+    /// The last event type that was allocated, reused while the stream repeats it.
+    last_type: SharedStr,
     /// The spec's "last event ID buffer": set by `id` fields, committed at dispatch.
-    id_buffer: String,
+    id_buffer: SharedStr,
     /// An `id` field was seen since the last dispatch (`id_buffer` may differ).
     id_changed: bool,
     /// The committed last event id.
-    last_event_id: String,
+    last_event_id: SharedStr,
+    /// The allocation of the last large line, kept after its event was dispatched: once
+    /// the consumer drops that event's data, the next large line reuses it instead of
+    /// faulting in a fresh buffer (a `put` of tens of MB per connection).
+    retained: BytesMut,
     items: VecDeque<Result<Item, Error>>,
     /// A limit was exceeded: input is ignored until `reset`.
     failed: bool,
@@ -72,10 +96,13 @@ impl Parser {
             line_utf8: Utf8Progress::default(),
             data: BytesMut::new(),
             has_data: false,
-            event_type: String::new(),
-            id_buffer: String::new(),
+            data_is_line: false,
+            event_type: SharedStr::default(),
+            last_type: SharedStr::default(),
+            id_buffer: SharedStr::default(),
             id_changed: false,
-            last_event_id: String::new(),
+            last_event_id: SharedStr::default(),
+            retained: BytesMut::new(),
             items: VecDeque::new(),
             failed: false,
         }
@@ -163,14 +190,16 @@ impl Parser {
         self.line_utf8 = Utf8Progress::default();
         self.data = BytesMut::new();
         self.has_data = false;
-        self.event_type = String::new();
+        self.data_is_line = false;
+        self.event_type = SharedStr::default();
         self.id_buffer.clone_from(&self.last_event_id);
         self.id_changed = false;
     }
 
     fn clear_line(&mut self) {
         if self.line.capacity() > MAX_RETAINED_LINE_CAPACITY {
-            self.line = BytesMut::new();
+            self.line.clear();
+            self.retained = mem::take(&mut self.line);
         } else {
             self.line.clear();
         }
@@ -181,6 +210,7 @@ impl Parser {
         self.failed = true;
         self.line = BytesMut::new();
         self.data = BytesMut::new();
+        self.retained = BytesMut::new();
     }
 
     /// Split input (after the BOM) into lines. Each byte is scanned once.
@@ -227,8 +257,34 @@ impl Parser {
             });
             return;
         }
+        self.reserve_line(input.len());
         self.line.extend_from_slice(input);
         self.line_utf8.advance(&self.line);
+    }
+
+    /// Make room for `additional` more bytes in the line buffer.
+    ///
+    /// A line that outgrows the buffer takes over the retained allocation of an earlier
+    /// large line if nobody else holds it any more; otherwise the buffer doubles.
+    fn reserve_line(&mut self, additional: usize) {
+        let len = self.line.len();
+        if self.line.capacity() - len >= additional {
+            return;
+        }
+        let wanted = len + additional;
+        if self.retained.capacity() < wanted {
+            // Move a uniquely owned allocation's free space to the front (never allocates).
+            let whole = self.retained.capacity() + 1;
+            let _reclaimed = self.retained.try_reclaim(whole);
+        }
+        if self.retained.capacity() >= wanted {
+            let mut reused = mem::take(&mut self.retained);
+            reused.clear();
+            reused.extend_from_slice(&self.line);
+            self.line = reused;
+            return;
+        }
+        self.line.reserve(additional.max(len));
     }
 
     /// A terminator arrived: `content` is the end of the line (or all of it).
@@ -243,6 +299,7 @@ impl Parser {
             self.process_line(content);
             return;
         }
+        self.reserve_line(content.len());
         self.line.extend_from_slice(content);
         let valid = self.line_utf8.is_valid(&self.line);
         self.line_utf8 = Utf8Progress::default();
@@ -270,6 +327,7 @@ impl Parser {
             return;
         }
         self.data = line;
+        self.data_is_line = true;
         self.has_data = true;
     }
 
@@ -288,14 +346,12 @@ impl Parser {
         let value = line.get(value_start..).unwrap_or_default();
         match name {
             [b'd', b'a', b't', b'a'] => self.append_data(value),
-            [b'e', b'v', b'e', b'n', b't'] => {
-                self.event_type.clear();
-                self.event_type.push_str(&decode(value));
-            }
+            [b'e', b'v', b'e', b'n', b't'] => self.set_event_type(value),
             // An id containing NUL is ignored.
             [b'i', b'd'] if memchr::memchr(0, value).is_none() => {
-                self.id_buffer.clear();
-                self.id_buffer.push_str(&decode(value));
+                if self.id_buffer.as_bytes() != value {
+                    self.id_buffer = SharedStr::from(&*decode(value));
+                }
                 self.id_changed = true;
             }
             [b'r', b'e', b't', b'r', b'y'] => {
@@ -307,11 +363,34 @@ impl Parser {
         }
     }
 
+    /// An `event` field: set the type buffer, reusing a known or repeated type's string.
+    ///
+    /// Raw bytes equal to a valid string are that string, so a repeated type is
+    /// recognised without decoding it.
+    fn set_event_type(&mut self, value: &[u8]) {
+        if self.event_type.as_bytes() == value {
+            return;
+        }
+        self.event_type =
+            if let Some(known) = KNOWN_TYPES.iter().find(|known| known.as_bytes() == value) {
+                SharedStr::from_static(known)
+            } else if self.last_type.as_bytes() == value {
+                self.last_type.clone()
+            } else {
+                self.last_type = SharedStr::from(&*decode(value));
+                self.last_type.clone()
+            };
+    }
+
     /// Append a `data` value and its LF to the data buffer.
     fn append_data(&mut self, value: &[u8]) {
-        let value: Cow<'_, [u8]> = match decode(value) {
-            Cow::Borrowed(text) => Cow::Borrowed(text.as_bytes()),
-            Cow::Owned(text) => Cow::Owned(text.into_bytes()),
+        let value: Cow<'_, [u8]> = if value.is_ascii() {
+            Cow::Borrowed(value)
+        } else {
+            match decode(value) {
+                Cow::Borrowed(text) => Cow::Borrowed(text.as_bytes()),
+                Cow::Owned(text) => Cow::Owned(text.into_bytes()),
+            }
         };
         // The spec's buffer holds every value plus one LF each; `data` omits the last LF.
         let current = if self.has_data {
@@ -355,16 +434,20 @@ impl Parser {
             self.id_changed = false;
             self.last_event_id.clone_from(&self.id_buffer);
         }
+        let event_type = mem::take(&mut self.event_type);
         if !self.has_data {
-            self.event_type.clear();
             return;
         }
         self.has_data = false;
         let data = self.data.split().freeze();
-        let event_type = if self.event_type.is_empty() {
-            "message".to_owned()
+        if mem::take(&mut self.data_is_line) {
+            // The rest of a large line's allocation: reusable once `data` is dropped.
+            self.retained = mem::take(&mut self.data);
+        }
+        let event_type = if event_type.is_empty() {
+            SharedStr::from_static("message")
         } else {
-            mem::take(&mut self.event_type)
+            event_type
         };
         self.items.push_back(Ok(Item::Event(Event {
             event_type,
@@ -417,14 +500,35 @@ fn decode(bytes: &[u8]) -> Cow<'_, str> {
 }
 
 /// Bytes scanned one by one before handing over to `memchr`: its dispatch costs more
-/// than a short scalar scan, and most SSE lines (blank lines, `event: patch`) are short.
+/// than a short scalar scan, and field names are short.
 const SCALAR_HEAD: usize = 16;
+
+/// Bytes scanned a word at a time before handing over to `memchr`: most SSE lines
+/// (blank lines, `event: patch`, small `data`) are shorter.
+const WORD_HEAD: usize = 128;
 
 /// Index of the first CR or LF. Each byte is looked at once.
 fn find_line_end(bytes: &[u8]) -> Option<usize> {
-    let head = bytes.get(..SCALAR_HEAD).unwrap_or(bytes);
-    if let Some(end) = head.iter().position(|&b| b == b'\n' || b == b'\r') {
-        return Some(end);
+    const HIGH: u64 = u64::from_le_bytes([0x80; 8]);
+    const LF: u64 = u64::from_le_bytes([b'\n'; 8]);
+    const CR: u64 = u64::from_le_bytes([b'\r'; 8]);
+    let head = bytes.get(..WORD_HEAD).unwrap_or(bytes);
+    let mut words = head.chunks_exact(8);
+    let mut offset = 0;
+    for word in words.by_ref() {
+        let word = u64::from_le_bytes(word.try_into().unwrap_or_default());
+        // Exact zero-byte test (no false positives): a byte of `x` is zero iff the
+        // high bit of `!(((x & 0x7F..) + 0x7F..) | x) & 0x80..` is set.
+        let zero = |x: u64| !(((x & !HIGH).wrapping_add(!HIGH)) | x) & HIGH;
+        let found = zero(word ^ LF) | zero(word ^ CR);
+        if found != 0 {
+            return Some(offset + (found.trailing_zeros() / 8) as usize);
+        }
+        offset += 8;
+    }
+    let rest = words.remainder();
+    if let Some(end) = rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+        return Some(offset + end);
     }
     let tail = bytes.get(head.len()..)?;
     memchr::memchr2(b'\n', b'\r', tail).map(|end| end + head.len())

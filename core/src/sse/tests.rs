@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use proptest::prelude::*;
 
-use super::{Config, Error, Event, Item, Parser};
+use super::{Config, Error, Event, Item, Parser, SharedStr};
 
 type Transcript = Vec<Result<Item, Error>>;
 
@@ -29,9 +29,9 @@ fn run(chunks: &[&[u8]]) -> Transcript {
 
 fn event(event_type: &str, data: &str, id: &str) -> Result<Item, Error> {
     Ok(Item::Event(Event {
-        event_type: event_type.to_owned(),
+        event_type: event_type.into(),
         data: Bytes::copy_from_slice(data.as_bytes()),
-        id: id.to_owned(),
+        id: id.into(),
     }))
 }
 
@@ -521,9 +521,9 @@ fn fourteen_mb_message_in_16_kib_reads() {
 #[test]
 fn data_str_of_hand_made_invalid_data_does_not_panic() {
     let event = Event {
-        event_type: "message".to_owned(),
+        event_type: "message".into(),
         data: Bytes::from_static(b"ok\xFFnot"),
-        id: String::new(),
+        id: SharedStr::default(),
     };
     assert_eq!(event.data_str(), "ok");
 }

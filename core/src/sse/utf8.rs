@@ -20,6 +20,11 @@ impl Utf8Progress {
             return;
         }
         let tail = line.get(self.checked..).unwrap_or_default();
+        // ASCII (JSON in practice) is checked faster than by the full validator.
+        if tail.is_ascii() {
+            self.checked = line.len();
+            return;
+        }
         match std::str::from_utf8(tail) {
             Ok(_) => self.checked = line.len(),
             // An incomplete sequence at the end: it may be completed by the next read.
