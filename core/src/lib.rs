@@ -66,6 +66,7 @@ pub mod backoff;
 pub mod config;
 pub mod endpoint;
 pub mod fdv1;
+pub mod fdv2;
 pub mod http1;
 mod io;
 pub mod source;

@@ -81,6 +81,8 @@ pub enum Cause {
     Sse(crate::sse::Error),
     /// FDv1 data could not be used.
     Fdv1(crate::fdv1::Error),
+    /// FDv2 data could not be used.
+    Fdv2(crate::fdv2::Error),
     /// The persistent store failed.
     Store,
 }
@@ -99,6 +101,7 @@ impl fmt::Display for Cause {
             Self::Http(e) => write!(f, "bad HTTP response: {e}"),
             Self::Sse(e) => write!(f, "bad event stream: {e}"),
             Self::Fdv1(e) => e.fmt(f),
+            Self::Fdv2(e) => e.fmt(f),
             Self::Store => f.write_str("the persistent store failed"),
         }
     }

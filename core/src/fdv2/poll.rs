@@ -1,0 +1,102 @@
+//! The FDv2 polling payload (PROTOCOL.md B §5.5, E 38).
+
+use bytes::Bytes;
+
+use crate::store::{ApplyMode, ChangeSet, Selector, Transfer, split_all_data};
+
+use super::wire::{self, Name};
+use super::{Action, Error, Protocol, malformed_first, parse_event, slice_of};
+
+/// Parse an FDv2 polling response body `{"events":[{"event":…,"data":{…}},…]}` into the
+/// change set of its first complete payload.
+///
+/// The events run through a fresh [`Protocol`], so the body must carry its own
+/// `server-intent`. Parsing stops at the first `payload-transferred`, or at an intent of
+/// `none` (which gives [`super::ChangeSetBuilder::no_changes`]). Elements without an `event`
+/// are skipped; so are heartbeats, `goodbye` and unknown events, whose data is not
+/// parsed. An `error` event drops the changes collected so far.
+///
+/// ```
+/// use bytes::Bytes;
+/// use flagsync_core::fdv2::parse_poll;
+/// use flagsync_core::store::Transfer;
+///
+/// let body = Bytes::from_static(br#"{"events":[
+///   {"event":"server-intent","data":{"payloads":[{"intentCode":"xfer-full"}]}},
+///   {"event":"put-object","data":{"version":1,"kind":"flag","key":"f","object":{"key":"f","version":2}}},
+///   {"event":"payload-transferred","data":{"state":"s","version":1}}]}"#);
+/// let cs = parse_poll(&body).unwrap();
+/// assert_eq!((cs.transfer, cs.changes.len()), (Transfer::Full, 1));
+/// ```
+///
+/// # Errors
+/// [`Error::MalformedJson`] or [`Error::Schema`] for a body or event of the wrong shape,
+/// [`Error::MissingIntent`] for a payload that starts with a put, delete or
+/// transferred event, [`Error::IncompletePayload`] if no payload completes.
+pub fn parse_poll(body: &Bytes) -> Result<ChangeSet, Error> {
+    let schema = Error::Schema { event: wire::POLL };
+    let parsed: wire::PollBody<'_> = serde_json::from_slice(body)
+        .map_err(|e| malformed_first(Error::from_json(wire::POLL, &e), body))?;
+    let mut protocol = Protocol::new();
+    for raw in parsed.events {
+        if !raw.get().starts_with('{') {
+            return Err(schema);
+        }
+        let element: wire::PollEvent<'_> = serde_json::from_str(raw.get()).map_err(|_| schema)?;
+        let Some(name) = element.event else { continue };
+        match Name::parse(&name) {
+            None | Some(Name::Heartbeat | Name::Goodbye) => continue,
+            Some(_) => {}
+        }
+        let data = element.data.ok_or(Error::Schema {
+            event: event_name(&name),
+        })?;
+        let event = parse_event(&name, &slice_of(body, data.get()))?;
+        match protocol.handle_event(event)? {
+            Action::Apply(change_set) => return Ok(change_set),
+            Action::Goodbye { .. } | Action::ServerError { .. } | Action::Ignore => {}
+        }
+    }
+    Err(Error::IncompletePayload)
+}
+
+/// The static name of a known protocol event, for errors.
+fn event_name(name: &str) -> &'static str {
+    [
+        wire::SERVER_INTENT,
+        wire::PUT_OBJECT,
+        wire::DELETE_OBJECT,
+        wire::PAYLOAD_TRANSFERRED,
+        wire::ERROR,
+    ]
+    .into_iter()
+    .find(|n| *n == name)
+    .unwrap_or(wire::POLL)
+}
+
+/// Parse an FDv1-shaped polling body `{"flags":{…},"segments":{…}}` (which an FDv2
+/// initializer accepts, PROTOCOL.md E 38) as an FDv2 full transfer with the empty
+/// selector.
+///
+/// ```
+/// use bytes::Bytes;
+/// use flagsync_core::fdv2::parse_fdv1_fallback_poll;
+/// use flagsync_core::store::Transfer;
+///
+/// let body = Bytes::from_static(br#"{"flags":{"f":{"key":"f","version":1}},"segments":{}}"#);
+/// let cs = parse_fdv1_fallback_poll(&body).unwrap();
+/// assert_eq!((cs.transfer, cs.changes.len()), (Transfer::Full, 1));
+/// ```
+///
+/// # Errors
+/// [`Error::MalformedJson`] or [`Error::Schema`] (event `poll`).
+pub fn parse_fdv1_fallback_poll(body: &Bytes) -> Result<ChangeSet, Error> {
+    let changes = split_all_data(body, false)
+        .map_err(|e| malformed_first(Error::from_decode(wire::POLL, e), body))?;
+    Ok(ChangeSet {
+        mode: ApplyMode::Fdv2,
+        transfer: Transfer::Full,
+        changes,
+        selector: Some(Selector::default()),
+    })
+}
