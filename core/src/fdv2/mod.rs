@@ -209,11 +209,7 @@ fn parse_intent(data: &Bytes) -> Result<Event, DecodeError> {
     let wire::ServerIntent { payloads } = from_slice(data)?;
     let [payload] = <[_; 1]>::try_from(payloads).map_err(|_| DecodeError::Schema)?;
     Ok(Event::ServerIntent(ServerIntent {
-        code: match payload.intent_code {
-            wire::IntentCode::TransferFull => IntentCode::TransferFull,
-            wire::IntentCode::TransferChanges => IntentCode::TransferChanges,
-            wire::IntentCode::None => IntentCode::None,
-        },
+        code: wire::intent_code(&payload.intent_code).ok_or(DecodeError::Schema)?,
         id: payload.id.map(String::from).unwrap_or_default(),
         target: payload.target.unwrap_or_default(),
         reason: payload.reason.map(String::from).unwrap_or_default(),

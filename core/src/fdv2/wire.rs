@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::IntentCode;
 use crate::store::Kind;
 
 /// `server-intent`.
@@ -73,21 +74,21 @@ pub(crate) struct Payload<'a> {
     pub(crate) id: Option<Cow<'a, str>>,
     #[serde(default)]
     pub(crate) target: Option<u64>,
-    #[serde(rename = "intentCode")]
-    pub(crate) intent_code: IntentCode,
+    #[serde(rename = "intentCode", borrow)]
+    pub(crate) intent_code: Cow<'a, str>,
     #[serde(default, borrow)]
     pub(crate) reason: Option<Cow<'a, str>>,
 }
 
-/// The three intent codes; any other string is a schema error.
-#[derive(Deserialize, Clone, Copy)]
-pub(crate) enum IntentCode {
-    #[serde(rename = "xfer-full")]
-    TransferFull,
-    #[serde(rename = "xfer-changes")]
-    TransferChanges,
-    #[serde(rename = "none")]
-    None,
+/// The intent named by an intent code; any other string is a schema error.
+/// (A string is read first: serde_json reports `null` for an enum as a syntax error.)
+pub(crate) fn intent_code(code: &str) -> Option<IntentCode> {
+    Some(match code {
+        "xfer-full" => IntentCode::TransferFull,
+        "xfer-changes" => IntentCode::TransferChanges,
+        "none" => IntentCode::None,
+        _ => return None,
+    })
 }
 
 /// `put-object`: the `object` stays raw JSON, borrowed from the data.
