@@ -25,7 +25,7 @@ use serde_json::value::RawValue;
 
 use crate::status::ErrorKind;
 use crate::store::{Change, DecodeError, Item, Kind, decode, split_all_data};
-use raw_items::slice_of;
+pub(crate) use raw_items::slice_of;
 
 /// One FDv1 stream event, parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -34,6 +34,7 @@ mod wire;
 use bytes::Bytes;
 use serde::Deserialize;
 
+use crate::fdv1::slice_of;
 use crate::status::ErrorKind;
 use crate::store::{Change, DecodeError, Kind, Selector, decode};
 
@@ -271,17 +272,6 @@ fn parse_error(data: &Bytes) -> Result<Event, DecodeError> {
         payload_id: e.payload_id.into_owned(),
         reason: e.reason.into_owned(),
     })
-}
-
-/// The part of `whole` that `part` borrows from it, without copying; a copy if `part`
-/// does not lie inside `whole`.
-fn slice_of(whole: &Bytes, part: &str) -> Bytes {
-    let base = whole.as_ptr() as usize;
-    let start = (part.as_ptr() as usize).wrapping_sub(base);
-    match start.checked_add(part.len()) {
-        Some(end) if start <= whole.len() && end <= whole.len() => whole.slice(start..end),
-        _ => Bytes::copy_from_slice(part.as_bytes()),
-    }
 }
 
 #[cfg(test)]
