@@ -52,6 +52,19 @@ pub struct Observed {
     pub open_after_stop: Option<usize>,
 }
 
+impl Observed {
+    /// An empty observation with one slot per checkpoint of `s`.
+    pub fn for_scenario(s: &crate::scenario::Scenario) -> Self {
+        let e = &s.expect;
+        Self {
+            snapshots: vec![None; e.store.len()],
+            max_counts: vec![0; e.max_requests.len()],
+            min_counts: vec![0; e.min_requests.len()],
+            ..Self::default()
+        }
+    }
+}
+
 /// How observed times are compared with the scenario's virtual times.
 #[derive(Debug, Clone, Copy)]
 pub struct Timing {

@@ -561,3 +561,48 @@ pub fn load_all() -> Result<Vec<Scenario>, String> {
         Err(errors.join("\n"))
     }
 }
+
+/// A moment at which a runner observes something the scenario expects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Checkpoint {
+    /// Count requests for `expect.max_requests[i]`.
+    MaxRequests(usize),
+    /// Count requests for `expect.min_requests[i]`.
+    MinRequests(usize),
+    /// Take a store snapshot for `expect.store[i]`.
+    Store(usize),
+    /// Stop the client (`stop_at_ms`).
+    Stop,
+}
+
+impl Scenario {
+    /// Every checkpoint with its time in scenario milliseconds, sorted; both runners
+    /// observe the same points (the live runner scales and pads the times).
+    pub fn checkpoints(&self) -> Vec<(u64, Checkpoint)> {
+        let e = &self.expect;
+        let mut points: Vec<(u64, Checkpoint)> = Vec::new();
+        points.extend(
+            e.max_requests
+                .iter()
+                .enumerate()
+                .map(|(i, m)| (m.by_ms, Checkpoint::MaxRequests(i))),
+        );
+        points.extend(
+            e.min_requests
+                .iter()
+                .enumerate()
+                .map(|(i, m)| (m.by_ms, Checkpoint::MinRequests(i))),
+        );
+        points.extend(
+            e.store
+                .iter()
+                .enumerate()
+                .map(|(i, m)| (m.at_ms, Checkpoint::Store(i))),
+        );
+        if let Some(at) = self.stop_at_ms {
+            points.push((at, Checkpoint::Stop));
+        }
+        points.sort();
+        points
+    }
+}

@@ -8,7 +8,7 @@ use flagsync_core::testing::{End, Harness, Reply, Response, origin};
 use flagsync_core::{Command, DataSystem, Event, Input, Status};
 
 use crate::check::{Observed, ObservedRequest};
-use crate::scenario::{EndSpec, ObservedStatus, ReplySpec, SEED, Scenario};
+use crate::scenario::{Checkpoint, EndSpec, ObservedStatus, ReplySpec, SEED, Scenario};
 
 /// The base URL of the virtual server.
 pub const BASE: &str = "http://flags.test:8030";
@@ -45,14 +45,6 @@ fn reply(spec: &ReplySpec) -> Reply {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Checkpoint {
-    MaxRequests(usize),
-    MinRequests(usize),
-    Store(usize),
-    Stop,
-}
-
 /// Run `s` under virtual time.
 pub fn run(s: &Scenario) -> Result<Observed, String> {
     let t0 = origin();
@@ -61,36 +53,8 @@ pub fn run(s: &Scenario) -> Result<Observed, String> {
     for r in &s.script {
         h.reply(reply(r));
     }
-    let e = &s.expect;
-    let mut points: Vec<(u64, Checkpoint)> = Vec::new();
-    points.extend(
-        e.max_requests
-            .iter()
-            .enumerate()
-            .map(|(i, m)| (m.by_ms, Checkpoint::MaxRequests(i))),
-    );
-    points.extend(
-        e.min_requests
-            .iter()
-            .enumerate()
-            .map(|(i, m)| (m.by_ms, Checkpoint::MinRequests(i))),
-    );
-    points.extend(
-        e.store
-            .iter()
-            .enumerate()
-            .map(|(i, m)| (m.at_ms, Checkpoint::Store(i))),
-    );
-    if let Some(at) = s.stop_at_ms {
-        points.push((at, Checkpoint::Stop));
-    }
-    points.sort();
-    let mut obs = Observed {
-        snapshots: vec![None; e.store.len()],
-        max_counts: vec![0; e.max_requests.len()],
-        min_counts: vec![0; e.min_requests.len()],
-        ..Observed::default()
-    };
+    let points = s.checkpoints();
+    let mut obs = Observed::for_scenario(s);
     h.start(Duration::ZERO);
     let mut stopped = false;
     for (at, point) in points {

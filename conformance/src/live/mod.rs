@@ -13,7 +13,7 @@ use flagsync::{Client, DataSourceStatus};
 pub use server::ScriptServer;
 
 use crate::check::{Observed, Timing};
-use crate::scenario::{LiveSpec, ObservedStatus, SDK_KEY, SEED, Scenario, scaled};
+use crate::scenario::{Checkpoint, LiveSpec, ObservedStatus, SDK_KEY, SEED, Scenario, scaled};
 
 /// A runtime feature the live runner drives the client on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,14 +94,6 @@ fn observed(s: &DataSourceStatus) -> ObservedStatus {
 /// How long after its scaled time a store check, a stop or the end is taken.
 pub const SETTLE: Duration = Duration::from_millis(20);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Checkpoint {
-    MaxRequests(usize),
-    MinRequests(usize),
-    Store(usize),
-    Stop,
-}
-
 /// Run `s` live on `rt`.
 pub async fn run(s: &Scenario, rt: Arc<dyn Runtime>, timing: Timing) -> Result<Observed, String> {
     let scale = timing.scale;
@@ -124,39 +116,23 @@ pub async fn run(s: &Scenario, rt: Arc<dyn Runtime>, timing: Timing) -> Result<O
         .build()
         .map_err(|e| e.to_string())?;
     let statuses = client.status_changes();
-    let e = &s.expect;
     // A store check waits a little past its time, so that data sent at that moment
     // has arrived; a "no more than" count is taken on time (lateness only helps it).
     let settle = SETTLE;
-    let mut points: Vec<(Duration, Checkpoint)> = Vec::new();
-    points.extend(
-        e.max_requests
-            .iter()
-            .enumerate()
-            .map(|(i, m)| (scaled(m.by_ms, scale), Checkpoint::MaxRequests(i))),
-    );
-    points.extend(e.min_requests.iter().enumerate().map(|(i, m)| {
-        (
-            scaled(m.by_ms, scale) + timing.late,
-            Checkpoint::MinRequests(i),
-        )
-    }));
-    points.extend(
-        e.store
-            .iter()
-            .enumerate()
-            .map(|(i, m)| (scaled(m.at_ms, scale) + settle, Checkpoint::Store(i))),
-    );
-    if let Some(at) = s.stop_at_ms {
-        points.push((scaled(at, scale) + settle, Checkpoint::Stop));
-    }
+    let mut points: Vec<(Duration, Checkpoint)> = s
+        .checkpoints()
+        .into_iter()
+        .map(|(ms, point)| {
+            let pad = match point {
+                Checkpoint::MaxRequests(_) => Duration::ZERO,
+                Checkpoint::MinRequests(_) => timing.late,
+                Checkpoint::Store(_) | Checkpoint::Stop => settle,
+            };
+            (scaled(ms, scale) + pad, point)
+        })
+        .collect();
     points.sort();
-    let mut obs = Observed {
-        snapshots: vec![None; e.store.len()],
-        max_counts: vec![0; e.max_requests.len()],
-        min_counts: vec![0; e.min_requests.len()],
-        ..Observed::default()
-    };
+    let mut obs = Observed::for_scenario(s);
     let t0 = Instant::now();
     server.set_origin(t0);
     client.start().map_err(|e| e.to_string())?;
