@@ -56,7 +56,7 @@
 //!
 //! Every inner machine is public and usable alone: [`sse::Parser`],
 //! [`http1::ResponseReader`], [`source::EventStream`], [`source::Fdv1Stream`],
-//! [`source::Fdv1Poll`] and [`store::Store`]. Behaviour follows the project's
+//! [`source::Fdv2Stream`], [`source::Poller`] and [`store::Store`]. Behaviour follows the project's
 //! PROTOCOL.md; comments cite its sections.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -81,7 +81,7 @@ pub use config::{Config, ConfigError, Mode};
 pub use io::{Action, CloseCause, ConnId, IoCause};
 pub use status::{ErrorInfo, ErrorKind, State, Status};
 pub use store::{Kind, Snapshot};
-pub use system::{Command, DataSystem, Event, Input, Output};
+pub use system::{Command, DataAvailability, DataSystem, Event, Input, Output};
 
 #[cfg(test)]
 mod tests;

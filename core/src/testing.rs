@@ -127,6 +127,20 @@ impl Request {
     pub fn target(&self) -> &str {
         self.line.split(' ').nth(1).unwrap_or("")
     }
+
+    /// The request path, without the query.
+    pub fn path(&self) -> &str {
+        self.target().split('?').next().unwrap_or("")
+    }
+
+    /// A query parameter's raw value.
+    pub fn query(&self, name: &str) -> Option<&str> {
+        let (_, q) = self.target().split_once('?')?;
+        q.split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -143,6 +157,7 @@ pub struct Harness {
     origin: Instant,
     now: Instant,
     replies: VecDeque<Reply>,
+    routes: Vec<(String, VecDeque<Reply>)>,
     pending: BTreeMap<(Instant, u64), (ConnId, Delivery)>,
     seq: u64,
     open: HashSet<ConnId>,
@@ -165,6 +180,7 @@ impl Harness {
             origin,
             now: origin,
             replies: VecDeque::new(),
+            routes: Vec::new(),
             pending: BTreeMap::new(),
             seq: 0,
             open: HashSet::new(),
@@ -180,6 +196,22 @@ impl Harness {
     pub fn reply(&mut self, reply: Reply) -> &mut Self {
         self.replies.push_back(reply);
         self
+    }
+
+    /// Queue the reply to the next attempt whose request path (without the query) is
+    /// `path`. Routed replies are used before the shared queue of [`Harness::reply`];
+    /// an attempt with no reply for it hangs.
+    pub fn reply_to(&mut self, path: &str, reply: Reply) -> &mut Self {
+        match self.routes.iter_mut().find(|(p, _)| p == path) {
+            Some((_, q)) => q.push_back(reply),
+            None => self.routes.push((path.to_owned(), VecDeque::from([reply]))),
+        }
+        self
+    }
+
+    /// Requests whose path (without the query) is `path`.
+    pub fn requests_to(&self, path: &str) -> Vec<&Request> {
+        self.requests.iter().filter(|r| r.path() == path).collect()
     }
 
     /// Virtual time elapsed.
@@ -291,7 +323,8 @@ impl Harness {
                         &request,
                     );
                     self.open.insert(conn);
-                    self.connect(conn);
+                    let path = self.requests.last().map(|r| r.path().to_owned());
+                    self.connect(conn, path.as_deref().unwrap_or(""));
                 }
                 Output::Action(Action::Close { conn }) => {
                     self.open.remove(&conn);
@@ -301,9 +334,17 @@ impl Harness {
         }
     }
 
-    fn connect(&mut self, conn: ConnId) {
+    fn connect(&mut self, conn: ConnId, path: &str) {
         let now = self.now;
-        match self.replies.pop_front().unwrap_or(Reply::Hang) {
+        let routed = self
+            .routes
+            .iter_mut()
+            .find(|(p, _)| p == path)
+            .and_then(|(_, q)| q.pop_front());
+        match routed
+            .or_else(|| self.replies.pop_front())
+            .unwrap_or(Reply::Hang)
+        {
             Reply::Hang => {}
             Reply::Refuse => {
                 let cause = CloseCause::Io(IoCause {

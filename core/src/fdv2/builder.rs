@@ -216,6 +216,12 @@ impl Protocol {
         Ok(Action::Ignore)
     }
 
+    /// Drop the uncommitted changes and keep the intent (the FDv2 `goodbye`: the
+    /// connection closes before the payload completes).
+    pub fn reset(&mut self) {
+        self.builder.reset();
+    }
+
     fn require_intent(&self) -> Result<(), Error> {
         match self.builder.intent() {
             Some(_) => Ok(()),

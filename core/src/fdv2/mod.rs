@@ -39,7 +39,7 @@ use crate::status::ErrorKind;
 use crate::store::{Change, DecodeError, Kind, Selector, decode};
 
 pub use builder::{Action, ChangeSetBuilder, Protocol};
-pub use poll::{parse_fdv1_fallback_poll, parse_poll};
+pub use poll::{parse_fdv1_fallback_poll, parse_poll, parse_poll_or_fdv1};
 
 /// One FDv2 event, parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]

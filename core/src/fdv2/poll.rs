@@ -60,6 +60,41 @@ pub fn parse_poll(body: &Bytes) -> Result<ChangeSet, Error> {
     Err(Error::IncompletePayload)
 }
 
+/// Parse an FDv2 polling body, or an FDv1-shaped one (`{"flags":…,"segments":…}`, no
+/// `events`), which an FDv2 polling source accepts as a full transfer with the empty
+/// selector (PROTOCOL.md E 38): a server that still answers in FDv1 keeps the client
+/// working, at CACHED availability.
+///
+/// ```
+/// use bytes::Bytes;
+/// use flagsync_core::fdv2::parse_poll_or_fdv1;
+/// use flagsync_core::store::Transfer;
+///
+/// let fdv1 = Bytes::from_static(br#"{"flags":{"f":{"key":"f","version":1}},"segments":{}}"#);
+/// assert_eq!(parse_poll_or_fdv1(&fdv1).unwrap().transfer, Transfer::Full);
+/// // A broken FDv2 body is not mistaken for an empty FDv1 one.
+/// assert!(parse_poll_or_fdv1(&Bytes::from_static(br#"{"events":5}"#)).is_err());
+/// assert!(parse_poll_or_fdv1(&Bytes::from_static(br#"{}"#)).is_err());
+/// ```
+///
+/// # Errors
+/// As [`parse_poll`], for a body that is not FDv1-shaped either.
+pub fn parse_poll_or_fdv1(body: &Bytes) -> Result<ChangeSet, Error> {
+    let err = match parse_poll(body) {
+        Ok(cs) => return Ok(cs),
+        Err(e @ Error::Schema { .. }) => e,
+        Err(e) => return Err(e),
+    };
+    match serde_json::from_slice::<wire::PollShape<'_>>(body) {
+        Ok(shape)
+            if shape.events.is_none() && (shape.flags.is_some() || shape.segments.is_some()) =>
+        {
+            parse_fdv1_fallback_poll(body)
+        }
+        _ => Err(err),
+    }
+}
+
 /// The static name of a known protocol event, for errors.
 fn event_name(name: &str) -> &'static str {
     [

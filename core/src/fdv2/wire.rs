@@ -153,3 +153,15 @@ pub(crate) struct PollEvent<'a> {
     #[serde(default, borrow)]
     pub(crate) data: Option<&'a RawValue>,
 }
+
+/// Which top-level members a polling body has, to tell an FDv1-shaped body from a
+/// broken FDv2 one (only read on the error path).
+#[derive(Deserialize)]
+pub(crate) struct PollShape<'a> {
+    #[serde(borrow)]
+    pub(crate) events: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(crate) flags: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(crate) segments: Option<&'a RawValue>,
+}

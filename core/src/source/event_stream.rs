@@ -87,6 +87,10 @@ pub enum StreamOutput {
     Opened(ResponseHead),
     /// A parsed SSE item.
     Item(sse::Item),
+    /// The server answered with an error status (or 204): the response head, for the
+    /// headers an owner may act on (FDv2 reads `X-LD-FD-Fallback` here). A
+    /// [`StreamOutput::Failed`] follows.
+    Rejected(ResponseHead),
     /// The connection failed or ended. `retry_at` is when the next attempt starts, or
     /// `None` if the stream stopped for good.
     Failed {
@@ -250,6 +254,20 @@ impl EventStream {
         self.failed(now, error, Regime::Normal);
     }
 
+    /// The owner ends the connection without counting it as a failure (the FDv2
+    /// `goodbye`, PROTOCOL.md A.3): close it, discard every item not yet drained, and
+    /// connect again after the backoff delay. Nothing is reported.
+    pub fn reconnect_later(&mut self, now: Instant) {
+        if !matches!(self.phase, Phase::Active { .. }) {
+            return;
+        }
+        self.out.retain(|o| !matches!(o, StreamOutput::Item(_)));
+        self.close_current();
+        let at = now + self.backoff.next_delay(now, Regime::Normal);
+        tracing::debug!(retry_in = ?at - now, "stream closed by the owner");
+        self.phase = Phase::Waiting { at };
+    }
+
     /// The next output, if any.
     pub fn poll_output(&mut self) -> Option<StreamOutput> {
         self.out.pop_front()
@@ -358,7 +376,14 @@ impl EventStream {
     }
 
     fn on_head(&mut self, now: Instant, head: ResponseHead) {
-        match classify(head.status) {
+        let class = classify(head.status);
+        if matches!(
+            class,
+            StatusClass::NoContent | StatusClass::Recoverable | StatusClass::Unrecoverable
+        ) {
+            self.out.push_back(StreamOutput::Rejected(head.clone()));
+        }
+        match class {
             StatusClass::Success => {
                 let ct = head.header("content-type").unwrap_or("");
                 if !ct

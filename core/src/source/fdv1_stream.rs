@@ -93,7 +93,7 @@ impl Fdv1Stream {
                     }
                 }
                 StreamOutput::Item(sse::Item::Event(ev)) => self.on_event(now, &ev),
-                StreamOutput::Item(_) => {}
+                StreamOutput::Item(_) | StreamOutput::Rejected(_) => {}
                 StreamOutput::Failed { error, retry_at } => {
                     let state = if retry_at.is_some() {
                         State::Interrupted

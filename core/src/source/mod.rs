@@ -6,14 +6,16 @@
 
 mod event_stream;
 mod exchange;
-mod fdv1_poll;
 mod fdv1_stream;
+mod fdv2_stream;
 mod headers;
+mod poll;
 
 pub use event_stream::{EventStream, EventStreamConfig, StreamOutput, UnrecoverablePolicy};
-pub use fdv1_poll::{Fdv1Poll, PollConfig};
 pub use fdv1_stream::Fdv1Stream;
+pub use fdv2_stream::Fdv2Stream;
 pub use headers::{RequestIdentity, USER_AGENT};
+pub use poll::{PollConfig, PollFormat, Poller};
 
 use crate::io::Action;
 use crate::status::{ErrorInfo, State};
@@ -31,4 +33,8 @@ pub enum SourceOutput {
     Status(State, Option<ErrorInfo>),
     /// The server named its environment (`X-LD-EnvID`).
     EnvironmentId(String),
+    /// FDv2: the server sent `X-LD-FD-Fallback: true`; the data system must move to
+    /// FDv1 for good once the outputs around this one are handled (PROTOCOL.md B §5.4,
+    /// §5.7). The source has stopped, or stops after the payload in flight.
+    FallbackToFdv1,
 }

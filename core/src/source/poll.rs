@@ -1,5 +1,6 @@
-//! The FDv1 polling source: `GET <base>/sdk/latest-all` at a fixed rate, with ETags
-//! and gzip (PROTOCOL.md B §2, A.4.7).
+//! The polling source: `GET <base>/sdk/latest-all` (FDv1) or `GET <base>/sdk/poll`
+//! (FDv2) at a fixed rate, with ETags and gzip (PROTOCOL.md B §2, §5.5, §5.6, A.4.7).
+//! As an FDv2 initializer it polls once.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -12,10 +13,26 @@ use super::exchange::{ConnIds, Exchange, Progress, StatusClass, classify};
 use crate::backoff::{Backoff, BackoffConfig, Regime};
 use crate::endpoint::Url;
 use crate::fdv1;
+use crate::fdv2::{self, ChangeSetBuilder};
 use crate::http1::{self, Method, ResponseHead};
 use crate::io::{Action, CloseCause, ConnId};
 use crate::status::{Cause, ErrorInfo, ErrorKind, State};
-use crate::store::ChangeSet;
+use crate::store::{ChangeSet, Selector};
+
+/// Which payload a [`Poller`] asks for and how it reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PollFormat {
+    /// FDv1 `{"flags":{…},"segments":{…}}` into FDv1 full data sets (PROTOCOL.md B §2).
+    #[default]
+    Fdv1,
+    /// The same FDv1 body as an FDv2 full transfer with the empty selector: the FDv1
+    /// fallback synchronizer of the FDv2 data system (PROTOCOL.md B §5.6).
+    Fdv1Fallback,
+    /// FDv2 `{"events":[…]}` (an FDv1-shaped body is accepted too, PROTOCOL.md E 38);
+    /// the `basis` query parameter is sent and `X-LD-FD-Fallback: true` is honoured
+    /// (PROTOCOL.md B §5.5).
+    Fdv2,
+}
 
 /// Settings of the polling source.
 #[derive(Debug, Clone)]
@@ -40,6 +57,11 @@ pub struct PollConfig {
     pub http: http1::Config,
     /// Redirects followed per poll (default 3).
     pub max_redirects: u8,
+    /// The payload format.
+    pub format: PollFormat,
+    /// Poll once and stop (an FDv2 initializer): the outcome is reported and no further
+    /// poll is scheduled.
+    pub once: bool,
 }
 
 #[derive(Debug)]
@@ -51,10 +73,11 @@ struct InFlight {
     url: Url,
 }
 
-/// The FDv1 polling data source.
+/// The polling data source (FDv1, FDv2, or FDv1 under FDv2 rules: see [`PollFormat`]).
 #[derive(Debug)]
-pub struct Fdv1Poll {
+pub struct Poller {
     config: PollConfig,
+    basis: Option<String>,
     ids: ConnIds,
     backoff: Backoff,
     etag: Option<String>,
@@ -65,7 +88,7 @@ pub struct Fdv1Poll {
     out: VecDeque<SourceOutput>,
 }
 
-impl Fdv1Poll {
+impl Poller {
     /// A stopped polling source.
     pub fn new(config: PollConfig, seed: u64, first_conn_id: u64) -> Self {
         Self {
@@ -78,6 +101,7 @@ impl Fdv1Poll {
                 seed,
             ),
             config,
+            basis: None,
             ids: ConnIds::new(first_conn_id),
             etag: None,
             in_flight: None,
@@ -85,6 +109,14 @@ impl Fdv1Poll {
             started_at: None,
             running: false,
             out: VecDeque::new(),
+        }
+    }
+
+    /// FDv2: the selector the store holds; from the next poll on, a defined one is sent
+    /// as `basis=<state>` (PROTOCOL.md B §5.5). Ignored by the FDv1 formats.
+    pub fn set_basis(&mut self, selector: &Selector) {
+        if self.config.format == PollFormat::Fdv2 {
+            self.basis = selector.is_defined().then(|| selector.state.clone());
         }
     }
 
@@ -150,7 +182,7 @@ impl Fdv1Poll {
         self.out.pop_front()
     }
 
-    /// When to call [`Fdv1Poll::handle_timeout`].
+    /// When to call [`Poller::handle_timeout`].
     pub fn poll_timeout(&self) -> Option<Instant> {
         match &self.in_flight {
             Some(f) => Some(f.ex.deadline()),
@@ -162,7 +194,10 @@ impl Fdv1Poll {
     fn poll(&mut self, now: Instant) {
         self.started_at = Some(now);
         self.next_poll = None;
-        let url = self.config.url.clone();
+        let url = match &self.basis {
+            Some(basis) => self.config.url.with_path("", &[("basis", basis)]),
+            None => self.config.url.clone(),
+        };
         self.request(now, url, 0);
     }
 
@@ -229,31 +264,41 @@ impl Fdv1Poll {
     fn on_response(&mut self, now: Instant, f: InFlight) {
         let Some(head) = f.head else { return };
         let err = |kind, cause| Some(ErrorInfo::new(now, kind, cause));
+        // PROTOCOL.md B §5.5: an exact comparison with `true`, on errors and successes.
+        let fallback = self.config.format == PollFormat::Fdv2
+            && head.header("x-ld-fd-fallback") == Some("true");
+        if fallback {
+            self.out.push_back(SourceOutput::FallbackToFdv1);
+            // The data system moves to FDv1 for good: no further FDv2 poll.
+            self.running = false;
+        }
         match (head.status, classify(head.status)) {
-            (304, _) => self.finish(now, State::Valid, None, Regime::Normal),
+            (304, _) => {
+                if self.config.format == PollFormat::Fdv2 {
+                    self.out
+                        .push_back(SourceOutput::Apply(ChangeSetBuilder::no_changes()));
+                }
+                self.finish(now, State::Valid, None, Regime::Normal)
+            }
             (_, StatusClass::Success) => {
                 let body: Bytes = f.body.freeze();
-                match fdv1::parse_poll(&body) {
-                    Ok(changes) => {
+                match self.parse(&body) {
+                    Ok(change_set) => {
                         // A 200 without an ETag drops the cached one (PROTOCOL.md A.4.7).
                         self.etag = head.header("etag").map(str::to_owned);
                         if let Some(env) = head.header("x-ld-envid").filter(|e| !e.is_empty()) {
                             self.out
                                 .push_back(SourceOutput::EnvironmentId(env.to_owned()));
                         }
-                        self.out
-                            .push_back(SourceOutput::Apply(ChangeSet::fdv1_full(changes)));
+                        self.out.push_back(SourceOutput::Apply(change_set));
                         self.finish(now, State::Valid, None, Regime::Normal);
                     }
-                    Err(e) => self.finish(
-                        now,
-                        State::Interrupted,
-                        err(e.kind(), Cause::Fdv1(e)),
-                        Regime::Normal,
-                    ),
+                    Err((kind, cause)) => {
+                        self.finish(now, State::Interrupted, err(kind, cause), Regime::Normal)
+                    }
                 }
             }
-            (status, StatusClass::Redirect) if f.redirects < self.config.max_redirects => {
+            (_, StatusClass::Redirect) if f.redirects < self.config.max_redirects && !fallback => {
                 match head
                     .header("location")
                     .and_then(|l| f.url.join(l.trim()).ok())
@@ -266,8 +311,13 @@ impl Fdv1Poll {
                         Regime::Normal,
                     ),
                 }
-                let _ = status;
             }
+            (_, StatusClass::Redirect) => self.finish(
+                now,
+                State::Interrupted,
+                err(ErrorKind::Unknown, Cause::Redirect),
+                Regime::Normal,
+            ),
             (status, StatusClass::Unrecoverable) => {
                 let e = err(ErrorKind::ErrorResponse, Cause::Status(status));
                 match self.config.unrecoverable {
@@ -280,22 +330,25 @@ impl Fdv1Poll {
                     }
                 }
             }
-            (status, StatusClass::Redirect) => {
-                let _ = status;
-                self.finish(
-                    now,
-                    State::Interrupted,
-                    err(ErrorKind::Unknown, Cause::Redirect),
-                    Regime::Normal,
-                );
+            (status, _) => self.finish(
+                now,
+                State::Interrupted,
+                err(ErrorKind::ErrorResponse, Cause::Status(status)),
+                Regime::Normal,
+            ),
+        }
+    }
+
+    fn parse(&self, body: &Bytes) -> Result<ChangeSet, (ErrorKind, Cause)> {
+        match self.config.format {
+            PollFormat::Fdv1 => fdv1::parse_poll(body)
+                .map(ChangeSet::fdv1_full)
+                .map_err(|e| (e.kind(), Cause::Fdv1(e))),
+            PollFormat::Fdv1Fallback => {
+                fdv2::parse_fdv1_fallback_poll(body).map_err(|e| (e.kind(), Cause::Fdv2(e)))
             }
-            (status, _) => {
-                self.finish(
-                    now,
-                    State::Interrupted,
-                    err(ErrorKind::ErrorResponse, Cause::Status(status)),
-                    Regime::Normal,
-                );
+            PollFormat::Fdv2 => {
+                fdv2::parse_poll_or_fdv1(body).map_err(|e| (e.kind(), Cause::Fdv2(e)))
             }
         }
     }
@@ -307,6 +360,9 @@ impl Fdv1Poll {
             self.backoff.on_connected(now);
         }
         self.out.push_back(SourceOutput::Status(state, error));
+        if self.config.once {
+            self.running = false;
+        }
         if !self.running {
             return;
         }

@@ -3,6 +3,10 @@
 
 use std::time::Duration;
 
+mod fdv2;
+
+pub use fdv2::{CoordinatorTiming, Fdv2Config, SourceSpec};
+
 use crate::backoff::BackoffConfig;
 use crate::endpoint::{Url, UrlError};
 use crate::http1;
@@ -14,14 +18,17 @@ pub const DEFAULT_STREAM_URI: &str = "https://stream.launchdarkly.com";
 /// LaunchDarkly's polling service.
 pub const DEFAULT_POLLING_URI: &str = "https://app.launchdarkly.com";
 
-/// Stream or poll.
+/// Which data system runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Mode {
     /// One FDv1 stream (`/all`). The default.
     #[default]
     Streaming,
     /// FDv1 polling (`/sdk/latest-all`).
     Polling,
+    /// The FDv2 data system described by [`Config::fdv2`].
+    Fdv2,
 }
 
 /// Buffer limits (every buffer has one).
@@ -54,8 +61,10 @@ pub struct Config {
     pub stream_uri: String,
     /// Polling base URI.
     pub polling_uri: String,
-    /// Streaming or polling.
+    /// Which data system runs.
     pub mode: Mode,
+    /// The FDv2 sources and timing, used when `mode` is [`Mode::Fdv2`].
+    pub fdv2: Fdv2Config,
     /// Payload filter key, sent as `filter=`.
     pub payload_filter: Option<String>,
     /// Connect timeout (default 10 s).
@@ -87,6 +96,7 @@ impl Config {
             stream_uri: DEFAULT_STREAM_URI.to_owned(),
             polling_uri: DEFAULT_POLLING_URI.to_owned(),
             mode: Mode::Streaming,
+            fdv2: Fdv2Config::default(),
             payload_filter: None,
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(15),
@@ -99,10 +109,40 @@ impl Config {
         }
     }
 
-    /// Check the URIs.
+    /// Check the URIs and, in FDv2 mode, the source lists.
     pub fn validate(&self) -> Result<(), ConfigError> {
         Url::parse(&self.stream_uri).map_err(ConfigError::StreamUri)?;
         Url::parse(&self.polling_uri).map_err(ConfigError::PollingUri)?;
+        if self.mode != Mode::Fdv2 {
+            return Ok(());
+        }
+        let uri = |spec: &SourceSpec| match spec {
+            SourceSpec::Streaming { base_uri, .. } => base_uri.as_deref().map_or(Ok(()), |u| {
+                Url::parse(u).map(drop).map_err(ConfigError::StreamUri)
+            }),
+            SourceSpec::Polling { base_uri, .. } | SourceSpec::Fdv1Polling { base_uri, .. } => {
+                base_uri.as_deref().map_or(Ok(()), |u| {
+                    Url::parse(u).map(drop).map_err(ConfigError::PollingUri)
+                })
+            }
+        };
+        for spec in &self.fdv2.initializers {
+            if matches!(spec, SourceSpec::Streaming { .. }) {
+                return Err(ConfigError::StreamingInitializer);
+            }
+            uri(spec)?;
+        }
+        for spec in self
+            .fdv2
+            .synchronizers
+            .iter()
+            .chain(&self.fdv2.fdv1_fallback)
+        {
+            uri(spec)?;
+        }
+        if self.fdv2.timing.check_interval.is_zero() {
+            return Err(ConfigError::CheckInterval);
+        }
         Ok(())
     }
 }
@@ -117,4 +157,10 @@ pub enum ConfigError {
     /// The polling base URI is not an http(s) URL.
     #[error("invalid polling URI: {0}")]
     PollingUri(UrlError),
+    /// A stream cannot be an FDv2 initializer (initializers fetch once).
+    #[error("a streaming source cannot be an FDv2 initializer")]
+    StreamingInitializer,
+    /// The FDv2 condition check interval must be positive.
+    #[error("the FDv2 check interval must be positive")]
+    CheckInterval,
 }

@@ -1,0 +1,377 @@
+//! The FDv2 coordinator (PROTOCOL.md B §5.7, §5.10, A.4.6): initializers in order until
+//! one yields a selector, then one synchronizer at a time with fallback, recovery,
+//! removal and the directed, terminal FDv1 fallback. Every timing rule is computed from
+//! `now`; the reference's threads and timers become one deadline.
+
+use std::time::Instant;
+
+use super::sources::{AnySource, Factory, Role};
+use super::{Command, Input, Output, Shared};
+use crate::config::{Fdv2Config, SourceSpec};
+use crate::io::Action;
+use crate::source::SourceOutput;
+use crate::status::{ErrorInfo, State};
+
+/// What the coordinator does after a synchronizer's outputs (PROTOCOL.md B §5.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Directive {
+    /// Restart at the first synchronizer.
+    Recover,
+    /// Move to the next synchronizer (wrapping).
+    Fallback,
+    /// Drop the current synchronizer for good.
+    Remove,
+    /// Replace everything with the FDv1 fallback, for good.
+    Fdv1,
+}
+
+#[derive(Debug)]
+enum Phase {
+    /// Not started.
+    Idle,
+    /// Running `initializers[index]`.
+    Initializing { index: usize },
+    /// Running `synchronizers[index]`; the next condition check is due at `check_at`.
+    Synchronizing { index: usize, check_at: Instant },
+    /// Stopped, exhausted or halted: nothing runs again.
+    Done,
+}
+
+#[derive(Debug)]
+struct Active {
+    spec: SourceSpec,
+    source: AnySource,
+    started: Instant,
+}
+
+/// The FDv2 coordinator.
+#[derive(Debug)]
+pub(crate) struct Coordinator {
+    factory: Factory,
+    fdv2: Fdv2Config,
+    /// The working list: synchronizers removed for good are gone from it.
+    synchronizers: Vec<SourceSpec>,
+    phase: Phase,
+    active: Option<Active>,
+    /// The server directed FDv1 fallback (terminal).
+    fdv1: bool,
+    /// An environment id seen on a response, recorded once its data is VALID.
+    pending_env: Option<String>,
+}
+
+impl Coordinator {
+    pub(crate) fn new(factory: Factory) -> Self {
+        let fdv2 = factory.config().fdv2.clone();
+        Self {
+            synchronizers: fdv2.synchronizers.clone(),
+            fdv2,
+            factory,
+            phase: Phase::Idle,
+            active: None,
+            fdv1: false,
+            pending_env: None,
+        }
+    }
+
+    /// Daemon mode: nothing to run.
+    pub(crate) fn has_no_sources(&self) -> bool {
+        self.fdv2.has_no_sources()
+    }
+
+    pub(crate) fn active_name(&self) -> Option<&'static str> {
+        self.active.as_ref().map(|a| a.spec.name())
+    }
+
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        let source = self.active.as_ref().and_then(|a| a.source.poll_timeout());
+        match self.phase {
+            Phase::Synchronizing { check_at, .. } => {
+                Some(source.map_or(check_at, |s| s.min(check_at)))
+            }
+            _ => source,
+        }
+    }
+
+    pub(crate) fn handle_input(&mut self, now: Instant, input: Input<'_>, shared: &mut Shared) {
+        match input {
+            Input::Command(Command::Start) => {
+                if matches!(self.phase, Phase::Idle) {
+                    self.start(now, shared);
+                }
+                return;
+            }
+            Input::Command(Command::Stop) => return self.halt(now, shared),
+            Input::StoreFailed => return,
+            _ => {}
+        }
+        if let Some(active) = self.active.as_mut() {
+            let s = &mut active.source;
+            match input {
+                Input::Connected { conn } => s.handle_connected(now, conn),
+                Input::Data { conn, bytes } => s.handle_data(now, conn, bytes),
+                Input::Closed { conn, cause } => s.handle_closed(now, conn, cause),
+                Input::Timeout => s.handle_timeout(now),
+                Input::Command(_) | Input::StoreFailed => {}
+            }
+        }
+        self.pump(now, shared);
+        // Checks are due on their grid whatever input brings the time past them.
+        self.check(now, shared);
+    }
+
+    fn start(&mut self, now: Instant, shared: &mut Shared) {
+        if self.fdv2.has_no_sources() {
+            // Daemon mode: the store is whatever another process keeps current.
+            self.phase = Phase::Done;
+            shared.set_ready();
+        } else if self.fdv2.initializers.is_empty() {
+            self.start_synchronizer(now, 0, shared);
+        } else {
+            self.start_initializer(now, 0, shared);
+        }
+    }
+
+    fn start_initializer(&mut self, now: Instant, index: usize, shared: &mut Shared) {
+        let Some(spec) = self.fdv2.initializers.get(index).cloned() else {
+            return self.start_synchronizer(now, 0, shared);
+        };
+        self.phase = Phase::Initializing { index };
+        self.launch(now, spec, Role::Initializer, shared);
+    }
+
+    fn start_synchronizer(&mut self, now: Instant, index: usize, shared: &mut Shared) {
+        if self.fdv1 {
+            // Directed fallback is terminal: only the FDv1 synchronizer runs from now on.
+            match &self.fdv2.fdv1_fallback {
+                Some(spec) => self.synchronizers = vec![spec.clone()],
+                None => return self.halt(now, shared),
+            }
+        }
+        let Some(spec) = self.synchronizers.get(index).cloned() else {
+            return self.halt(now, shared);
+        };
+        self.phase = Phase::Synchronizing {
+            index,
+            check_at: now + self.fdv2.timing.check_interval,
+        };
+        tracing::debug!(
+            synchronizer = spec.name(),
+            index,
+            "fdv2: starting synchronizer"
+        );
+        self.launch(now, spec, Role::Synchronizer, shared);
+    }
+
+    fn launch(&mut self, now: Instant, spec: SourceSpec, role: Role, shared: &mut Shared) {
+        match self.factory.build(&spec, role) {
+            Ok(mut source) => {
+                source.set_basis(shared.store.selector());
+                source.handle_start(now);
+                self.active = Some(Active {
+                    spec,
+                    source,
+                    started: now,
+                });
+                self.pump(now, shared);
+            }
+            Err(e) => {
+                // Settings are validated up front, so this cannot happen; if it did, the
+                // source would count as failed for good (PROTOCOL.md A.4.6).
+                tracing::warn!(error = %e, "fdv2: a source could not be built");
+                match self.phase {
+                    Phase::Initializing { index } => self.start_initializer(now, index + 1, shared),
+                    Phase::Synchronizing { .. } => self.act(now, Directive::Remove, None, shared),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// Drain the active source's outputs and act on them.
+    fn pump(&mut self, now: Instant, shared: &mut Shared) {
+        match self.phase {
+            Phase::Initializing { index } => self.pump_initializer(now, index, shared),
+            Phase::Synchronizing { .. } => self.pump_synchronizer(now, shared),
+            Phase::Idle | Phase::Done => {}
+        }
+    }
+
+    fn pump_initializer(&mut self, now: Instant, index: usize, shared: &mut Shared) {
+        let Some(active) = self.active.as_mut() else {
+            return;
+        };
+        let mut finished = false;
+        let mut selector_defined = false;
+        let mut failure = None;
+        while let Some(o) = active.source.poll_output() {
+            match o {
+                SourceOutput::Action(a) => shared.out.push_back(Output::Action(a)),
+                SourceOutput::EnvironmentId(id) => self.pending_env = Some(id),
+                SourceOutput::Apply(cs) => {
+                    selector_defined = cs.selector.as_ref().is_some_and(|s| s.is_defined());
+                    shared.apply(cs);
+                }
+                SourceOutput::Status(State::Valid, _) => finished = true,
+                SourceOutput::Status(_, error) => {
+                    finished = true;
+                    failure = Some(error);
+                }
+                SourceOutput::FallbackToFdv1 => self.fdv1 = true,
+            }
+        }
+        if !finished {
+            return;
+        }
+        self.stop_active(now, shared);
+        match failure {
+            None => {
+                // PROTOCOL.md B §5.7 initializer phase, step 3.
+                if let Some(env) = self.pending_env.take() {
+                    shared.set_environment_id(env);
+                }
+                if selector_defined {
+                    shared.set_ready();
+                }
+            }
+            Some(error) => {
+                // The initializer phase reports no status (status stays INITIALIZING),
+                // but the error is kept for the user to see.
+                tracing::debug!(index, "fdv2: initializer failed");
+                if error.is_some() {
+                    shared.report(now, State::Interrupted, error);
+                }
+            }
+        }
+        if self.fdv1 || selector_defined {
+            self.start_synchronizer(now, 0, shared);
+        } else {
+            self.start_initializer(now, index + 1, shared);
+        }
+    }
+
+    fn pump_synchronizer(&mut self, now: Instant, shared: &mut Shared) {
+        let Some(active) = self.active.as_mut() else {
+            return;
+        };
+        let mut directive = None;
+        let mut last_error = None;
+        while let Some(o) = active.source.poll_output() {
+            match o {
+                SourceOutput::Action(a) => shared.out.push_back(Output::Action(a)),
+                SourceOutput::EnvironmentId(id) => self.pending_env = Some(id),
+                SourceOutput::Apply(cs) => {
+                    shared.apply(cs);
+                    active.source.set_basis(shared.store.selector());
+                }
+                SourceOutput::Status(State::Valid, _) => {
+                    if let Some(env) = self.pending_env.take() {
+                        shared.set_environment_id(env);
+                    }
+                    shared.report(now, State::Valid, None);
+                    shared.set_ready();
+                }
+                SourceOutput::Status(State::Off, error) => {
+                    // The synchronizer gave up for good: it is removed. Whether the data
+                    // system is OFF depends on what is left (see `act`).
+                    directive = directive.max(Some(Directive::Remove));
+                    last_error = error;
+                }
+                SourceOutput::Status(state, error) => shared.report(now, state, error),
+                SourceOutput::FallbackToFdv1 => directive = Some(Directive::Fdv1),
+            }
+        }
+        if let Some(d) = directive {
+            self.act(now, d, last_error, shared);
+        }
+    }
+
+    /// The periodic fallback and recovery check (PROTOCOL.md B §5.7), on the
+    /// `check_interval` grid from the synchronizer's start.
+    fn check(&mut self, now: Instant, shared: &mut Shared) {
+        let Phase::Synchronizing { index, check_at } = &mut self.phase else {
+            return;
+        };
+        if now < *check_at {
+            return;
+        }
+        let interval = self.fdv2.timing.check_interval;
+        while *check_at <= now {
+            *check_at += interval;
+        }
+        let index = *index;
+        let Some(active) = &self.active else { return };
+        let status = shared.status.status();
+        // A.4.6: durations count from the later of the last state change and this
+        // synchronizer's start, so a state inherited from the previous synchronizer
+        // does not count against this one.
+        let age = now.saturating_duration_since(status.since.max(active.started));
+        let t = self.fdv2.timing;
+        let directive = match status.state {
+            State::Valid if index != 0 && age >= t.recovery => Some(Directive::Recover),
+            State::Interrupted if age >= t.interrupted_fallback => Some(Directive::Fallback),
+            State::Initializing if age >= t.initializing_fallback => Some(Directive::Fallback),
+            _ => None,
+        };
+        if let Some(d) = directive {
+            tracing::debug!(?d, state = ?status.state, ?age, "fdv2: condition met");
+            self.act(now, d, None, shared);
+        }
+    }
+
+    fn act(&mut self, now: Instant, d: Directive, error: Option<ErrorInfo>, shared: &mut Shared) {
+        let Phase::Synchronizing { index, .. } = self.phase else {
+            return;
+        };
+        self.stop_active(now, shared);
+        let next = match d {
+            Directive::Fdv1 => {
+                self.fdv1 = true;
+                if let Some(e) = error {
+                    shared.report(now, State::Interrupted, Some(e));
+                }
+                0
+            }
+            Directive::Remove => {
+                if index < self.synchronizers.len() {
+                    self.synchronizers.remove(index);
+                }
+                if self.synchronizers.is_empty() {
+                    shared.report(now, State::Off, error);
+                    return self.halt(now, shared);
+                }
+                // Another synchronizer takes over: the data system is interrupted, not
+                // off (OFF means nothing will run again).
+                shared.report(now, State::Interrupted, error);
+                if index >= self.synchronizers.len() {
+                    0
+                } else {
+                    index
+                }
+            }
+            Directive::Recover => 0,
+            Directive::Fallback => (index + 1) % self.synchronizers.len().max(1),
+        };
+        self.start_synchronizer(now, next, shared);
+    }
+
+    /// Nothing more will run: OFF (the last error kept), and waiting can end.
+    fn halt(&mut self, now: Instant, shared: &mut Shared) {
+        self.stop_active(now, shared);
+        self.phase = Phase::Done;
+        shared.report(now, State::Off, None);
+        shared.set_ready();
+    }
+
+    /// Stop the active source and forward its close actions; its other outputs are
+    /// dropped.
+    fn stop_active(&mut self, now: Instant, shared: &mut Shared) {
+        if let Some(mut active) = self.active.take() {
+            active.source.handle_stop(now);
+            while let Some(o) = active.source.poll_output() {
+                if let SourceOutput::Action(a @ Action::Close { .. }) = o {
+                    shared.out.push_back(Output::Action(a));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,329 @@
+//! The data system: the FDv1 source or the FDv2 coordinator feeding one store, with the
+//! status rules, behind the `handle_input` / `poll_output` contract (DESIGN.md §2).
+
+mod availability;
+mod coordinator;
+mod sources;
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+pub use availability::DataAvailability;
+
+use crate::config::{Config, ConfigError, Mode};
+use crate::io::{Action, CloseCause, ConnId};
+use crate::source::SourceOutput;
+use crate::status::{ErrorInfo, State, Status, StatusTracker};
+use crate::store::{ChangeSet, Snapshot, Store, Transfer};
+use coordinator::Coordinator;
+use sources::{AnySource, Factory};
+
+/// An instruction from the application.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Command {
+    /// Start the data source.
+    Start,
+    /// Stop it for good: close every connection and report OFF.
+    Stop,
+}
+
+/// Something that happened, fed to [`DataSystem::handle_input`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Input<'a> {
+    /// An application command.
+    Command(Command),
+    /// The driver connected `conn` and wrote its request.
+    Connected {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// Bytes arrived on `conn`.
+    Data {
+        /// The connection.
+        conn: ConnId,
+        /// The bytes, borrowed; the core copies what it keeps.
+        bytes: &'a [u8],
+    },
+    /// `conn` closed.
+    Closed {
+        /// The connection.
+        conn: ConnId,
+        /// Why.
+        cause: CloseCause,
+    },
+    /// The deadline of the last [`Output::Wait`] passed (early calls are harmless).
+    Timeout,
+    /// The driver's persistent store failed to take a write the core asked for. The
+    /// status becomes INTERRUPTED (INITIALIZING before the first success) with
+    /// STORE_ERROR, and no vaguer error kind replaces it for this failure
+    /// (PROTOCOL.md A.4.1).
+    StoreFailed,
+}
+
+/// Something that happened, for the application.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// The store was written (a rejected stale update writes nothing and reports
+    /// nothing); `changed_flags` lists every flag whose data changed, directly or
+    /// through a prerequisite or segment (may be empty).
+    StoreChanged {
+        /// Affected flag keys, sorted.
+        changed_flags: Vec<String>,
+    },
+    /// The data-source status changed (PROTOCOL.md B §3.2).
+    StatusChanged(Status),
+    /// The store holds a full data set for the first time, or the source gave up for
+    /// good before that: waiting for initialization can end.
+    Ready,
+    /// The server named its environment.
+    EnvironmentId(String),
+}
+
+/// What to do next, from [`DataSystem::poll_output`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// Perform this I/O.
+    Action(Action),
+    /// Tell the application.
+    Event(Event),
+    /// Nothing more now: wait for I/O, or until this deadline, then send
+    /// [`Input::Timeout`]. `None`: wait for I/O or a command only.
+    Wait(Option<Instant>),
+}
+
+/// The whole data system (FDv1, or FDv2 with its coordinator) as a deterministic state
+/// machine.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use flagsync_core::{Action, Command, Config, DataSystem, Input, Output};
+///
+/// let now = Instant::now();
+/// let mut config = Config::new("sdk-key");
+/// config.stream_uri = "http://127.0.0.1:8030".into();
+/// let mut system = DataSystem::new(config, 7, now).unwrap();
+/// system.handle_input(now, Input::Command(Command::Start));
+/// let Output::Action(Action::Connect { conn, request, .. }) = system.poll_output() else { panic!() };
+/// assert!(request.starts_with(b"GET /all HTTP/1.1\r\n"));
+///
+/// system.handle_input(now, Input::Connected { conn });
+/// let body = "event: put\ndata: {\"data\":{\"flags\":{\"f\":{\"key\":\"f\",\"version\":1}},\"segments\":{}}}\n\n";
+/// let response = format!("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n{body}");
+/// system.handle_input(now, Input::Data { conn, bytes: response.as_bytes() });
+/// while !matches!(system.poll_output(), Output::Wait(_)) {}
+/// assert_eq!(system.snapshot().get(flagsync_core::Kind::Flag, "f").unwrap().version, 1);
+/// assert_eq!(system.status().state, flagsync_core::State::Valid);
+/// ```
+#[derive(Debug)]
+pub struct DataSystem {
+    engine: Engine,
+    shared: Shared,
+    last_now: Instant,
+}
+
+#[derive(Debug)]
+enum Engine {
+    Fdv1(AnySource),
+    Fdv2(Box<Coordinator>),
+}
+
+/// What the FDv1 source and the FDv2 coordinator both write to.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) store: Store,
+    pub(crate) status: StatusTracker,
+    pub(crate) out: VecDeque<Output>,
+    pub(crate) ready: bool,
+    pub(crate) environment_id: Option<String>,
+}
+
+impl Shared {
+    /// Apply a change set and report what changed.
+    pub(crate) fn apply(&mut self, cs: ChangeSet) {
+        let full = cs.transfer == Transfer::Full;
+        let applied = self.store.apply(cs);
+        if applied.written > 0 || full {
+            self.out.push_back(Output::Event(Event::StoreChanged {
+                changed_flags: applied.changed_flags,
+            }));
+        }
+    }
+
+    /// Report a state through the status rules.
+    pub(crate) fn report(&mut self, now: Instant, state: State, error: Option<ErrorInfo>) {
+        if let Some(st) = self.status.update(now, state, error) {
+            self.out
+                .push_back(Output::Event(Event::StatusChanged(st.clone())));
+        }
+    }
+
+    /// Waiting for initialization can end.
+    pub(crate) fn set_ready(&mut self) {
+        if !self.ready {
+            self.ready = true;
+            self.out.push_back(Output::Event(Event::Ready));
+        }
+    }
+
+    /// Record the environment id (non-empty only).
+    pub(crate) fn set_environment_id(&mut self, id: String) {
+        if !id.is_empty() && self.environment_id.as_deref() != Some(id.as_str()) {
+            self.environment_id = Some(id.clone());
+            self.out.push_back(Output::Event(Event::EnvironmentId(id)));
+        }
+    }
+}
+
+impl DataSystem {
+    /// A stopped data system; `seed` seeds every random choice (backoff jitter).
+    pub fn new(config: Config, seed: u64, now: Instant) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let fdv2 = config.mode == Mode::Fdv2;
+        let mut factory = Factory::new(config, seed);
+        let engine = if fdv2 {
+            Engine::Fdv2(Box::new(Coordinator::new(factory)))
+        } else {
+            Engine::Fdv1(factory.fdv1()?)
+        };
+        Ok(Self {
+            engine,
+            shared: Shared {
+                store: Store::new(),
+                status: StatusTracker::new(now),
+                out: VecDeque::new(),
+                ready: false,
+                environment_id: None,
+            },
+            last_now: now,
+        })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.shared.store
+    }
+
+    /// A cheap immutable view of the store.
+    pub fn snapshot(&self) -> Snapshot {
+        self.shared.store.snapshot()
+    }
+
+    /// The data-source status.
+    pub fn status(&self) -> &Status {
+        self.shared.status.status()
+    }
+
+    /// The environment id the server reported, if any.
+    pub fn environment_id(&self) -> Option<&str> {
+        self.shared.environment_id.as_deref()
+    }
+
+    /// True once a full data set is stored.
+    pub fn initialized(&self) -> bool {
+        self.shared.store.initialized()
+    }
+
+    /// True once waiting for initialization can end ([`Event::Ready`] was emitted).
+    pub fn ready(&self) -> bool {
+        self.shared.ready
+    }
+
+    /// How fresh the stored data is (PROTOCOL.md B §4.6, §5.10): FDv1 data is
+    /// REFRESHED once a full data set arrived; FDv2 data is REFRESHED while the store
+    /// holds a selector, CACHED when it holds data without one (after FDv1 fallback) or
+    /// when no source is configured (daemon mode).
+    pub fn data_availability(&self) -> DataAvailability {
+        let store = &self.shared.store;
+        match &self.engine {
+            Engine::Fdv1(_) if store.initialized() => DataAvailability::Refreshed,
+            Engine::Fdv1(_) => DataAvailability::Defaults,
+            Engine::Fdv2(_) if store.selector().is_defined() => DataAvailability::Refreshed,
+            Engine::Fdv2(c) if c.has_no_sources() || store.initialized() => {
+                DataAvailability::Cached
+            }
+            Engine::Fdv2(_) => DataAvailability::Defaults,
+        }
+    }
+
+    /// The best availability this configuration can reach: REFRESHED with a data
+    /// source, CACHED without one.
+    pub fn target_availability(&self) -> DataAvailability {
+        match &self.engine {
+            Engine::Fdv2(c) if c.has_no_sources() => DataAvailability::Cached,
+            _ => DataAvailability::Refreshed,
+        }
+    }
+
+    /// FDv2: the name of the running synchronizer or initializer (`streaming`,
+    /// `polling`, `fdv1-polling`), if any.
+    pub fn active_source(&self) -> Option<&'static str> {
+        match &self.engine {
+            Engine::Fdv2(c) => c.active_name(),
+            Engine::Fdv1(_) => None,
+        }
+    }
+
+    /// Feed one input. Afterwards, drain [`DataSystem::poll_output`] until it returns
+    /// [`Output::Wait`].
+    pub fn handle_input(&mut self, now: Instant, input: Input<'_>) {
+        debug_assert!(now >= self.last_now, "time went backwards");
+        let now = now.max(self.last_now);
+        self.last_now = now;
+        if let Input::StoreFailed = input {
+            let error = ErrorInfo::new(
+                now,
+                crate::ErrorKind::StoreError,
+                crate::status::Cause::Store,
+            );
+            self.shared.report(now, State::Interrupted, Some(error));
+            return;
+        }
+        match &mut self.engine {
+            Engine::Fdv1(source) => {
+                match input {
+                    Input::Command(Command::Start) => source.handle_start(now),
+                    Input::Command(Command::Stop) => source.handle_stop(now),
+                    Input::Connected { conn } => source.handle_connected(now, conn),
+                    Input::Data { conn, bytes } => source.handle_data(now, conn, bytes),
+                    Input::Closed { conn, cause } => source.handle_closed(now, conn, cause),
+                    Input::Timeout => source.handle_timeout(now),
+                    Input::StoreFailed => {}
+                }
+                pump_fdv1(source, &mut self.shared, now);
+            }
+            Engine::Fdv2(c) => c.handle_input(now, input, &mut self.shared),
+        }
+    }
+
+    /// The next output. Ends with [`Output::Wait`] once everything is drained, and
+    /// keeps returning it until the next input.
+    pub fn poll_output(&mut self) -> Output {
+        self.shared.out.pop_front().unwrap_or_else(|| {
+            Output::Wait(match &self.engine {
+                Engine::Fdv1(s) => s.poll_timeout(),
+                Engine::Fdv2(c) => c.poll_timeout(),
+            })
+        })
+    }
+}
+
+fn pump_fdv1(source: &mut AnySource, shared: &mut Shared, now: Instant) {
+    while let Some(o) = source.poll_output() {
+        match o {
+            SourceOutput::Action(a) => shared.out.push_back(Output::Action(a)),
+            SourceOutput::Apply(cs) => shared.apply(cs),
+            SourceOutput::Status(state, error) => {
+                shared.report(now, state, error);
+                if state == State::Off || shared.store.initialized() {
+                    shared.set_ready();
+                }
+            }
+            SourceOutput::EnvironmentId(id) => shared.set_environment_id(id),
+            // FDv1 sources never send it.
+            SourceOutput::FallbackToFdv1 => {}
+        }
+    }
+}
