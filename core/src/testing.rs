@@ -421,6 +421,9 @@ pub enum ScriptInput {
     Connected(u8),
     /// A response head with this status and an SSE or JSON content type.
     Head(u8, u16, bool),
+    /// The same, with `X-LD-FD-Fallback: true` and an `X-LD-EnvID` (FDv2 directs FDv1
+    /// fallback).
+    FallbackHead(u8, u16, bool),
     /// Raw bytes.
     Data(u8, Vec<u8>),
     /// The connection closed (cleanly if `true`).
@@ -430,14 +433,16 @@ pub enum ScriptInput {
 }
 
 /// A script replay that checks the core's invariants after every drain: a deadline
-/// that fired moves forward, `poll_output` keeps returning `Wait` once drained, an
-/// item's version never goes backwards (or disappears) without a full replacement, and
-/// nothing panics.
+/// that fired moves forward, `poll_output` keeps returning `Wait` once drained, at most
+/// one connection is open at a time (one source runs at a time, and it closes a
+/// connection before it opens the next), under FDv1 rules an item's version never goes
+/// backwards (or disappears) without a full replacement, and nothing panics.
 pub struct ScriptRun {
     /// The system.
     pub system: DataSystem,
     now: Instant,
     conns: Vec<ConnId>,
+    open: HashSet<ConnId>,
     /// Every output, for transcripts.
     pub outputs: Vec<Output>,
 }
@@ -449,6 +454,7 @@ impl ScriptRun {
             system,
             now: origin,
             conns: Vec::new(),
+            open: HashSet::new(),
             outputs: Vec::new(),
         }
     }
@@ -467,7 +473,7 @@ impl ScriptRun {
                 Some(conn) => Input::Connected { conn },
                 None => return,
             },
-            ScriptInput::Head(i, status, sse) => {
+            ScriptInput::Head(i, status, sse) | ScriptInput::FallbackHead(i, status, sse) => {
                 let Some(conn) = conn(&self.conns, *i) else {
                     return;
                 };
@@ -476,7 +482,12 @@ impl ScriptRun {
                 } else {
                     "application/json"
                 };
-                head = format!("HTTP/1.1 {status} X\r\nContent-Type: {ct}\r\n\r\n");
+                let extra = if matches!(step.input, ScriptInput::FallbackHead(..)) {
+                    "X-LD-FD-Fallback: true\r\nX-LD-EnvID: env-1\r\n"
+                } else {
+                    ""
+                };
+                head = format!("HTTP/1.1 {status} X\r\nContent-Type: {ct}\r\n{extra}\r\n");
                 Input::Data {
                     conn,
                     bytes: head.as_bytes(),
@@ -487,17 +498,20 @@ impl ScriptRun {
                 None => return,
             },
             ScriptInput::Closed(i, clean) => match conn(&self.conns, *i) {
-                Some(conn) => Input::Closed {
-                    conn,
-                    cause: if *clean {
-                        CloseCause::Eof
-                    } else {
-                        CloseCause::Io(IoCause {
-                            kind: std::io::ErrorKind::ConnectionReset,
-                            message: "reset".into(),
-                        })
-                    },
-                },
+                Some(conn) => {
+                    self.open.remove(&conn);
+                    Input::Closed {
+                        conn,
+                        cause: if *clean {
+                            CloseCause::Eof
+                        } else {
+                            CloseCause::Io(IoCause {
+                                kind: std::io::ErrorKind::ConnectionReset,
+                                message: "reset".into(),
+                            })
+                        },
+                    }
+                }
                 None => return,
             },
         };
@@ -505,7 +519,8 @@ impl ScriptRun {
         let before = self.system.snapshot();
         let full_transfers = self.system.store().full_transfers();
         self.system.handle_input(self.now, input);
-        if self.system.store().full_transfers() == full_transfers {
+        let fdv1_rules = self.system.mode() != crate::Mode::Fdv2;
+        if fdv1_rules && self.system.store().full_transfers() == full_transfers {
             // Without a full replacement, FDv1 rules never move a version backwards.
             for kind in crate::Kind::ALL {
                 for (key, old) in before.iter_including_deleted(kind) {
@@ -538,7 +553,18 @@ impl ScriptRun {
                     self.outputs.push(out);
                     return;
                 }
-                Output::Action(Action::Connect { conn, .. }) => self.conns.push(*conn),
+                Output::Action(Action::Connect { conn, .. }) => {
+                    self.conns.push(*conn);
+                    self.open.insert(*conn);
+                    assert!(
+                        self.open.len() <= 1,
+                        "two connections open at once: {:?}",
+                        self.open
+                    );
+                }
+                Output::Action(Action::Close { conn }) => {
+                    self.open.remove(conn);
+                }
                 _ => {}
             }
             self.outputs.push(out);

@@ -121,6 +121,7 @@ pub enum Output {
 pub struct DataSystem {
     engine: Engine,
     shared: Shared,
+    mode: Mode,
     last_now: Instant,
 }
 
@@ -181,7 +182,8 @@ impl DataSystem {
     /// A stopped data system; `seed` seeds every random choice (backoff jitter).
     pub fn new(config: Config, seed: u64, now: Instant) -> Result<Self, ConfigError> {
         config.validate()?;
-        let fdv2 = config.mode == Mode::Fdv2;
+        let mode = config.mode;
+        let fdv2 = mode == Mode::Fdv2;
         let mut factory = Factory::new(config, seed);
         let engine = if fdv2 {
             Engine::Fdv2(Box::new(Coordinator::new(factory)))
@@ -197,8 +199,14 @@ impl DataSystem {
                 ready: false,
                 environment_id: None,
             },
+            mode,
             last_now: now,
         })
+    }
+
+    /// Which data system this is.
+    pub fn mode(&self) -> Mode {
+        self.mode
     }
 
     /// The store.
