@@ -150,6 +150,9 @@ enum Delivery {
     Closed(CloseCause),
 }
 
+/// An invariant check run after every drain, with the virtual time.
+pub type DrainCheck = Box<dyn FnMut(&DataSystem, Duration)>;
+
 /// Drives a [`DataSystem`] against scripted replies under virtual time.
 pub struct Harness {
     /// The system under test.
@@ -169,6 +172,11 @@ pub struct Harness {
     pub closed: Vec<ConnId>,
     /// Deliver received bytes in pieces of at most this size.
     pub split: Option<usize>,
+    /// The most connections that were open at once.
+    pub max_open: usize,
+    /// Called after every drain with the system and the virtual time, to check
+    /// invariants at every step.
+    pub on_drain: Option<DrainCheck>,
     last_wait: Option<Instant>,
 }
 
@@ -188,6 +196,8 @@ impl Harness {
             events: Vec::new(),
             closed: Vec::new(),
             split: None,
+            max_open: 0,
+            on_drain: None,
             last_wait: None,
         }
     }
@@ -309,6 +319,10 @@ impl Harness {
             match self.system.poll_output() {
                 Output::Wait(deadline) => {
                     self.last_wait = deadline;
+                    let elapsed = self.now - self.origin;
+                    if let Some(check) = self.on_drain.as_mut() {
+                        check(&self.system, elapsed);
+                    }
                     return;
                 }
                 Output::Event(e) => self.events.push((self.now - self.origin, e)),
@@ -323,6 +337,7 @@ impl Harness {
                         &request,
                     );
                     self.open.insert(conn);
+                    self.max_open = self.max_open.max(self.open.len());
                     let path = self.requests.last().map(|r| r.path().to_owned());
                     self.connect(conn, path.as_deref().unwrap_or(""));
                 }

@@ -127,7 +127,7 @@ pub struct DataSystem {
 
 #[derive(Debug)]
 enum Engine {
-    Fdv1(AnySource),
+    Fdv1(Box<AnySource>),
     Fdv2(Box<Coordinator>),
 }
 
@@ -188,7 +188,7 @@ impl DataSystem {
         let engine = if fdv2 {
             Engine::Fdv2(Box::new(Coordinator::new(factory)))
         } else {
-            Engine::Fdv1(factory.fdv1()?)
+            Engine::Fdv1(Box::new(factory.fdv1()?))
         };
         Ok(Self {
             engine,

@@ -3,6 +3,8 @@
 
 mod fdv1_poll;
 mod fdv1_stream;
+mod fdv2;
+mod fdv2_properties;
 mod properties;
 
 use std::time::Duration;
