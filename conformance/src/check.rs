@@ -50,6 +50,8 @@ pub struct Observed {
     pub env_id: Option<String>,
     /// Open connections after a scripted stop.
     pub open_after_stop: Option<usize>,
+    /// Data availability at the end (before a scripted stop).
+    pub availability: Option<flagsync_core::DataAvailability>,
 }
 
 impl Observed {
@@ -224,6 +226,12 @@ pub fn check(s: &Scenario, obs: &Observed, timing: Timing) -> Vec<String> {
     }
     if e.no_env_id && obs.env_id.is_some() {
         f.push(format!("environment id {:?}, want none", obs.env_id));
+    }
+    if let Some(want) = &e.availability {
+        let got = obs.availability.map(|a| a.as_str());
+        if got != Some(want.as_str()) {
+            f.push(format!("data availability {got:?}, want {want:?}"));
+        }
     }
     if let Some(want) = e.open_connections_after_stop
         && obs.open_after_stop != Some(want)

@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use flagsync_core::config::{Fdv2Config, SourceSpec};
 use flagsync_core::source::UnrecoverablePolicy;
 use flagsync_core::{Config, ErrorKind, Mode, State};
 use serde::Deserialize;
@@ -58,6 +59,116 @@ pub enum ModeSpec {
     Streaming,
     /// FDv1 polling.
     Polling,
+    /// The FDv2 data system of `config.fdv2`.
+    Fdv2,
+}
+
+/// The FDv2 data system of a scenario: a preset, or lists of sources, and the
+/// coordinator timing (virtual ms, scaled live).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Fdv2Spec {
+    /// `default`, `streaming`, `polling`, `custom` or `daemon`; the lists below replace
+    /// the preset's when given.
+    pub preset: String,
+    /// Initializers, replacing the preset's.
+    pub initializers: Option<Vec<SourceSpecJson>>,
+    /// Synchronizers, replacing the preset's.
+    pub synchronizers: Option<Vec<SourceSpecJson>>,
+    /// FDv1 polling as directed fallback (`true`/`false`), replacing the preset's.
+    pub fdv1_fallback: Option<bool>,
+    /// Condition check interval.
+    pub check_interval_ms: u64,
+    /// Fallback when INITIALIZING this long.
+    pub initializing_fallback_ms: u64,
+    /// Fallback when INTERRUPTED this long.
+    pub interrupted_fallback_ms: u64,
+    /// Recovery to the first synchronizer after VALID this long.
+    pub recovery_ms: u64,
+}
+
+impl Default for Fdv2Spec {
+    fn default() -> Self {
+        Self {
+            preset: "default".into(),
+            initializers: None,
+            synchronizers: None,
+            fdv1_fallback: None,
+            check_interval_ms: 10_000,
+            initializing_fallback_ms: 10_000,
+            interrupted_fallback_ms: 60_000,
+            recovery_ms: 300_000,
+        }
+    }
+}
+
+/// A data source in a scenario: `"streaming"`, `"polling"`, `"fdv1_polling"`, or
+/// `{"polling": {"interval_ms": 5000}}` (also for `fdv1_polling`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum SourceSpecJson {
+    /// A source with the scenario's settings.
+    Name(String),
+    /// A polling source with its own interval.
+    WithInterval(BTreeMap<String, IntervalSpec>),
+}
+
+/// A polling source's own interval.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntervalSpec {
+    /// Poll interval (virtual ms; no minimum).
+    pub interval_ms: u64,
+}
+
+impl SourceSpecJson {
+    fn to_spec(&self, scale: f64) -> SourceSpec {
+        let (name, interval) = match self {
+            Self::Name(n) => (n.as_str(), None),
+            Self::WithInterval(m) => match m.iter().next() {
+                Some((n, i)) => (n.as_str(), Some(scaled(i.interval_ms, scale))),
+                None => ("", None),
+            },
+        };
+        match name {
+            "streaming" => SourceSpec::streaming(),
+            "fdv1_polling" => SourceSpec::Fdv1Polling {
+                base_uri: None,
+                interval,
+            },
+            _ => SourceSpec::Polling {
+                base_uri: None,
+                interval,
+            },
+        }
+    }
+}
+
+impl Fdv2Spec {
+    /// The core settings, durations scaled by `scale`.
+    pub fn to_config(&self, scale: f64) -> Fdv2Config {
+        let mut c = match self.preset.as_str() {
+            "streaming" => Fdv2Config::streaming(),
+            "polling" => Fdv2Config::polling(),
+            "custom" => Fdv2Config::custom(),
+            "daemon" => Fdv2Config::daemon(),
+            _ => Fdv2Config::default(),
+        };
+        if let Some(list) = &self.initializers {
+            c.initializers = list.iter().map(|s| s.to_spec(scale)).collect();
+        }
+        if let Some(list) = &self.synchronizers {
+            c.synchronizers = list.iter().map(|s| s.to_spec(scale)).collect();
+        }
+        if let Some(on) = self.fdv1_fallback {
+            c.fdv1_fallback = on.then(SourceSpec::fdv1_polling);
+        }
+        c.timing.check_interval = scaled(self.check_interval_ms, scale);
+        c.timing.initializing_fallback = scaled(self.initializing_fallback_ms, scale);
+        c.timing.interrupted_fallback = scaled(self.interrupted_fallback_ms, scale);
+        c.timing.recovery = scaled(self.recovery_ms, scale);
+        c
+    }
 }
 
 /// The unrecoverable-status policy.
@@ -99,6 +210,8 @@ pub struct ClientConfig {
     pub min_poll_interval_ms: u64,
     /// `X-LaunchDarkly-Tags` application id and version.
     pub application: Option<(String, String)>,
+    /// The FDv2 data system (with `mode` `fdv2`).
+    pub fdv2: Fdv2Spec,
 }
 
 impl Default for ClientConfig {
@@ -116,6 +229,7 @@ impl Default for ClientConfig {
             poll_interval_ms: 30_000,
             min_poll_interval_ms: 30_000,
             application: None,
+            fdv2: Fdv2Spec::default(),
         }
     }
 }
@@ -304,6 +418,8 @@ pub struct Expect {
     pub no_env_id: bool,
     /// Open connections after the scripted stop (live: within 3 s).
     pub open_connections_after_stop: Option<usize>,
+    /// The data availability at the end (`defaults`, `cached`, `refreshed`).
+    pub availability: Option<String>,
 }
 
 /// Checks on one request.
@@ -503,7 +619,9 @@ impl Scenario {
         config.mode = match c.mode {
             ModeSpec::Streaming => Mode::Streaming,
             ModeSpec::Polling => Mode::Polling,
+            ModeSpec::Fdv2 => Mode::Fdv2,
         };
+        config.fdv2 = c.fdv2.to_config(scale);
         config.payload_filter = c.payload_filter.clone();
         config.unrecoverable = match c.unrecoverable {
             PolicySpec::Retry => UnrecoverablePolicy::Retry,

@@ -66,6 +66,7 @@ pub fn run(s: &Scenario) -> Result<Observed, String> {
             Checkpoint::Stop => {
                 obs.final_status = Some(observed_status(h.system.status()));
                 obs.initialized = h.system.initialized();
+                obs.availability = Some(h.system.data_availability());
                 h.input(Input::Command(Command::Stop));
                 obs.open_after_stop = Some(h.open_connections());
                 stopped = true;
@@ -76,6 +77,7 @@ pub fn run(s: &Scenario) -> Result<Observed, String> {
     if !stopped {
         obs.final_status = Some(observed_status(h.system.status()));
         obs.initialized = h.system.initialized();
+        obs.availability = Some(h.system.data_availability());
     }
     obs.env_id = h.system.environment_id().map(str::to_owned);
     obs.statuses = h

@@ -560,6 +560,253 @@ add("poll_stop_closes_and_stops_polling", "polling",
     {"request_count": 1, "open_connections_after_stop": 0, "statuses": [st("valid", "none"), st("off", "none")]},
     90000, config=P, stop_at_ms=1000)
 
+# ---------------------------------------------------------------- FDv2 (B 5, C.2 FDv2 rows, E 28-38)
+def intent(code):
+    return ev("server-intent", j({"payloads": [{"id": "p1", "target": 1, "intentCode": code, "reason": "r"}]}))
+
+def put_obj(k, v, kind="flag"):
+    obj = flag(k, v) if kind == "flag" else seg(k, v)
+    return ev("put-object", j({"version": v, "kind": kind, "key": k, "object": obj}))
+
+def del_obj(k, v, kind="flag"):
+    return ev("delete-object", j({"version": v, "kind": kind, "key": k}))
+
+def xfer(state, v=1):
+    return ev("payload-transferred", j({"state": state, "version": v}))
+
+def full(flags, state):
+    return intent("xfer-full") + "".join(put_obj(k, v) for k, v in flags) + xfer(state)
+
+def changes(flags, state, v=2):
+    return intent("xfer-changes") + "".join(put_obj(k, v_) for k, v_ in flags) + xfer(state, v)
+
+def poll_events(evs):
+    return j({"events": [{"event": n, "data": d} for n, d in evs]})
+
+def poll2(flags, state, headers=()):
+    evs = [("server-intent", {"payloads": [{"intentCode": "xfer-full"}]})]
+    evs += [("put-object", {"version": v, "kind": "flag", "key": k, "object": flag(k, v)}) for k, v in flags]
+    evs += [("payload-transferred", {"state": state, "version": 1})]
+    h = [["Content-Type", "application/json"]] + [list(x) for x in headers]
+    return {"respond": {"status": 200, "headers": h, "body": [poll_events(evs)]}}
+
+FB = ["X-LD-FD-Fallback", "true"]
+SSE_CT = ["Content-Type", "text/event-stream"]
+
+def v2(**kw):
+    d = {"mode": "fdv2", "fdv2": {"preset": "custom", "synchronizers": ["streaming"], "fdv1_fallback": False}}
+    extra = kw.pop("fdv2", None)
+    if extra is not None:
+        d["fdv2"] = extra
+    d.update(kw)
+    return d
+
+TWO = v2(fdv2={"preset": "custom", "synchronizers": ["streaming", {"polling": {"interval_ms": 30000}}],
+               "fdv1_fallback": False})
+
+add("fdv2_stream_request_shape", "fdv2",
+    "The FDv2 stream is GET /sdk/stream with the key and SSE headers; the first connection has no basis; a filter is sent (A.1, B 5.4).",
+    [sse(full([("a", 1)], "s1"))],
+    {"requests": [{"method": "GET", "target": "/sdk/stream?filter=mobile",
+                   "headers": {"Authorization": "sdk-conformance-key", "Accept": "text/event-stream"},
+                   "absent": ["Last-Event-ID"]}], "request_count": 1}, 1000, config=v2(payload_filter="mobile"))
+add("fdv2_stream_full_transfer_initializes", "fdv2",
+    "server-intent xfer-full, put-object per item, payload-transferred: the store holds the payload, the source is VALID, availability REFRESHED (B 5.4, B 5.10).",
+    [sse(intent("xfer-full") + put_obj("a", 1) + put_obj("s", 2, "segment") + xfer("state-1"))],
+    {"store": [{"at_ms": 100, "flags": {"a": 1}, "segments": {"s": 2}, "exact": True}],
+     "statuses": [st("valid", "none")], "initialized": True, "availability": "refreshed"}, 1000, config=v2())
+add("fdv2_changes_are_invisible_until_payload_transferred", "fdv2",
+    "put-object and delete-object are not visible before payload-transferred (C.2 FDv2, E 28).",
+    [sse(intent("xfer-full") + put_obj("a", 1) + del_obj("b", 2), at(500, xfer("s1")))],
+    {"store": [{"at_ms": 300, "flags": {"a": None}, "exact": True},
+               {"at_ms": 800, "flags": {"a": 1, "b": {"tombstone": 2}}, "exact": True}],
+     "statuses": [st("valid", "none")]}, 1000, config=v2(), live=HALF)
+add("fdv2_put_before_intent_interrupts_and_reconnects", "fdv2",
+    "A put-object before any server-intent interrupts the stream (INVALID_DATA) and it reconnects (E 28, A.4.6).",
+    [sse(put_obj("a", 1) + xfer("s")), sse(full([("b", 1)], "s2"))],
+    {"request_count": 2, "store": [{"at_ms": 3000, "flags": {"b": 1}, "exact": True}],
+     "statuses": [st("initializing", "invalid_data", 0), st("valid", "invalid_data", 0)]}, 3000, config=v2())
+add("fdv2_invalid_json_in_server_intent_restarts", "fdv2",
+    "Malformed server-intent data is INVALID_DATA and the stream restarts (E 34).",
+    [sse(ev("server-intent", "{nope")), sse(full([("a", 1)], "s"))],
+    {"request_count": 2, "statuses": [st("initializing", "invalid_data", 0), st("valid", "invalid_data", 0)],
+     "store": [{"at_ms": 3000, "flags": {"a": 1}}]}, 3000, config=v2())
+add("fdv2_xfer_full_replaces_everything", "fdv2",
+    "A second xfer-full (cant-catchup) replaces the store: items missing from it vanish (C.2 FDv2, E 29).",
+    [sse(full([("a", 1), ("b", 1)], "s1"), at(500, intent("xfer-full") + put_obj("c", 1) + xfer("s2")))],
+    {"store": [{"at_ms": 300, "flags": {"a": 1, "b": 1}, "exact": True},
+               {"at_ms": 800, "flags": {"c": 1}, "exact": True}]}, 1000, config=v2(), live=HALF)
+add("fdv2_xfer_changes_merges", "fdv2",
+    "xfer-changes merges into the store (C.2 FDv2, E 29).",
+    [sse(full([("a", 1)], "s1"), at(500, changes([("b", 1)], "s2")))],
+    {"store": [{"at_ms": 800, "flags": {"a": 1, "b": 1}, "exact": True}]}, 1000, config=v2(), live=HALF)
+add("fdv2_intent_none_means_up_to_date", "fdv2",
+    "server-intent none changes nothing and the source stays VALID (E 29).",
+    [sse(full([("a", 1)], "s1"), at(300, intent("none")))],
+    {"store": [{"at_ms": 800, "flags": {"a": 1}, "exact": True}], "statuses": [st("valid", "none")],
+     "request_count": 1}, 1000, config=v2())
+add("fdv2_model_version_is_ignored", "fdv2",
+    "Inside FDv2 payloads the payload state wins: put-object version 1 after version 100 applies (C.2 FDv2, E 31).",
+    [sse(full([("a", 100)], "s1") + changes([("a", 1)], "s2"))],
+    {"store": [{"at_ms": 500, "flags": {"a": 1}}]}, 1000, config=v2())
+add("fdv2_heartbeats_and_unknown_events_are_ignored", "fdv2",
+    "heart-beat, heartbeat and unknown events (with any data) are ignored at the start and inside a payload (C.2 FDv2, E 32).",
+    [sse(ev("heart-beat", "x") + ev("whatever", "not json") + intent("xfer-full") + ev("heartbeat", "")
+         + put_obj("a", 1) + ev("whatever", "{") + xfer("s"))],
+    {"request_count": 1, "store": [{"at_ms": 500, "flags": {"a": 1}, "exact": True}],
+     "statuses": [st("valid", "none")]}, 1000, config=v2())
+add("fdv2_unknown_object_kind_is_ignored", "fdv2",
+    "A put-object of an unknown kind is ignored, so a newer server never breaks the client (A.4.6).",
+    [sse(intent("xfer-full") + ev("put-object", j({"version": 1, "kind": "widget", "key": "w", "object": {}}))
+         + put_obj("a", 1) + xfer("s"))],
+    {"request_count": 1, "store": [{"at_ms": 500, "flags": {"a": 1}, "exact": True}],
+     "statuses": [st("valid", "none")]}, 1000, config=v2())
+add("fdv2_error_event_discards_the_partial_payload", "fdv2",
+    "An error event drops the changes before it; changes after it up to payload-transferred apply; no reconnect (C.2 FDv2, E 32).",
+    [sse(intent("xfer-full") + put_obj("lost", 1) + ev("error", j({"payloadId": "p1", "reason": "r"}))
+         + put_obj("kept", 1) + xfer("s"))],
+    {"request_count": 1, "store": [{"at_ms": 500, "flags": {"kept": 1}, "exact": True}]}, 1000, config=v2())
+add("fdv2_error_event_then_full_transfer_replaces", "fdv2",
+    "An error event followed by a new server-intent xfer-full replaces the store (C.2 FDv2).",
+    [sse(full([("old", 1)], "s1") + intent("xfer-changes") + put_obj("lost", 1)
+         + ev("error", j({"payloadId": "p2", "reason": "r"})) + full([("new", 1)], "s3"))],
+    {"store": [{"at_ms": 500, "flags": {"new": 1}, "exact": True}]}, 1000, config=v2())
+add("fdv2_goodbye_disconnects_and_reconnects_with_basis", "fdv2",
+    "goodbye closes the connection, discards the uncommitted put and reconnects with basis=<state> (A.3, C.2 FDv2, E 33).",
+    [sse(full([("a", 1)], "state-1") + intent("xfer-changes") + put_obj("uncommitted", 1)
+         + ev("goodbye", j({"reason": "bye"}))),
+     sse(changes([("b", 1)], "state-2"))],
+    {"request_count": 2, "requests": [{"target": "/sdk/stream"}, {"target": "/sdk/stream?basis=state-1"}],
+     "store": [{"at_ms": 3000, "flags": {"a": 1, "b": 1, "uncommitted": None}, "exact": True}],
+     "statuses": [st("valid", "none")]}, 3000, config=v2())
+add("fdv2_reconnect_sends_basis_of_last_payload", "fdv2",
+    "After the stream closes, the reconnect carries basis=<state> from the last payload-transferred, form-encoded (C.2 FDv2, E 30).",
+    [sse(full([("a", 1)], "abc/+ =x"), end="close"), sse("")],
+    {"request_count": 2, "requests": [{"target": "/sdk/stream"}, {"target": "/sdk/stream?basis=abc%2F%2B+%3Dx"}],
+     "statuses": [st("valid", "none"), st("interrupted", "network_error", 0)]}, 3000, config=v2())
+add("fdv2_401_on_the_only_synchronizer_is_off", "fdv2",
+    "A 401 removes the synchronizer; with none left the data system is OFF and makes no more requests (B 5.7, A.3).",
+    [status(401)],
+    {"request_count": 1, "statuses": [st("off", "error_response", 401)], "initialized": False,
+     "availability": "defaults"}, 600000, config=v2(), live=SLOW)
+add("fdv2_401_removes_the_stream_for_good", "fdv2",
+    "A 401 on the stream removes it permanently: polling takes over at once, and the stream is never revisited, even after 5 minutes VALID (C.2 FDv2 fallback, E 35).",
+    [status(401)] + [poll2([("a", i)], f"s{i}") for i in range(1, 12)],
+    {"request_count": 12, "requests": [{"target": "/sdk/stream"}, {"target": "/sdk/poll", "at_ms": [0, 0]},
+                                       {"target": "/sdk/poll?basis=s1", "at_ms": [30000, 30000]}],
+     "statuses": [st("initializing", "error_response", 401), st("valid", "error_response", 401)],
+     "store": [{"at_ms": 310000, "flags": {"a": 11}}]}, 310000, config=TWO, live=SLOW)
+add("fdv2_hanging_stream_falls_back_after_ten_seconds", "fdv2",
+    "A stream that never answers is replaced by the next synchronizer at the first 10 s check (C.2 FDv2 fallback, E 35).",
+    ["hang", poll2([("a", 1)], "s1")],
+    {"request_count": 2, "requests": [{"target": "/sdk/stream"}, {"target": "/sdk/poll", "at_ms": [10000, 10000]}],
+     "store": [{"at_ms": 15000, "flags": {"a": 1}}], "statuses": [st("valid", "none")]}, 15000, config=TWO)
+add("fdv2_recovers_to_the_first_synchronizer_after_five_minutes", "fdv2",
+    "After 5 minutes VALID on the fallback synchronizer, the first one is tried again, with the basis (C.2 FDv2, E 35).",
+    ["hang"] + [poll2([("a", i)], f"s{i}") for i in range(1, 11)] + [sse(changes([("z", 1)], "primary"))],
+    {"request_count": 12,
+     "requests": [{"target": "/sdk/stream"}, {"target": "/sdk/poll", "at_ms": [10000, 10000]}] + [{}] * 9
+                 + [{"target": "/sdk/stream?basis=s10", "at_ms": [310000, 310000]}],
+     "store": [{"at_ms": 320000, "flags": {"a": 10, "z": 1}, "exact": True}]}, 320000, config=TWO, live=SLOW)
+add("fdv2_interrupted_for_a_minute_falls_back", "fdv2",
+    "A stream INTERRUPTED for 60 s (closed after a success, its reconnect delayed past a minute) is replaced at the check that sees a minute (B 5.7).",
+    [sse(full([("a", 1)], "s1"), end="close"), poll2([("a", 2)], "s2")],
+    {"request_count": 2, "requests": [{}, {"target": "/sdk/poll?basis=s1", "at_ms": [60000, 60000]}],
+     "statuses": [st("valid", "none"), st("interrupted", "network_error", 0), st("valid", "network_error", 0)],
+     "store": [{"at_ms": 61000, "flags": {"a": 2}}]}, 61000,
+    config=dict(TWO, initial_reconnect_delay_ms=200000, max_reconnect_delay_ms=200000))
+add("fdv2_initializing_timer_counts_from_the_current_synchronizer", "fdv2",
+    "The INITIALIZING fallback time counts from the current synchronizer's start, not the data system's (A.4.6): the initializer takes 10 s, then the stream gets its own 25 s.",
+    [status(500, body=[at(10000, "x")]), "hang", poll2([("a", 1)], "s")],
+    {"request_count": 3, "requests": [{"target": "/sdk/poll"}, {"target": "/sdk/stream", "at_ms": [10000, 10000]},
+                                      {"target": "/sdk/poll", "at_ms": [40000, 40000]}]}, 41000,
+    config=v2(connect_timeout_ms=60000, read_timeout_ms=15000,
+              fdv2={"preset": "default", "initializing_fallback_ms": 25000}))
+add("fdv2_fallback_header_on_stream_error_moves_to_fdv1", "fdv2",
+    "X-LD-FD-Fallback: true on a 403 stream response switches to FDv1 polling at /sdk/latest-all for good; FDv2 stays quiet (C.2 X-LD-FD-Fallback, E 36).",
+    [status(403, [FB])] + [poll_ok([("v", i)]) for i in range(1, 12)],
+    {"request_count": 12, "requests": [{"target": "/sdk/stream"}, {"target": "/sdk/latest-all", "at_ms": [0, 0]}],
+     "store": [{"at_ms": 305000, "flags": {"v": 11}}], "final_status": st("valid"), "availability": "cached"},
+    305000, config=v2(fdv2={"preset": "streaming"}), live=SLOW)
+add("fdv2_fallback_header_on_stream_success_applies_the_payload_first", "fdv2",
+    "X-LD-FD-Fallback: true on a 200 stream: the payload is applied first, then the stream closes and FDv1 polling starts (C.2, E 36).",
+    [sse(full([("a", 1)], "s"), headers=[SSE_CT, FB]), poll_ok([("a", 1), ("b", 1)])],
+    {"request_count": 2, "requests": [{"target": "/sdk/stream"}, {"target": "/sdk/latest-all", "at_ms": [0, 0]}],
+     "store": [{"at_ms": 1000, "flags": {"a": 1, "b": 1}, "exact": True}], "availability": "cached"},
+    1000, config=v2(fdv2={"preset": "streaming"}))
+add("fdv2_fallback_header_on_polling_initializer_skips_fdv2", "fdv2",
+    "X-LD-FD-Fallback: true on a 500 from the polling initializer: the FDv2 synchronizers are never contacted (C.2, E 36).",
+    [status(500, [FB])] + [poll_ok([("a", i)]) for i in range(1, 12)],
+    {"request_count": 12, "requests": [{"target": "/sdk/poll"}, {"target": "/sdk/latest-all", "at_ms": [0, 0]}],
+     "store": [{"at_ms": 305000, "flags": {"a": 11}}]}, 305000, config=v2(fdv2={"preset": "default"}), live=SLOW)
+add("fdv2_fallback_header_without_fdv1_halts", "fdv2",
+    "With no FDv1 fallback configured, the directive halts the data system: OFF, no retries even after a 500 (C.2, E 36).",
+    [status(500, [FB])],
+    {"request_count": 1, "statuses": [st("off", "error_response", 500)]}, 600000, config=v2(), live=SLOW)
+add("fdv2_fallback_header_must_be_exactly_true", "fdv2",
+    "Only the exact value true directs fallback (B 5.4).",
+    [sse(full([("a", 1)], "s"), headers=[SSE_CT, ["X-LD-FD-Fallback", "TRUE"]])],
+    {"request_count": 1, "availability": "refreshed"}, 2000, config=v2(fdv2={"preset": "streaming"}))
+add("fdv2_polling_initializer_then_stream_with_basis", "fdv2",
+    "The polling initializer's selector is sent as basis on the stream; the stream's xfer-changes merge (C.2 FDv2, E 37).",
+    [poll2([("a", 1)], "init-state"), sse(changes([("b", 1)], "s2"))],
+    {"request_count": 2, "requests": [{"target": "/sdk/poll"}, {"target": "/sdk/stream?basis=init-state", "at_ms": [0, 0]}],
+     "store": [{"at_ms": 500, "flags": {"a": 1, "b": 1}, "exact": True}], "statuses": [st("valid", "none")],
+     "availability": "refreshed"}, 1000, config=v2(fdv2={"preset": "default"}))
+add("fdv2_failing_initializer_falls_through_to_the_next", "fdv2",
+    "A failing initializer (here a 401) is skipped and the next one runs; the data system does not stop (B 5.7, E 37).",
+    [status(401), poll2([("a", 1)], "second"), sse("")],
+    {"request_count": 3, "requests": [{"target": "/sdk/poll"}, {"target": "/sdk/poll"},
+                                      {"target": "/sdk/stream?basis=second"}],
+     "store": [{"at_ms": 500, "flags": {"a": 1}}]}, 1000,
+    config=v2(fdv2={"preset": "custom", "initializers": ["polling", "polling"], "synchronizers": ["streaming"]}))
+add("fdv2_initializer_accepts_an_fdv1_shaped_body", "fdv2",
+    "An FDv2 polling initializer accepts an FDv1-shaped body (no selector: CACHED, the next source still runs) (E 38).",
+    [poll_ok([("a", 1)]), sse("")],
+    {"request_count": 2, "store": [{"at_ms": 500, "flags": {"a": 1}}], "availability": "cached"}, 1000,
+    config=v2(fdv2={"preset": "default"}))
+add("fdv2_polling_synchronizer_basis_and_etag", "fdv2",
+    "The FDv2 polling synchronizer sends basis=<state> and If-None-Match; a 304 keeps the data (B 5.5, E 30).",
+    [{"respond": {"status": 200, "headers": [["Content-Type", "application/json"], ["ETag", '"e1"']],
+                  "body": [poll_events([("server-intent", {"payloads": [{"intentCode": "xfer-full"}]}),
+                                        ("put-object", {"version": 1, "kind": "flag", "key": "a", "object": flag("a", 1)}),
+                                        ("payload-transferred", {"state": "s1", "version": 1})])]}},
+     status(304)],
+    {"request_count": 2, "requests": [{"target": "/sdk/poll", "headers": {"Accept-Encoding": "gzip"}},
+                                      {"target": "/sdk/poll?basis=s1", "headers": {"If-None-Match": '"e1"'},
+                                       "at_ms": [30000, 30000]}],
+     "store": [{"at_ms": 31000, "flags": {"a": 1}}], "statuses": [st("valid", "none")]}, 31000,
+    config=v2(fdv2={"preset": "polling"}))
+add("fdv2_polling_network_error_interrupts_and_does_not_remove", "fdv2",
+    "An I/O error of the polling synchronizer interrupts it; it is not removed and the next poll is on schedule (A.4.6).",
+    [poll2([("a", 1)], "s1"), "refuse", poll2([("a", 2)], "s2")],
+    {"request_count": 3, "statuses": [st("valid", "none"), st("interrupted", "network_error", 0),
+                                      st("valid", "network_error", 0)],
+     "store": [{"at_ms": 65000, "flags": {"a": 2}}]}, 65000,
+    config=v2(fdv2={"preset": "polling", "fdv1_fallback": False}))
+add("fdv2_polling_invalid_payload_is_invalid_data", "fdv2",
+    "A polling payload that starts with put-object is INVALID_DATA (not NETWORK_ERROR) and polling continues (A.4.6, E 38).",
+    [{"respond": {"status": 200, "headers": [["Content-Type", "application/json"]],
+                  "body": [poll_events([("put-object", {"version": 1, "kind": "flag", "key": "a", "object": flag("a", 1)}),
+                                        ("payload-transferred", {"state": "s", "version": 1})])]}},
+     poll2([("b", 1)], "s")],
+    {"request_count": 2, "statuses": [st("initializing", "invalid_data", 0), st("valid", "invalid_data", 0)],
+     "store": [{"at_ms": 31000, "flags": {"b": 1}, "exact": True}]}, 31000,
+    config=v2(fdv2={"preset": "polling", "fdv1_fallback": False}))
+add("fdv2_daemon_mode_makes_no_requests", "fdv2",
+    "Daemon mode has no data source: no request, ready at once, availability CACHED (B 5.7, B 5.10).",
+    [], {"request_count": 0, "availability": "cached"}, 5000, config=v2(fdv2={"preset": "daemon"}))
+add("fdv2_env_id_only_from_valid_data", "fdv2",
+    "The environment id is recorded only with VALID data, not from a response whose data was bad (B 5.10).",
+    [sse(ev("server-intent", "{bad"), headers=[SSE_CT, ["X-LD-EnvID", "env-bad"]]),
+     sse(full([("a", 1)], "s"), headers=[SSE_CT, ["X-LD-EnvID", "env-good"]])],
+    {"env_id": "env-good", "request_count": 2}, 3000, config=v2())
+add("fdv2_stop_closes_everything", "fdv2",
+    "Stopping the client closes the FDv2 stream, reports OFF and makes no more requests (E 27).",
+    [sse(full([("a", 1)], "s"))],
+    {"request_count": 1, "open_connections_after_stop": 0, "statuses": [st("valid", "none"), st("off", "none")]},
+    60000, config=v2(fdv2={"preset": "streaming"}), stop_at_ms=1000, live=SLOW)
+
 shutil.rmtree(OUT, ignore_errors=True)
 os.makedirs(OUT)
 names = set()

@@ -104,6 +104,12 @@ impl Coordinator {
             Input::StoreFailed => return,
             _ => {}
         }
+        let timeout = matches!(input, Input::Timeout);
+        if timeout {
+            // A check due now runs before the source's own timers: a synchronizer about
+            // to be replaced does not start a poll or a reconnect first.
+            self.check(now, shared);
+        }
         if let Some(active) = self.active.as_mut() {
             let s = &mut active.source;
             match input {
@@ -115,8 +121,11 @@ impl Coordinator {
             }
         }
         self.pump(now, shared);
-        // Checks are due on their grid whatever input brings the time past them.
-        self.check(now, shared);
+        if !timeout {
+            // Checks are due on their grid whatever input brings the time past them;
+            // I/O that arrives at the same moment counts first.
+            self.check(now, shared);
+        }
     }
 
     fn start(&mut self, now: Instant, shared: &mut Shared) {
@@ -237,8 +246,13 @@ impl Coordinator {
                 // The initializer phase reports no status (status stays INITIALIZING),
                 // but the error is kept for the user to see.
                 tracing::debug!(index, "fdv2: initializer failed");
+                let state = if self.fdv1 && self.fdv2.fdv1_fallback.is_none() {
+                    State::Off
+                } else {
+                    State::Interrupted
+                };
                 if error.is_some() {
-                    shared.report(now, State::Interrupted, error);
+                    shared.report(now, state, error);
                 }
             }
         }
@@ -274,6 +288,11 @@ impl Coordinator {
                     // The synchronizer gave up for good: it is removed. Whether the data
                     // system is OFF depends on what is left (see `act`).
                     directive = directive.max(Some(Directive::Remove));
+                    last_error = error;
+                }
+                // After a fallback directive the failure is reported with the switch
+                // (see `act`).
+                SourceOutput::Status(_, error) if directive == Some(Directive::Fdv1) => {
                     last_error = error;
                 }
                 SourceOutput::Status(state, error) => shared.report(now, state, error),
@@ -326,6 +345,11 @@ impl Coordinator {
         let next = match d {
             Directive::Fdv1 => {
                 self.fdv1 = true;
+                if self.fdv2.fdv1_fallback.is_none() {
+                    // Halted: the error goes with the OFF (PROTOCOL.md B §5.7).
+                    shared.report(now, State::Off, error);
+                    return self.halt(now, shared);
+                }
                 if let Some(e) = error {
                     shared.report(now, State::Interrupted, Some(e));
                 }
