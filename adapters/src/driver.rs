@@ -91,10 +91,15 @@ impl Machine for DataSystem {
     }
 
     fn poll(&mut self) -> Out<Self::Event> {
-        match self.poll_output() {
-            flagsync_core::Output::Action(a) => Out::Action(a),
-            flagsync_core::Output::Event(e) => Out::Event(e),
-            flagsync_core::Output::Wait(w) => Out::Wait(w),
+        loop {
+            return match self.poll_output() {
+                flagsync_core::Output::Action(a) => Out::Action(a),
+                flagsync_core::Output::Event(e) => Out::Event(e),
+                flagsync_core::Output::Wait(w) => Out::Wait(w),
+                // The client configures no persistent store (`Config::persistence` is
+                // `None`), so the core asks for none of these.
+                flagsync_core::Output::Persist(_) => continue,
+            };
         }
     }
 

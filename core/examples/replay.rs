@@ -68,6 +68,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 println!("store changed; affected flags: {changed_flags:?}")
             }
             Output::Event(other) => println!("event: {other:?}"),
+            Output::Persist(p) => println!("persist: {p:?}"),
             Output::Wait(_) => {
                 let Some(conn) = conn else { break };
                 now += Duration::from_millis(1);

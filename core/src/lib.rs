@@ -9,7 +9,9 @@
 //! ```text
 //!   Input::Command(Start|Stop) ─┐                     ┌─► Output::Action(Connect|Close)
 //!   Input::Connected / Data ────┤   DataSystem        ├─► Output::Event(StoreChanged|StatusChanged|Ready|…)
-//!   Input::Closed / Timeout ────┘ (now: Instant in)   └─► Output::Wait(next deadline)
+//!   Input::Closed / Timeout ────┤ (now: Instant in)   ├─► Output::Persist(Init|Upsert|CheckAvailable)
+//!   Input::StoreFailed / ───────┘                     └─► Output::Wait(next deadline)
+//!     StoreAvailable
 //! ```
 //!
 //! # The drive contract
@@ -47,6 +49,7 @@
 //!         Output::Event(e) => events.push(e),
 //!         Output::Wait(_) => break,
 //!         Output::Action(a) => panic!("unexpected {a:?}"),
+//!         Output::Persist(p) => panic!("no persistent store is configured: {p:?}"),
 //!     }
 //! }
 //! assert!(events.contains(&Event::Ready));
@@ -81,7 +84,10 @@ pub use config::{Config, ConfigError, Mode};
 pub use io::{Action, CloseCause, ConnId, IoCause};
 pub use status::{ErrorInfo, ErrorKind, State, Status};
 pub use store::{Kind, Snapshot};
-pub use system::{Command, DataAvailability, DataSystem, Event, Input, Output};
+pub use system::{
+    Command, DataAvailability, DataSystem, Event, Input, Output, Persist, PersistenceConfig,
+    StoreMode, StoreStatus,
+};
 
 #[cfg(test)]
 mod tests;

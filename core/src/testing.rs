@@ -170,6 +170,8 @@ pub struct Harness {
     pub events: Vec<(Duration, Event)>,
     /// Connections the system closed.
     pub closed: Vec<ConnId>,
+    /// Every request to the persistent store, with its virtual time.
+    pub persisted: Vec<(Duration, crate::Persist)>,
     /// Deliver received bytes in pieces of at most this size.
     pub split: Option<usize>,
     /// The most connections that were open at once.
@@ -195,6 +197,7 @@ impl Harness {
             requests: Vec::new(),
             events: Vec::new(),
             closed: Vec::new(),
+            persisted: Vec::new(),
             split: None,
             max_open: 0,
             on_drain: None,
@@ -326,6 +329,7 @@ impl Harness {
                     return;
                 }
                 Output::Event(e) => self.events.push((self.now - self.origin, e)),
+                Output::Persist(p) => self.persisted.push((self.now - self.origin, p)),
                 Output::Action(Action::Connect {
                     conn,
                     endpoint,

@@ -83,6 +83,9 @@ pub struct Config {
     pub unrecoverable: UnrecoverablePolicy,
     /// Buffer limits.
     pub limits: Limits,
+    /// A persistent store behind the in-memory one (`None`: memory only). The driver
+    /// performs the [`crate::Output::Persist`] requests against it.
+    pub persistence: Option<crate::PersistenceConfig>,
 }
 
 impl Config {
@@ -106,6 +109,7 @@ impl Config {
             min_poll_interval: Duration::from_secs(30),
             unrecoverable: UnrecoverablePolicy::Retry,
             limits: Limits::default(),
+            persistence: None,
         }
     }
 

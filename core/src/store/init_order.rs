@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use super::{Item, Kind, Snapshot};
+use super::{DependencyIndex, Item, Kind, Snapshot, Store};
 
 /// The items of `data`, tombstones included, in persistent-store init order: all
 /// segments first (sorted by key), then flags with every prerequisite before the flag
@@ -11,6 +11,32 @@ use super::{Item, Kind, Snapshot};
 /// safe). A reader of a half-written store then never sees a flag whose prerequisite
 /// or segment is missing.
 pub fn init_order(data: &Snapshot) -> Vec<(Kind, &str, &Item)> {
+    order_with(data, |_, item| prerequisites(item))
+}
+
+impl Store {
+    /// The whole store, tombstones included, in persistent-store init order (see
+    /// [`init_order`]), with owned keys; prerequisites come from the dependency index,
+    /// so no item is decoded again.
+    pub fn persist_order(&self) -> Vec<(Kind, String, Item)> {
+        let deps: &DependencyIndex = self.dependencies();
+        order_with(self.data(), |key, _| {
+            deps.dependencies(&(Kind::Flag, key.to_owned()))
+                .iter()
+                .filter(|(k, _)| *k == Kind::Flag)
+                .map(|(_, key)| key.clone())
+                .collect()
+        })
+        .into_iter()
+        .map(|(kind, key, item)| (kind, key.to_owned(), item.clone()))
+        .collect()
+    }
+}
+
+fn order_with(
+    data: &Snapshot,
+    prerequisites: impl Fn(&str, &Item) -> Vec<String>,
+) -> Vec<(Kind, &str, &Item)> {
     let mut out = Vec::new();
     for (key, item) in sorted_all(data, Kind::Segment) {
         out.push((Kind::Segment, key, item));
@@ -32,7 +58,7 @@ pub fn init_order(data: &Snapshot) -> Vec<(Kind, &str, &Item)> {
                 continue;
             }
             stack.push((key, true));
-            for p in prerequisites(item).into_iter().rev() {
+            for p in prerequisites(key, item).into_iter().rev() {
                 if let Some((&k, _)) = flags.get_key_value(p.as_str())
                     && !done.contains(k)
                 {
@@ -105,17 +131,23 @@ mod tests {
             .into_iter()
             .map(|(k, key, _)| (k, key))
             .collect();
-        assert_eq!(
-            order,
-            [
-                (Kind::Segment, "s1"),
-                (Kind::Segment, "s2"),
-                (Kind::Flag, "c"),
-                (Kind::Flag, "b"),
-                (Kind::Flag, "a"),
-                (Kind::Flag, "y"),
-                (Kind::Flag, "x"),
-            ]
-        );
+        let want = [
+            (Kind::Segment, "s1"),
+            (Kind::Segment, "s2"),
+            (Kind::Flag, "c"),
+            (Kind::Flag, "b"),
+            (Kind::Flag, "a"),
+            (Kind::Flag, "y"),
+            (Kind::Flag, "x"),
+        ];
+        assert_eq!(order, want);
+        // The store's own order, from its dependency index, is the same.
+        let owned: Vec<_> = store
+            .persist_order()
+            .into_iter()
+            .map(|(k, key, _)| (k, key))
+            .collect();
+        let owned: Vec<_> = owned.iter().map(|(k, key)| (*k, key.as_str())).collect();
+        assert_eq!(owned, want);
     }
 }

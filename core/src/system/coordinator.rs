@@ -101,7 +101,7 @@ impl Coordinator {
                 return;
             }
             Input::Command(Command::Stop) => return self.halt(now, shared),
-            Input::StoreFailed => return,
+            Input::StoreFailed | Input::StoreAvailable(_) => return,
             _ => {}
         }
         let timeout = matches!(input, Input::Timeout);
@@ -117,7 +117,7 @@ impl Coordinator {
                 Input::Data { conn, bytes } => s.handle_data(now, conn, bytes),
                 Input::Closed { conn, cause } => s.handle_closed(now, conn, cause),
                 Input::Timeout => s.handle_timeout(now),
-                Input::Command(_) | Input::StoreFailed => {}
+                Input::Command(_) | Input::StoreFailed | Input::StoreAvailable(_) => {}
             }
         }
         self.pump(now, shared);

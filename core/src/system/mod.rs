@@ -3,19 +3,22 @@
 
 mod availability;
 mod coordinator;
+mod persist;
 mod sources;
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
 pub use availability::DataAvailability;
+pub use persist::{Persist, PersistenceConfig, StoreMode, StoreStatus};
 
 use crate::config::{Config, ConfigError, Mode};
 use crate::io::{Action, CloseCause, ConnId};
 use crate::source::SourceOutput;
 use crate::status::{ErrorInfo, State, Status, StatusTracker};
-use crate::store::{ChangeSet, Snapshot, Store, Transfer};
+use crate::store::{ChangeSet, Item, Kind, Snapshot, Store, Transfer};
 use coordinator::Coordinator;
+use persist::Persistence;
 use sources::{AnySource, Factory};
 
 /// An instruction from the application.
@@ -60,6 +63,10 @@ pub enum Input<'a> {
     /// STORE_ERROR, and no vaguer error kind replaces it for this failure
     /// (PROTOCOL.md A.4.1).
     StoreFailed,
+    /// The persistent store answered a [`Persist::CheckAvailable`] (or the driver saw
+    /// it come back). After an outage the core writes the in-memory data back
+    /// (PROTOCOL.md A.4.8).
+    StoreAvailable(bool),
 }
 
 /// Something that happened, for the application.
@@ -80,6 +87,8 @@ pub enum Event {
     Ready,
     /// The server named its environment.
     EnvironmentId(String),
+    /// The persistent store's status changed (PROTOCOL.md B §4.5).
+    StoreStatusChanged(StoreStatus),
 }
 
 /// What to do next, from [`DataSystem::poll_output`].
@@ -89,6 +98,8 @@ pub enum Output {
     Action(Action),
     /// Tell the application.
     Event(Event),
+    /// Ask the persistent store to do this (only with [`Config::persistence`]).
+    Persist(Persist),
     /// Nothing more now: wait for I/O, or until this deadline, then send
     /// [`Input::Timeout`]. `None`: wait for I/O or a command only.
     Wait(Option<Instant>),
@@ -139,17 +150,78 @@ pub(crate) struct Shared {
     pub(crate) out: VecDeque<Output>,
     pub(crate) ready: bool,
     pub(crate) environment_id: Option<String>,
+    persist: Option<Persistence>,
 }
 
 impl Shared {
-    /// Apply a change set and report what changed.
+    /// Apply a change set, write it through to the persistent store, and report what
+    /// changed.
     pub(crate) fn apply(&mut self, cs: ChangeSet) {
         let full = cs.transfer == Transfer::Full;
+        let persist = self
+            .persist
+            .as_mut()
+            .is_some_and(Persistence::accepts_writes);
+        // Writes to persist: the items of a delta that the store takes (FDv1 may reject
+        // stale ones), identified afterwards by their shared buffer.
+        let candidates: Vec<(Kind, String, Item)> = if persist && !full {
+            cs.changes
+                .iter()
+                .map(|c| (c.kind, c.key.clone(), c.item.clone()))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let applied = self.store.apply(cs);
+        if persist {
+            if full {
+                self.out
+                    .push_back(Output::Persist(Persist::Init(self.store.persist_order())));
+            } else {
+                let data = self.store.data();
+                for (kind, key, item) in candidates {
+                    let stored = data.get_including_deleted(kind, &key).is_some_and(|s| {
+                        s.version == item.version && s.raw.as_ptr() == item.raw.as_ptr()
+                    });
+                    if stored {
+                        self.out
+                            .push_back(Output::Persist(Persist::Upsert(kind, key, item)));
+                    }
+                }
+            }
+        }
+        // Change events follow the memory write whatever the persistent store does
+        // (PROTOCOL.md A.4.9).
         if applied.written > 0 || full {
             self.out.push_back(Output::Event(Event::StoreChanged {
                 changed_flags: applied.changed_flags,
             }));
+        }
+    }
+
+    fn persist_effects(&mut self, now: Instant, fx: persist::Effects) {
+        for w in fx.writes {
+            self.out.push_back(Output::Persist(w));
+        }
+        if fx.rewrite && self.store.initialized() {
+            // A.4.8: the store missed writes; give it the whole data set again.
+            self.out
+                .push_back(Output::Persist(Persist::Init(self.store.persist_order())));
+        }
+        if let Some(st) = fx.status {
+            self.out
+                .push_back(Output::Event(Event::StoreStatusChanged(st)));
+            if st.available {
+                // The failure that interrupted the data source is over.
+                let status = self.status.status();
+                let store_error = status
+                    .error
+                    .as_ref()
+                    .is_some_and(|e| e.kind == crate::ErrorKind::StoreError);
+                if status.state == State::Interrupted && store_error && self.store.initialized() {
+                    self.report(now, State::Valid, None);
+                }
+            }
         }
     }
 
@@ -183,6 +255,7 @@ impl DataSystem {
     pub fn new(config: Config, seed: u64, now: Instant) -> Result<Self, ConfigError> {
         config.validate()?;
         let mode = config.mode;
+        let persistence = config.persistence;
         let fdv2 = mode == Mode::Fdv2;
         let mut factory = Factory::new(config, seed);
         let engine = if fdv2 {
@@ -198,6 +271,7 @@ impl DataSystem {
                 out: VecDeque::new(),
                 ready: false,
                 environment_id: None,
+                persist: persistence.map(Persistence::new),
             },
             mode,
             last_now: now,
@@ -232,6 +306,11 @@ impl DataSystem {
     /// True once a full data set is stored.
     pub fn initialized(&self) -> bool {
         self.shared.store.initialized()
+    }
+
+    /// The persistent store's status, if one is configured.
+    pub fn store_status(&self) -> Option<StoreStatus> {
+        self.shared.persist.as_ref().map(Persistence::status)
     }
 
     /// True once waiting for initialization can end ([`Event::Ready`] was emitted).
@@ -280,14 +359,34 @@ impl DataSystem {
         debug_assert!(now >= self.last_now, "time went backwards");
         let now = now.max(self.last_now);
         self.last_now = now;
-        if let Input::StoreFailed = input {
-            let error = ErrorInfo::new(
-                now,
-                crate::ErrorKind::StoreError,
-                crate::status::Cause::Store,
-            );
-            self.shared.report(now, State::Interrupted, Some(error));
-            return;
+        match input {
+            Input::StoreFailed => {
+                let error = ErrorInfo::new(
+                    now,
+                    crate::ErrorKind::StoreError,
+                    crate::status::Cause::Store,
+                );
+                self.shared.report(now, State::Interrupted, Some(error));
+                if let Some(p) = self.shared.persist.as_mut() {
+                    let fx = p.failed(now);
+                    self.shared.persist_effects(now, fx);
+                }
+                return;
+            }
+            Input::StoreAvailable(available) => {
+                if let Some(p) = self.shared.persist.as_mut() {
+                    let fx = p.answered(now, available);
+                    self.shared.persist_effects(now, fx);
+                }
+                return;
+            }
+            Input::Timeout => {
+                if let Some(p) = self.shared.persist.as_mut() {
+                    let fx = p.timeout(now);
+                    self.shared.persist_effects(now, fx);
+                }
+            }
+            _ => {}
         }
         match &mut self.engine {
             Engine::Fdv1(source) => {
@@ -298,7 +397,7 @@ impl DataSystem {
                     Input::Data { conn, bytes } => source.handle_data(now, conn, bytes),
                     Input::Closed { conn, cause } => source.handle_closed(now, conn, cause),
                     Input::Timeout => source.handle_timeout(now),
-                    Input::StoreFailed => {}
+                    Input::StoreFailed | Input::StoreAvailable(_) => {}
                 }
                 pump_fdv1(source, &mut self.shared, now);
             }
@@ -310,9 +409,18 @@ impl DataSystem {
     /// keeps returning it until the next input.
     pub fn poll_output(&mut self) -> Output {
         self.shared.out.pop_front().unwrap_or_else(|| {
-            Output::Wait(match &self.engine {
+            let engine = match &self.engine {
                 Engine::Fdv1(s) => s.poll_timeout(),
                 Engine::Fdv2(c) => c.poll_timeout(),
+            };
+            let store = self
+                .shared
+                .persist
+                .as_ref()
+                .and_then(Persistence::poll_timeout);
+            Output::Wait(match (engine, store) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
             })
         })
     }
