@@ -58,8 +58,8 @@
 //! ```
 //!
 //! Every inner machine is public and usable alone: [`sse::Parser`],
-//! [`http1::ResponseReader`], [`source::EventStream`], [`source::Fdv1Stream`],
-//! [`source::Fdv2Stream`], [`source::Poller`] and [`store::Store`]. Behaviour follows the project's
+//! [`http1::ResponseReader`], [`source::EventStream`], [`source::StreamSource`],
+//! [`source::Poller`] and [`store::Store`]. Behaviour follows the project's
 //! PROTOCOL.md; comments cite its sections.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

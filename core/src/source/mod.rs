@@ -10,12 +10,12 @@ mod fdv1_stream;
 mod fdv2_stream;
 mod headers;
 mod poll;
+mod stream;
 
 pub use event_stream::{EventStream, EventStreamConfig, StreamOutput, UnrecoverablePolicy};
-pub use fdv1_stream::Fdv1Stream;
-pub use fdv2_stream::Fdv2Stream;
 pub use headers::{RequestIdentity, USER_AGENT};
 pub use poll::{PollConfig, PollFormat, Poller};
+pub use stream::StreamSource;
 
 use crate::io::Action;
 use crate::status::{ErrorInfo, State};

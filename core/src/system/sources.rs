@@ -7,7 +7,7 @@ use crate::config::{Config, ConfigError, SourceSpec};
 use crate::endpoint::Url;
 use crate::io::{CloseCause, ConnId};
 use crate::source::{
-    EventStreamConfig, Fdv1Stream, Fdv2Stream, PollConfig, PollFormat, Poller, SourceOutput,
+    EventStreamConfig, PollConfig, PollFormat, Poller, SourceOutput, StreamSource,
     UnrecoverablePolicy,
 };
 use crate::store::Selector;
@@ -15,16 +15,14 @@ use crate::store::Selector;
 /// Any data source.
 #[derive(Debug)]
 pub(crate) enum AnySource {
-    Fdv1Stream(Fdv1Stream),
-    Fdv2Stream(Fdv2Stream),
+    Stream(StreamSource),
     Poll(Poller),
 }
 
 macro_rules! each {
     ($src:expr, $s:ident => $body:expr) => {
         match $src {
-            AnySource::Fdv1Stream($s) => $body,
-            AnySource::Fdv2Stream($s) => $body,
+            AnySource::Stream($s) => $body,
             AnySource::Poll($s) => $body,
         }
     };
@@ -63,13 +61,9 @@ impl AnySource {
         each!(self, s => s.poll_timeout())
     }
 
-    /// FDv2 sources send the store's selector as `basis`; others ignore it.
+    /// FDv2 sources send the store's selector as `basis`; FDv1 ones ignore it.
     pub(crate) fn set_basis(&mut self, selector: &Selector) {
-        match self {
-            Self::Fdv2Stream(s) => s.set_basis(selector),
-            Self::Poll(p) => p.set_basis(selector),
-            Self::Fdv1Stream(_) => {}
-        }
+        each!(self, s => s.set_basis(selector))
     }
 }
 
@@ -170,11 +164,11 @@ impl Factory {
                 sc.unrecoverable = unrecoverable;
                 sc.sse = c.limits.sse;
                 sc.http = c.limits.http;
-                Ok(if role == Role::Fdv1 {
-                    AnySource::Fdv1Stream(Fdv1Stream::new(sc, seed, first_conn_id))
+                Ok(AnySource::Stream(if role == Role::Fdv1 {
+                    StreamSource::fdv1(sc, seed, first_conn_id)
                 } else {
-                    AnySource::Fdv2Stream(Fdv2Stream::new(sc, seed, first_conn_id))
-                })
+                    StreamSource::fdv2(sc, seed, first_conn_id)
+                }))
             }
             SourceSpec::Polling { base_uri, interval }
             | SourceSpec::Fdv1Polling { base_uri, interval } => {
