@@ -22,6 +22,13 @@
 //! # }
 //! ```
 //!
+//! # Data systems
+//! By default the client speaks FDv1: one stream (`/all`), or polling
+//! ([`ClientBuilder::polling`]). [`ClientBuilder::fdv2`] chooses the FDv2 data system
+//! (`/sdk/stream`, `/sdk/poll`): initializers, then synchronizers with fallback and
+//! recovery, and the server-directed FDv1 fallback. [`Client::data_availability`] and
+//! [`Client::active_source`] show where the data comes from.
+//!
 //! # Features
 //! - `tokio` (default): run on tokio. `start()` must then be called inside a tokio
 //!   runtime with its I/O and time drivers enabled.
@@ -58,8 +65,9 @@ use std::time::{Duration, Instant};
 use flagsync_core::{Command, Config, DataSystem};
 
 pub use flag::{Flag, Segment};
+pub use flagsync_core::config::{CoordinatorTiming, Fdv2Config, SourceSpec};
 pub use flagsync_core::source::UnrecoverablePolicy;
-pub use flagsync_core::{ErrorKind, Kind, Mode, Snapshot, State};
+pub use flagsync_core::{DataAvailability, ErrorKind, Kind, Mode, Snapshot, State};
 pub use proxy::ProxyError;
 pub use publish::{DataSourceError, DataSourceStatus, FlagChange, Subscription};
 
@@ -120,9 +128,44 @@ impl ClientBuilder {
         self
     }
 
-    /// Streaming or polling.
+    /// FDv1 streaming or polling; [`Mode::Fdv2`] keeps the current FDv2 settings (see
+    /// [`ClientBuilder::fdv2`]).
     pub fn mode(mut self, mode: Mode) -> Self {
         self.config.mode = mode;
+        self
+    }
+
+    /// Use the FDv2 data system (PROTOCOL.md B §5): `fdv2`'s initializers run in
+    /// order until one yields a payload with a selector, then its synchronizers keep
+    /// the store current, one at a time, falling back and recovering by its
+    /// [`CoordinatorTiming`]. A server's `X-LD-FD-Fallback: true` moves the client to
+    /// `fdv2.fdv1_fallback` for good.
+    ///
+    /// Start from a preset ([`Fdv2Config::default`]: a polling initializer, then the
+    /// stream with polling as its fallback; [`Fdv2Config::streaming`];
+    /// [`Fdv2Config::polling`]; [`Fdv2Config::daemon`]) or list the sources with
+    /// [`Fdv2Config::custom`]. A later [`ClientBuilder::polling`] or
+    /// [`ClientBuilder::mode`] switches back to FDv1.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use flagsync::{Client, DataAvailability, Fdv2Config, SourceSpec};
+    ///
+    /// // The stream first; polling every 10 s if the stream stays interrupted.
+    /// let fdv2 = Fdv2Config::custom()
+    ///     .synchronizers([
+    ///         SourceSpec::streaming(),
+    ///         SourceSpec::Polling { base_uri: None, interval: Some(Duration::from_secs(10)) },
+    ///     ])
+    ///     .fdv1_fallback(Some(SourceSpec::fdv1_polling()));
+    /// let client = Client::builder("sdk-key").fdv2(fdv2).build()?;
+    /// assert_eq!(client.data_availability(), DataAvailability::Defaults);
+    /// assert_eq!(client.target_availability(), DataAvailability::Refreshed);
+    /// # Ok::<(), flagsync::Error>(())
+    /// ```
+    pub fn fdv2(mut self, fdv2: Fdv2Config) -> Self {
+        self.config.mode = Mode::Fdv2;
+        self.config.fdv2 = fdv2;
         self
     }
 
@@ -313,8 +356,62 @@ impl Client {
     }
 
     /// True once a full data set has been received.
+    ///
+    /// The reference SDKs' `is_initialized()` is
+    /// `data_availability().at_least(DataAvailability::Cached)` instead, which also
+    /// holds for data without a selector and in FDv2 daemon mode (PROTOCOL.md B §4.6).
     pub fn initialized(&self) -> bool {
         self.inner.published.initialized()
+    }
+
+    /// How fresh the flag data is (PROTOCOL.md B §4.6, §5.10): `Defaults` (no data:
+    /// evaluate to the application's defaults), `Cached` (data not vouched for by the
+    /// service: FDv2 data after the FDv1 fallback, or FDv2 daemon mode) or `Refreshed`
+    /// (FDv1: a full data set arrived; FDv2: the store holds the service's selector).
+    /// Published by the client after each input it handles, together with the
+    /// snapshot and the status.
+    ///
+    /// ```
+    /// use flagsync::{Client, DataAvailability, Fdv2Config};
+    ///
+    /// // Daemon mode: another process keeps the data current; no data source runs.
+    /// let client = Client::builder("sdk-key").fdv2(Fdv2Config::daemon()).build()?;
+    /// let ready = client.data_availability().at_least(DataAvailability::Cached);
+    /// assert!(ready);
+    /// # Ok::<(), flagsync::Error>(())
+    /// ```
+    pub fn data_availability(&self) -> DataAvailability {
+        self.inner.published.data_availability()
+    }
+
+    /// The best [`Client::data_availability`] this configuration can reach:
+    /// `Refreshed` with a data source, `Cached` without one (FDv2 daemon mode).
+    ///
+    /// ```
+    /// use flagsync::{Client, DataAvailability, Fdv2Config};
+    ///
+    /// let client = Client::builder("sdk-key").fdv2(Fdv2Config::streaming()).build()?;
+    /// assert_eq!(client.target_availability(), DataAvailability::Refreshed);
+    /// // Not there yet: the client has not started.
+    /// assert!(client.data_availability() < client.target_availability());
+    /// # Ok::<(), flagsync::Error>(())
+    /// ```
+    pub fn target_availability(&self) -> DataAvailability {
+        self.inner.published.target_availability()
+    }
+
+    /// FDv2: the source running now (`"streaming"`, `"polling"` or `"fdv1-polling"`,
+    /// as [`SourceSpec::name`]), if any. Always `None` under FDv1 and once closed.
+    ///
+    /// ```
+    /// use flagsync::{Client, Fdv2Config};
+    ///
+    /// let client = Client::builder("sdk-key").fdv2(Fdv2Config::default()).build()?;
+    /// assert_eq!(client.active_source(), None); // not started
+    /// # Ok::<(), flagsync::Error>(())
+    /// ```
+    pub fn active_source(&self) -> Option<&'static str> {
+        self.inner.published.active_source()
     }
 
     /// Bytes received so far on data-source connections (HTTP heads and bodies, after

@@ -3,12 +3,12 @@
 //! clone an `Arc`-like value, so they never hold up the driver.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 
-use flagsync_core::{DataSystem, ErrorKind, Event, Snapshot, State, Status};
+use flagsync_core::{DataAvailability, DataSystem, ErrorKind, Event, Snapshot, State, Status};
 
 use crate::driver::Sink;
 
@@ -158,6 +158,11 @@ pub(crate) struct Published {
     initialized: AtomicBool,
     ready: AtomicBool,
     bytes_received: AtomicU64,
+    /// [`DataSystem::data_availability`], as [`availability_code`].
+    data_availability: AtomicU8,
+    /// [`DataSystem::target_availability`], as [`availability_code`].
+    target_availability: AtomicU8,
+    active_source: RwLock<Option<&'static str>>,
     // Closed once ready: waiters wake on `recv` failing.
     ready_tx: async_channel::Sender<()>,
     ready_rx: async_channel::Receiver<()>,
@@ -176,6 +181,9 @@ impl Published {
             initialized: AtomicBool::new(false),
             ready: AtomicBool::new(false),
             bytes_received: AtomicU64::new(0),
+            data_availability: AtomicU8::new(availability_code(system.data_availability())),
+            target_availability: AtomicU8::new(availability_code(system.target_availability())),
+            active_source: RwLock::new(system.active_source()),
             ready_tx,
             ready_rx,
             status_subs: Subscribers::new(),
@@ -212,6 +220,37 @@ impl Published {
         self.bytes_received.load(Ordering::Relaxed)
     }
 
+    pub(crate) fn data_availability(&self) -> DataAvailability {
+        availability_from_code(self.data_availability.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn target_availability(&self) -> DataAvailability {
+        availability_from_code(self.target_availability.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn active_source(&self) -> Option<&'static str> {
+        *self.active_source.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Publish the data availability and the active source. Called after the snapshot
+    /// is published and before a status is sent, so a reader that sees an availability
+    /// also sees the data it describes, and a status subscriber sees the availability
+    /// the same input produced.
+    fn publish_availability(&self, system: &DataSystem) {
+        *self
+            .active_source
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = system.active_source();
+        self.data_availability.store(
+            availability_code(system.data_availability()),
+            Ordering::Release,
+        );
+        self.target_availability.store(
+            availability_code(system.target_availability()),
+            Ordering::Release,
+        );
+    }
+
     /// Publish `initialized` (only ever false → true). Called once everything the
     /// store change produced has been published: readers that see it true have the
     /// snapshot, and every subscription has the change events, of the initial data.
@@ -246,17 +285,20 @@ impl Sink<DataSystem> for DataSink {
                 // so `wait_for_initialization` returning means every change event of
                 // the initial data is already in each earlier subscription.
                 *p.snapshot.write().unwrap_or_else(|e| e.into_inner()) = system.snapshot();
+                p.publish_availability(system);
                 tracing::debug!(changed = changed_flags.len(), "store changed");
                 p.flag_subs
                     .send_all(changed_flags.into_iter().map(|key| FlagChange { key }));
             }
             Event::StatusChanged(status) => {
+                p.publish_availability(system);
                 let status = p.clock.status(&status);
                 tracing::debug!(state = status.state.as_str(), error = ?status.error, "status");
                 *p.status.write().unwrap_or_else(|e| e.into_inner()) = status.clone();
                 p.status_subs.send(&status);
             }
             Event::Ready => {
+                p.publish_availability(system);
                 p.publish_initialized(system);
                 p.set_ready();
             }
@@ -274,13 +316,32 @@ impl Sink<DataSystem> for DataSink {
     }
 
     fn drained(&mut self, system: &DataSystem) {
+        self.0.publish_availability(system);
         self.0.publish_initialized(system);
     }
 
     fn finish(&mut self, system: &DataSystem) {
+        self.0.publish_availability(system);
         self.0.publish_initialized(system);
         self.0.set_ready();
         self.0.status_subs.close();
         self.0.flag_subs.close();
+    }
+}
+
+/// [`DataAvailability`] as a byte, for an atomic.
+fn availability_code(a: DataAvailability) -> u8 {
+    match a {
+        DataAvailability::Defaults => 0,
+        DataAvailability::Cached => 1,
+        DataAvailability::Refreshed => 2,
+    }
+}
+
+fn availability_from_code(code: u8) -> DataAvailability {
+    match code {
+        2 => DataAvailability::Refreshed,
+        1 => DataAvailability::Cached,
+        _ => DataAvailability::Defaults,
     }
 }
