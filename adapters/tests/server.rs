@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use flagsync::server::{Server, ServerHandle};
+use flagsync::server::{Endpoint, Server, ServerHandle};
 use serde_json::{Value, json};
 
 const T: Duration = Duration::from_secs(5);
@@ -106,10 +106,14 @@ struct Stream {
 }
 
 fn open_stream(addr: SocketAddr, key: &str) -> Stream {
+    open_path(addr, "/all?filter=mine", key)
+}
+
+fn open_path(addr: SocketAddr, target: &str, key: &str) -> Stream {
     let mut s = connect(addr);
     write!(
         s,
-        "GET /all?filter=mine HTTP/1.1\r\nHost: x\r\nAuthorization: {key}\r\nAccept: text/event-stream\r\n\r\n"
+        "GET {target} HTTP/1.1\r\nHost: x\r\nAuthorization: {key}\r\nAccept: text/event-stream\r\n\r\n"
     )
     .unwrap();
     let mut r = BufReader::new(s);
@@ -123,6 +127,25 @@ fn open_stream(addr: SocketAddr, key: &str) -> Stream {
 }
 
 impl Stream {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The names of the next `n` events, and the data of the last one.
+    fn next_names(&mut self, n: usize) -> (Vec<String>, Value) {
+        let mut names = Vec::new();
+        let mut last = Value::Null;
+        for _ in 0..n {
+            let (name, data) = self.next_event().expect("an event");
+            names.push(name);
+            last = data;
+        }
+        (names, last)
+    }
+
     /// The next event, or `None` at end of stream.
     fn next_event(&mut self) -> Option<(String, Value)> {
         let (mut name, mut data) = (String::from("message"), String::new());
@@ -411,4 +434,286 @@ fn invalid_data_is_rejected() {
     let server = Server::builder().start().unwrap();
     assert!(server.set_flag("k", json!("not an object")).is_err());
     assert!(server.replace_all(json!({"flags": 1})).is_err());
+}
+
+// ---------------------------------------------------------------------------------
+// FDv2
+
+const AUTH: (&str, &str) = ("Authorization", "sdk-good");
+
+#[test]
+fn fdv2_stream_full_payload_then_changes() {
+    let server = start();
+    let mut st = open_path(server.addr(), "/sdk/stream?filter=x", "sdk-good");
+    assert_eq!(st.status, 200);
+    assert_eq!(st.header("x-ld-envid"), Some("env-1"));
+    assert_eq!(st.header("x-ld-fd-fallback"), None);
+    let (name, intent) = st.next_event().unwrap();
+    assert_eq!(name, "server-intent");
+    let payload = &intent["payloads"][0];
+    assert_eq!(payload["intentCode"], "xfer-full");
+    assert_eq!(payload["reason"], "payload-missing");
+    assert_eq!(payload["target"], 1);
+    let mut puts = Vec::new();
+    for _ in 0..3 {
+        let (name, put) = st.next_event().unwrap();
+        assert_eq!(name, "put-object");
+        puts.push((
+            put["kind"].clone(),
+            put["key"].clone(),
+            put["version"].clone(),
+        ));
+    }
+    assert_eq!(
+        puts,
+        [
+            (json!("flag"), json!("a"), json!(3)),
+            (json!("flag"), json!("b"), json!(1)),
+            (json!("segment"), json!("s"), json!(1)),
+        ]
+    );
+    let (name, done) = st.next_event().unwrap();
+    assert_eq!(name, "payload-transferred");
+    let state = server.fdv2_state();
+    assert_eq!(done, json!({"state": state, "version": 1}));
+
+    // A change: one put-object, then the new selector.
+    server.set_flag("a", json!({"on": false})).unwrap();
+    let (name, put) = st.next_event().unwrap();
+    assert_eq!(name, "put-object");
+    assert_eq!(
+        (&put["key"], &put["version"], &put["object"]["version"]),
+        (&json!("a"), &json!(4), &json!(4))
+    );
+    let (name, done) = st.next_event().unwrap();
+    assert_eq!(name, "payload-transferred");
+    assert_eq!(done["version"], 2);
+    assert_eq!(done["state"], server.fdv2_state().as_str());
+    assert_ne!(done["state"], state.as_str());
+
+    server.delete_segment("s");
+    let (names, done) = st.next_names(2);
+    assert_eq!(names, ["delete-object", "payload-transferred"]);
+    assert_eq!(done["version"], 3);
+
+    // Replaced data: a new full transfer.
+    server.replace_all(json!({"flags": {"c": {}}})).unwrap();
+    let (names, done) = st.next_names(3);
+    assert_eq!(
+        names,
+        ["server-intent", "put-object", "payload-transferred"]
+    );
+    assert_eq!(done["version"], 4);
+    assert_eq!(server.payload_version(), 4);
+}
+
+#[test]
+fn fdv2_current_basis_gets_intent_none_and_later_changes() {
+    let server = start();
+    let state = server.fdv2_state();
+    let mut st = open_path(
+        server.addr(),
+        &format!("/sdk/stream?basis={state}"),
+        "sdk-good",
+    );
+    let (name, intent) = st.next_event().unwrap();
+    assert_eq!(name, "server-intent");
+    assert_eq!(intent["payloads"][0]["intentCode"], "none");
+    assert_eq!(intent["payloads"][0]["reason"], "up-to-date");
+    assert!(server.wait_for_streams(1, T));
+    server.set_flag("new", json!({})).unwrap();
+    let (names, _) = st.next_names(2);
+    assert_eq!(names, ["put-object", "payload-transferred"]);
+
+    // A stale basis gets everything again.
+    let mut stale = open_path(
+        server.addr(),
+        &format!("/sdk/stream?basis={state}"),
+        "sdk-good",
+    );
+    let (_, intent) = stale.next_event().unwrap();
+    assert_eq!(intent["payloads"][0]["intentCode"], "xfer-full");
+    assert_eq!(intent["payloads"][0]["reason"], "cant-catchup");
+}
+
+#[test]
+fn fdv2_poll_is_the_same_payload_as_one_body() {
+    let server = start();
+    let r = get(server.addr(), "/sdk/poll", &[AUTH]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(r.header("x-ld-envid"), Some("env-1"));
+    let body: Value = serde_json::from_slice(&r.body).unwrap();
+    let events = body["events"].as_array().unwrap();
+    let names: Vec<_> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "server-intent",
+            "put-object",
+            "put-object",
+            "put-object",
+            "payload-transferred"
+        ]
+    );
+    assert_eq!(events[1]["data"]["object"]["key"], "a");
+    assert_eq!(events[4]["data"]["state"], server.fdv2_state().as_str());
+
+    let current = format!("/sdk/poll?basis={}", server.fdv2_state());
+    let r = get(
+        server.addr(),
+        &current,
+        &[AUTH, ("Accept-Encoding", "gzip")],
+    );
+    assert_eq!(r.header("content-encoding"), Some("gzip"));
+    let mut plain = Vec::new();
+    flate2::read::GzDecoder::new(&r.body[..])
+        .read_to_end(&mut plain)
+        .unwrap();
+    let body: Value = serde_json::from_slice(&plain).unwrap();
+    assert_eq!(body["events"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        body["events"][0]["data"]["payloads"][0]["intentCode"],
+        "none"
+    );
+    assert_eq!(get(server.addr(), "/sdk/poll", &[]).status, 401);
+}
+
+#[test]
+fn fault_fdv1_fallback_header_on_fdv2_responses_only() {
+    let server = start();
+    server.fdv1_fallback(true);
+    let st = open_path(server.addr(), "/sdk/stream", "sdk-good");
+    assert_eq!(
+        (st.status, st.header("x-ld-fd-fallback")),
+        (200, Some("true"))
+    );
+    let poll = get(server.addr(), "/sdk/poll", &[AUTH]);
+    assert_eq!(
+        (poll.status, poll.header("x-ld-fd-fallback")),
+        (200, Some("true"))
+    );
+    // On errors too: a refused key, an injected status.
+    let refused = get(server.addr(), "/sdk/poll", &[]);
+    assert_eq!(
+        (refused.status, refused.header("x-ld-fd-fallback")),
+        (401, Some("true"))
+    );
+    server.fail_endpoint(Endpoint::Fdv2Poll, Some(503));
+    let failed = get(server.addr(), "/sdk/poll", &[AUTH]);
+    assert_eq!(
+        (failed.status, failed.header("x-ld-fd-fallback")),
+        (503, Some("true"))
+    );
+    // Never on FDv1.
+    let fdv1 = get(server.addr(), "/sdk/latest-all", &[AUTH]);
+    assert_eq!((fdv1.status, fdv1.header("x-ld-fd-fallback")), (200, None));
+    server.fdv1_fallback(false);
+    let st = open_path(server.addr(), "/sdk/stream", "sdk-good");
+    assert_eq!(st.header("x-ld-fd-fallback"), None);
+}
+
+#[test]
+fn fault_goodbye_after_the_first_payload() {
+    let server = start();
+    server.goodbye_next(1);
+    let mut st = open_path(server.addr(), "/sdk/stream", "sdk-good");
+    let (names, goodbye) = st.next_names(6);
+    assert_eq!(names.last().unwrap(), "goodbye");
+    assert_eq!(names[4], "payload-transferred");
+    assert!(goodbye["reason"].is_string());
+    assert!(st.next_event().is_none(), "the stream closes after goodbye");
+    // Only the next one.
+    let mut again = open_path(
+        server.addr(),
+        &format!("/sdk/stream?basis={}", server.fdv2_state()),
+        "sdk-good",
+    );
+    assert_eq!(again.next_event().unwrap().0, "server-intent");
+    assert!(server.wait_for_streams(1, T));
+}
+
+#[test]
+fn fault_error_event_in_the_middle_of_a_payload() {
+    let server = start();
+    server.payload_error_next(2);
+    let mut st = open_path(server.addr(), "/sdk/stream", "sdk-good");
+    let (names, done) = st.next_names(8);
+    assert_eq!(
+        names,
+        [
+            "server-intent",
+            "put-object",
+            "put-object",
+            "error",
+            "put-object",
+            "put-object",
+            "put-object",
+            "payload-transferred"
+        ]
+    );
+    assert_eq!(done["version"], 1);
+    let body: Value =
+        serde_json::from_slice(&get(server.addr(), "/sdk/poll", &[AUTH]).body).unwrap();
+    assert_eq!(body["events"][3]["event"], "error");
+    assert_eq!(body["events"][3]["data"]["payloadId"], "flagsync-local");
+    // Used up.
+    let body: Value =
+        serde_json::from_slice(&get(server.addr(), "/sdk/poll", &[AUTH]).body).unwrap();
+    assert_eq!(body["events"].as_array().unwrap().len(), 5);
+}
+
+#[test]
+fn fault_fail_and_hang_one_endpoint() {
+    let server = start();
+    server.fail_endpoint(Endpoint::Fdv2Stream, Some(401));
+    for _ in 0..2 {
+        assert_eq!(
+            open_path(server.addr(), "/sdk/stream", "sdk-good").status,
+            401
+        );
+    }
+    assert_eq!(get(server.addr(), "/sdk/poll", &[AUTH]).status, 200);
+    server.fail_endpoint(Endpoint::Fdv2Stream, None);
+    assert_eq!(
+        open_path(server.addr(), "/sdk/stream", "sdk-good").status,
+        200
+    );
+
+    server.hang_endpoint(Endpoint::Fdv2Poll, true);
+    let mut s = connect(server.addr());
+    s.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    s.write_all(b"GET /sdk/poll HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut buf = [0u8; 16];
+    assert!(s.read(&mut buf).is_err(), "no answer while hung");
+    // Other endpoints answer.
+    assert_eq!(get(server.addr(), "/sdk/latest-all", &[AUTH]).status, 200);
+    s.set_read_timeout(Some(T)).unwrap();
+    server.hang_endpoint(Endpoint::Fdv2Poll, false);
+    assert_eq!(s.read(&mut buf).unwrap_or(0), 0);
+    let reqs = server.requests();
+    let polls: Vec<_> = reqs
+        .iter()
+        .filter(|r| r.endpoint() == Some(Endpoint::Fdv2Poll))
+        .collect();
+    assert_eq!(polls.len(), 2);
+}
+
+#[test]
+fn fdv2_heartbeats_are_heart_beat_events() {
+    let server = Server::builder()
+        .heartbeat(Duration::from_millis(50))
+        .start()
+        .unwrap();
+    let mut st = open_path(server.addr(), "/sdk/stream", "");
+    let (names, _) = st.next_names(2);
+    assert_eq!(names, ["server-intent", "payload-transferred"]);
+    let (name, data) = st.next_event().unwrap();
+    assert_eq!((name.as_str(), data), ("heart-beat", json!({})));
+    assert_eq!(st.comments, 0);
 }

@@ -1,4 +1,5 @@
-//! The server's flag data: two versioned maps with tombstones, and their rendering.
+//! The server's flag data: two versioned maps with tombstones, the payload version
+//! and selector, and their renderings (FDv1 all-data JSON, FDv2 objects).
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
@@ -19,6 +20,14 @@ impl ItemKind {
         match self {
             Self::Flag => "/flags/",
             Self::Segment => "/segments/",
+        }
+    }
+
+    /// The FDv2 object kind.
+    pub(super) fn fdv2_name(self) -> &'static str {
+        match self {
+            Self::Flag => "flag",
+            Self::Segment => "segment",
         }
     }
 }
@@ -60,11 +69,41 @@ impl Rendered {
     }
 }
 
-#[derive(Debug, Default)]
+/// The live data as FDv2 `put-object` event data, shared by every full payload until
+/// the data changes.
+#[derive(Debug)]
+pub(super) struct Fdv2Objects {
+    /// The selector state of this data (`basis` equal to it means up to date).
+    pub(super) state: String,
+    /// The payload version.
+    pub(super) version: u64,
+    /// One `put-object` data JSON per live flag, then per live segment.
+    pub(super) puts: Vec<String>,
+}
+
+#[derive(Debug)]
 pub(super) struct Data {
     flags: BTreeMap<String, Entry>,
     segments: BTreeMap<String, Entry>,
+    /// The payload version: 1 for the initial data, plus one per change.
+    version: u64,
+    /// Distinguishes this server's selectors from another run's.
+    epoch: String,
     rendered: Option<Arc<Rendered>>,
+    fdv2: Option<Arc<Fdv2Objects>>,
+}
+
+impl Default for Data {
+    fn default() -> Self {
+        Self {
+            flags: BTreeMap::new(),
+            segments: BTreeMap::new(),
+            version: 1,
+            epoch: String::new(),
+            rendered: None,
+            fdv2: None,
+        }
+    }
 }
 
 impl Data {
@@ -131,6 +170,7 @@ impl Data {
 
     fn map_mut(&mut self, kind: ItemKind) -> &mut BTreeMap<String, Entry> {
         self.rendered = None;
+        self.fdv2 = None;
         match kind {
             ItemKind::Flag => &mut self.flags,
             ItemKind::Segment => &mut self.segments,
@@ -143,7 +183,8 @@ impl Data {
     }
 
     /// Insert or replace an item. Without a `version` field the item gets the previous
-    /// version (live or deleted) plus one. Returns the stored item.
+    /// version (live or deleted) plus one. Returns the stored item. The payload version
+    /// goes up by one.
     pub(super) fn upsert(
         &mut self,
         kind: ItemKind,
@@ -154,15 +195,44 @@ impl Data {
         let item = normalise(kind, key, item, Some(next))?;
         self.map_mut(kind)
             .insert(key.to_owned(), Entry::Live(item.clone()));
+        self.version += 1;
         Ok(item)
     }
 
-    /// Delete an item, leaving a tombstone. Returns the tombstone's version.
+    /// Delete an item, leaving a tombstone. Returns the tombstone's version. The
+    /// payload version goes up by one.
     pub(super) fn delete(&mut self, kind: ItemKind, key: &str, version: Option<u64>) -> u64 {
         let version = version.unwrap_or_else(|| self.version_of(kind, key).unwrap_or(0) + 1);
         self.map_mut(kind)
             .insert(key.to_owned(), Entry::Deleted(version));
+        self.version += 1;
         version
+    }
+
+    /// Replace every item with `new`'s; the payload version goes up by one (it never
+    /// goes back, so old selectors stay stale) and the epoch is kept.
+    pub(super) fn replace(&mut self, new: Self) {
+        let version = self.version + 1;
+        let epoch = std::mem::take(&mut self.epoch);
+        *self = new;
+        self.version = version;
+        self.epoch = epoch;
+    }
+
+    /// Set the tag that makes this server's selector states unique to it.
+    pub(super) fn set_epoch(&mut self, epoch: String) {
+        self.epoch = epoch;
+        self.fdv2 = None;
+    }
+
+    /// The payload version.
+    pub(super) fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The selector state of the current data: `<epoch>-<version>`.
+    pub(super) fn state(&self) -> String {
+        format!("{}-{}", self.epoch, self.version)
     }
 
     /// The live item, if any.
@@ -180,6 +250,32 @@ impl Data {
             .filter(|(_, e)| matches!(e, Entry::Live(_)))
             .map(|(k, _)| k.clone())
             .collect()
+    }
+
+    /// The live data as FDv2 objects, cached until the next change. Each `put-object`
+    /// carries the item's own version as its envelope version.
+    pub(super) fn fdv2_objects(&mut self) -> Arc<Fdv2Objects> {
+        if let Some(o) = &self.fdv2 {
+            return o.clone();
+        }
+        let mut puts = Vec::with_capacity(self.flags.len() + self.segments.len());
+        for (kind, map) in [
+            (ItemKind::Flag, &self.flags),
+            (ItemKind::Segment, &self.segments),
+        ] {
+            for (key, entry) in map {
+                if let Entry::Live(item) = entry {
+                    puts.push(super::fdv2::put_object(kind, key, entry.version(), item));
+                }
+            }
+        }
+        let o = Arc::new(Fdv2Objects {
+            state: self.state(),
+            version: self.version,
+            puts,
+        });
+        self.fdv2 = Some(o.clone());
+        o
     }
 
     /// The live data rendered, cached until the next change.
@@ -315,6 +411,28 @@ mod tests {
             d.rendered().body,
             r#"{"flags":{"a":{"key":"a","version":2}},"segments":{}}"#
         );
+    }
+
+    #[test]
+    fn payload_version_and_state_follow_changes() {
+        let mut d = Data::from_json(json!({"flags": {"a": {}}, "segments": {"s": {}}})).unwrap();
+        d.set_epoch("e".into());
+        assert_eq!((d.version(), d.state()), (1, "e-1".to_owned()));
+        let o = d.fdv2_objects();
+        assert_eq!((o.state.as_str(), o.version, o.puts.len()), ("e-1", 1, 2));
+        let put: Value = serde_json::from_str(&o.puts[0]).unwrap();
+        assert_eq!(
+            put,
+            json!({"version": 1, "kind": "flag", "key": "a", "object": {"key": "a", "version": 1}})
+        );
+        d.upsert(ItemKind::Flag, "b", json!({})).unwrap();
+        d.delete(ItemKind::Flag, "a", None);
+        assert_eq!(d.state(), "e-3");
+        let o = d.fdv2_objects();
+        assert_eq!((o.version, o.puts.len()), (3, 2));
+        d.replace(Data::from_json(json!({})).unwrap());
+        assert_eq!(d.state(), "e-4");
+        assert!(d.fdv2_objects().puts.is_empty());
     }
 
     #[test]

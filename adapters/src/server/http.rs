@@ -32,6 +32,11 @@ impl Request {
         self.target.split(['?', '#']).next().unwrap_or("")
     }
 
+    /// The first value of query parameter `name`, percent-decoded (`+` is a space).
+    pub(super) fn query(&self, name: &str) -> Option<String> {
+        query_param(&self.target, name)
+    }
+
     /// Whether `Accept-Encoding` allows gzip.
     pub(super) fn accepts_gzip(&self) -> bool {
         self.header("accept-encoding").is_some_and(|v| {
@@ -46,6 +51,42 @@ impl Request {
             })
         })
     }
+}
+
+/// The first value of query parameter `name` in a request target, percent-decoded.
+pub(super) fn query_param(target: &str, name: &str) -> Option<String> {
+    let query = target.split('#').next()?.split_once('?')?.1;
+    query.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (percent_decode(k) == name).then(|| percent_decode(v))
+    })
+}
+
+/// Decode `%XX` escapes and `+`; a malformed escape is kept as it is.
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(hi), Some(lo)) => {
+                    out.push(hi << 4 | lo);
+                    i += 2;
+                }
+                _ => out.push(b'%'),
+            },
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The value of one hex digit.
+fn hex(digit: u8) -> Option<u8> {
+    (digit as char).to_digit(16).map(|d| d as u8)
 }
 
 /// Why no request was read.
@@ -213,6 +254,19 @@ mod tests {
         assert_eq!(b.path(), "/sdk/latest-all");
         assert!(b.close && b.accepts_gzip());
         assert!(matches!(r.read(&mut src), Err(ReadError::Eof)));
+    }
+
+    #[test]
+    fn query_parameters() {
+        let t = "/sdk/stream?filter=a%20b&basis=e-1%3A2&x&basis=second";
+        assert_eq!(query_param(t, "basis").as_deref(), Some("e-1:2"));
+        assert_eq!(query_param(t, "filter").as_deref(), Some("a b"));
+        assert_eq!(query_param(t, "x").as_deref(), Some(""));
+        assert_eq!(query_param(t, "y"), None);
+        assert_eq!(query_param("/sdk/stream", "basis"), None);
+        assert_eq!(query_param("/p?a=%zz%4", "a").as_deref(), Some("%zz%4"));
+        assert_eq!(query_param("/p?a=%+1", "a").as_deref(), Some("% 1"));
+        assert_eq!(query_param("/p?a=1+2#basis=3", "a").as_deref(), Some("1 2"));
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! A local LaunchDarkly-compatible FDv1 flag server, for offline development and tests.
+//! A local LaunchDarkly-compatible flag server (FDv1 and FDv2), for offline development
+//! and tests.
 //!
 //! It uses only the standard library's blocking sockets and one thread per connection,
 //! so it works whatever async runtime (if any) the rest of the program uses. It binds
@@ -6,15 +7,32 @@
 //!
 //! | Request | Answer |
 //! | --- | --- |
-//! | `GET …/all` | `text/event-stream`: an `event: put` with every flag and segment, then a `patch` or `delete` for every change, and a `:` comment heartbeat every [`ServerBuilder::heartbeat`] |
-//! | `GET …/sdk/latest-all` | `{"flags":{…},"segments":{…}}` with an `ETag`; `If-None-Match` → `304`; gzip when accepted |
+//! | `GET …/all` | FDv1 `text/event-stream`: an `event: put` with every flag and segment, then a `patch` or `delete` for every change, and a `:` comment heartbeat every [`ServerBuilder::heartbeat`] |
+//! | `GET …/sdk/latest-all` | FDv1 `{"flags":{…},"segments":{…}}` with an `ETag`; `If-None-Match` → `304`; gzip when accepted |
+//! | `GET …/sdk/stream[?basis=S]` | FDv2 `text/event-stream`: `server-intent` (`xfer-full`, or `none` when `basis` is the current selector state), a `put-object` per flag and segment, `payload-transferred {state, version}`; then each change as an `xfer-changes` payload (`put-object` or `delete-object`, `payload-transferred`), a replaced data set as a new `xfer-full` payload, and a `heart-beat` event every heartbeat interval |
+//! | `GET …/sdk/poll[?basis=S]` | FDv2 `{"events":[{"event":…,"data":{…}},…]}`: the same first payload as the stream; gzip when accepted |
 //!
-//! Any path prefix is accepted (so a base URI with a path works) and a `?filter=` query
-//! is accepted and ignored. When an SDK key is configured, a request whose
-//! `Authorization` header differs gets `401`.
+//! Every change raises the payload version by one; the selector state is
+//! `<server epoch>-<version>` ([`ServerHandle::fdv2_state`]), so a client's `basis`
+//! from an older version (or another server run) gets a full transfer. Any path prefix
+//! is accepted (so a base URI with a path works) and a `?filter=` query is accepted and
+//! ignored. When an SDK key is configured, a request whose `Authorization` header
+//! differs gets `401`.
+//!
+//! # Faults
+//! For testing clients, [`ServerHandle`] scripts faults; each takes effect with the next
+//! request: [`fail_next`](ServerHandle::fail_next) and
+//! [`fail_endpoint`](ServerHandle::fail_endpoint) (answer with an HTTP status),
+//! [`hang`](ServerHandle::hang) and [`hang_endpoint`](ServerHandle::hang_endpoint)
+//! (accept, never answer), [`drop_streams`](ServerHandle::drop_streams), and for FDv2
+//! [`fdv1_fallback`](ServerHandle::fdv1_fallback) (`X-LD-FD-Fallback: true` on every
+//! FDv2 response), [`goodbye_next`](ServerHandle::goodbye_next) (a `goodbye` after a
+//! stream's first payload, then the stream closes) and
+//! [`payload_error_next`](ServerHandle::payload_error_next) (an `error` event half-way
+//! through a full payload, which is then sent again).
 //!
 //! ```no_run
-//! use flagsync::server::Server;
+//! use flagsync::server::{Endpoint, Server};
 //! use serde_json::json;
 //!
 //! let server = Server::builder()
@@ -26,11 +44,14 @@
 //! server.set_flag("dark-mode", json!({"on": false, "variations": [false, true],
 //!                  "fallthrough": {"variation": 1}, "offVariation": 0}))?; // version 2, pushed as a patch
 //! server.fail_next(2, 503); // the next two requests get 503
+//! server.fail_endpoint(Endpoint::Fdv2Stream, Some(401)); // FDv2 streams are refused
 //! server.shutdown();
 //! # Ok::<(), flagsync::server::ServerError>(())
 //! ```
 
 mod data;
+mod fault;
+mod fdv2;
 mod http;
 
 use std::collections::{HashMap, VecDeque};
@@ -45,7 +66,10 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use data::{Data, ItemKind};
+use fault::Faults;
 use http::{ReadError, Request, RequestReader, write_response};
+
+pub use fault::{Endpoint, UnknownEndpoint};
 
 /// How long an idle keep-alive connection is kept open.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -141,7 +165,8 @@ impl ServerBuilder {
 
     /// Validate the data, bind the socket and start serving.
     pub fn start(self) -> Result<ServerHandle, ServerError> {
-        let data = Data::from_json(self.data).map_err(ServerError::InvalidData)?;
+        let mut data = Data::from_json(self.data).map_err(ServerError::InvalidData)?;
+        data.set_epoch(format!("{:08x}", fastrand::u32(..)));
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, self.port)).map_err(|source| {
             ServerError::Bind {
                 port: self.port,
@@ -164,8 +189,7 @@ impl ServerBuilder {
                 conns: HashMap::new(),
                 threads: Vec::new(),
                 next_id: 0,
-                fail: None,
-                hang: false,
+                faults: Faults::default(),
                 requests: VecDeque::new(),
                 request_count: 0,
             }),
@@ -196,11 +220,56 @@ pub struct RecordedRequest {
 
 impl RecordedRequest {
     /// The first value of header `name` (case-insensitive).
+    ///
+    /// ```
+    /// use flagsync::server::RecordedRequest;
+    ///
+    /// let req = RecordedRequest {
+    ///     method: "GET".into(),
+    ///     target: "/sdk/stream".into(),
+    ///     headers: vec![("Authorization".into(), "sdk-key".into())],
+    /// };
+    /// assert_eq!(req.header("authorization"), Some("sdk-key"));
+    /// ```
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
+    }
+
+    /// The endpoint the path names, if any.
+    ///
+    /// ```
+    /// use flagsync::server::{Endpoint, RecordedRequest};
+    ///
+    /// let req = RecordedRequest {
+    ///     method: "GET".into(),
+    ///     target: "/sdk/poll?basis=abc-1".into(),
+    ///     headers: vec![],
+    /// };
+    /// assert_eq!(req.endpoint(), Some(Endpoint::Fdv2Poll));
+    /// ```
+    pub fn endpoint(&self) -> Option<Endpoint> {
+        Endpoint::of_path(self.target.split(['?', '#']).next().unwrap_or(""))
+    }
+
+    /// The first value of query parameter `name`, percent-decoded (e.g. FDv2's
+    /// `basis`).
+    ///
+    /// ```
+    /// use flagsync::server::RecordedRequest;
+    ///
+    /// let req = RecordedRequest {
+    ///     method: "GET".into(),
+    ///     target: "/sdk/stream?filter=f&basis=abc-1".into(),
+    ///     headers: vec![],
+    /// };
+    /// assert_eq!(req.query("basis").as_deref(), Some("abc-1"));
+    /// assert_eq!(req.query("other"), None);
+    /// ```
+    pub fn query(&self, name: &str) -> Option<String> {
+        http::query_param(&self.target, name)
     }
 }
 
@@ -225,17 +294,23 @@ struct Shared {
 #[derive(Debug)]
 struct Inner {
     data: Data,
-    /// Open streams: connection id and the channel to its thread.
-    streams: Vec<(u64, Sender<StreamMsg>)>,
+    /// Open streams (FDv1 and FDv2).
+    streams: Vec<StreamSub>,
     /// Every open connection, to close them at shutdown.
     conns: HashMap<u64, TcpStream>,
     threads: Vec<JoinHandle<()>>,
     next_id: u64,
-    /// Answer the next `n` requests with this status.
-    fail: Option<(u16, usize)>,
-    hang: bool,
+    faults: Faults,
     requests: VecDeque<RecordedRequest>,
     request_count: u64,
+}
+
+/// An open stream: its connection id, protocol, and the channel to its thread.
+#[derive(Debug)]
+struct StreamSub {
+    id: u64,
+    fdv2: bool,
+    tx: Sender<StreamMsg>,
 }
 
 #[derive(Debug)]
@@ -255,10 +330,26 @@ impl Shared {
 }
 
 impl Inner {
-    fn broadcast(&mut self, event: &str) {
-        let event: Arc<str> = event.into();
-        self.streams
-            .retain(|(_, tx)| tx.send(StreamMsg::Event(event.clone())).is_ok());
+    /// Send every FDv1 stream `fdv1` and every FDv2 stream `fdv2` (both SSE text).
+    fn broadcast(&mut self, fdv1: &str, fdv2: &str) {
+        let (fdv1, fdv2): (Arc<str>, Arc<str>) = (fdv1.into(), fdv2.into());
+        self.streams.retain(|s| {
+            let text = if s.fdv2 { &fdv2 } else { &fdv1 };
+            s.tx.send(StreamMsg::Event(text.clone())).is_ok()
+        });
+    }
+
+    /// Close every stream.
+    fn close_streams(&mut self) {
+        for s in self.streams.drain(..) {
+            let _ = s.tx.send(StreamMsg::Close);
+        }
+    }
+
+    /// The current data as one FDv2 payload of changes on an open stream.
+    fn fdv2_changes(&self, change: fdv2::Event) -> String {
+        let done = fdv2::payload_transferred(&self.data.state(), self.data.version());
+        fdv2::to_sse(&[change, done])
     }
 }
 
@@ -305,15 +396,16 @@ impl ServerHandle {
         self.delete(ItemKind::Flag, key, Some(version))
     }
 
-    /// Replace all data (same shape as [`ServerBuilder::data`]) and send every stream a
-    /// new `put`.
+    /// Replace all data (same shape as [`ServerBuilder::data`]) and send every FDv1
+    /// stream a new `put`, every FDv2 stream a new `xfer-full` payload.
     pub fn replace_all(&self, data: Value) -> Result<(), ServerError> {
         let data = Data::from_json(data).map_err(ServerError::InvalidData)?;
         let mut inner = self.shared.lock();
-        inner.data = data;
+        inner.data.replace(data);
         let body = inner.data.rendered();
-        let event = sse_event("put", &format!("{{\"path\":\"/\",\"data\":{}}}", body.body));
-        inner.broadcast(&event);
+        let put = sse_event("put", &format!("{{\"path\":\"/\",\"data\":{}}}", body.body));
+        let full = fdv2::to_sse(&fdv2::full_transfer(&inner.data.fdv2_objects()));
+        inner.broadcast(&put, &full);
         Ok(())
     }
 
@@ -332,25 +424,112 @@ impl ServerHandle {
         self.shared.lock().data.rendered().body.clone()
     }
 
-    /// Fault: answer the next `count` requests (streaming or polling) with `status` and a
-    /// small JSON body, before any other check. `count = 0` cancels.
+    /// The selector state of the current data, `<epoch>-<payload version>`: a client
+    /// that sends it as `basis` is up to date (FDv2 intent `none`).
+    pub fn fdv2_state(&self) -> String {
+        self.shared.lock().data.state()
+    }
+
+    /// The payload version: 1 for the initial data, plus one per change.
+    pub fn payload_version(&self) -> u64 {
+        self.shared.lock().data.version()
+    }
+
+    /// Fault: answer the next `count` requests (any endpoint, any path) with `status`
+    /// and a small JSON body, before any other check. `count = 0` cancels.
     pub fn fail_next(&self, count: usize, status: u16) {
-        self.shared.lock().fail = (count > 0).then_some((status, count));
+        self.shared.lock().faults.set_fail_next(count, status);
+    }
+
+    /// Fault: answer every request to `endpoint` with `status` and a small JSON body,
+    /// before any other check (after [`fail_next`](Self::fail_next)), until called
+    /// again with `None`.
+    ///
+    /// ```
+    /// use flagsync::server::{Endpoint, Server};
+    ///
+    /// let server = Server::builder().start()?;
+    /// // FDv2 clients lose their stream for good and fall back to polling.
+    /// server.fail_endpoint(Endpoint::Fdv2Stream, Some(401));
+    /// # Ok::<(), flagsync::server::ServerError>(())
+    /// ```
+    pub fn fail_endpoint(&self, endpoint: Endpoint, status: Option<u16>) {
+        self.shared.lock().faults.set_fail(endpoint, status);
     }
 
     /// Fault: close every open stream now (clients see the connection end).
     pub fn drop_streams(&self) {
-        let mut inner = self.shared.lock();
-        for (_, tx) in inner.streams.drain(..) {
-            let _ = tx.send(StreamMsg::Close);
-        }
+        self.shared.lock().close_streams();
     }
 
     /// Fault: while `true`, accept connections and read requests but never answer them
     /// (clients see a timeout). Setting it back to `false` closes the held connections.
     pub fn hang(&self, hang: bool) {
-        self.shared.lock().hang = hang;
+        self.shared.lock().faults.set_hang(hang);
         self.shared.unhang.notify_all();
+    }
+
+    /// Fault: [`hang`](Self::hang) for requests to `endpoint` only.
+    ///
+    /// ```
+    /// use flagsync::server::{Endpoint, Server};
+    ///
+    /// let server = Server::builder().start()?;
+    /// // FDv2 streams never get a response: clients fall back after their timeout.
+    /// server.hang_endpoint(Endpoint::Fdv2Stream, true);
+    /// server.hang_endpoint(Endpoint::Fdv2Stream, false); // closes the held connections
+    /// # Ok::<(), flagsync::server::ServerError>(())
+    /// ```
+    pub fn hang_endpoint(&self, endpoint: Endpoint, hang: bool) {
+        self.shared.lock().faults.set_hang_endpoint(endpoint, hang);
+        self.shared.unhang.notify_all();
+    }
+
+    /// Fault: while `true`, every FDv2 response (`/sdk/stream`, `/sdk/poll`; successes
+    /// and errors alike, injected ones included) carries `X-LD-FD-Fallback: true`,
+    /// which directs FDv2 clients to FDv1 (`/sdk/latest-all`) for good. Streams opened
+    /// before keep running.
+    ///
+    /// ```
+    /// use flagsync::server::Server;
+    ///
+    /// let server = Server::builder().start()?;
+    /// server.fdv1_fallback(true);
+    /// # Ok::<(), flagsync::server::ServerError>(())
+    /// ```
+    pub fn fdv1_fallback(&self, on: bool) {
+        self.shared.lock().faults.fdv1_fallback = on;
+    }
+
+    /// Fault: the next `count` FDv2 streams send a `goodbye` event after their first
+    /// payload (a full transfer, or intent `none`) and close; clients reconnect with
+    /// their `basis`. `usize::MAX`: every stream; 0 cancels.
+    ///
+    /// ```
+    /// use flagsync::server::Server;
+    ///
+    /// let server = Server::builder().start()?;
+    /// server.goodbye_next(1);
+    /// # Ok::<(), flagsync::server::ServerError>(())
+    /// ```
+    pub fn goodbye_next(&self, count: usize) {
+        self.shared.lock().faults.set_goodbye(count);
+    }
+
+    /// Fault: the next `count` FDv2 full payloads (the first payload of a stream, or a
+    /// poll response) are interrupted half-way by an `error` event, after which every
+    /// object is sent again and the payload completes; clients must drop the partial
+    /// changes and keep going. `usize::MAX`: every one; 0 cancels.
+    ///
+    /// ```
+    /// use flagsync::server::Server;
+    ///
+    /// let server = Server::builder().start()?;
+    /// server.payload_error_next(1);
+    /// # Ok::<(), flagsync::server::ServerError>(())
+    /// ```
+    pub fn payload_error_next(&self, count: usize) {
+        self.shared.lock().faults.set_payload_error(count);
     }
 
     /// The number of streams currently open.
@@ -389,9 +568,7 @@ impl ServerHandle {
         self.shared.shutting_down.store(true, Ordering::SeqCst);
         {
             let mut inner = self.shared.lock();
-            for (_, tx) in inner.streams.drain(..) {
-                let _ = tx.send(StreamMsg::Close);
-            }
+            inner.close_streams();
             for (_, conn) in inner.conns.drain() {
                 let _ = conn.shutdown(std::net::Shutdown::Both);
             }
@@ -421,7 +598,10 @@ impl ServerHandle {
         let version = item.get("version").and_then(Value::as_u64).unwrap_or(0);
         let path = format!("{}{key}", kind.path_prefix());
         let payload = serde_json::json!({ "path": path, "data": item });
-        inner.broadcast(&sse_event("patch", &payload.to_string()));
+        let patch = sse_event("patch", &payload.to_string());
+        let put = fdv2::put(fdv2::put_object(kind, key, version, &item));
+        let changes = inner.fdv2_changes(put);
+        inner.broadcast(&patch, &changes);
         Ok(version)
     }
 
@@ -430,7 +610,9 @@ impl ServerHandle {
         let version = inner.data.delete(kind, key, version);
         let path = format!("{}{key}", kind.path_prefix());
         let payload = serde_json::json!({ "path": path, "version": version });
-        inner.broadcast(&sse_event("delete", &payload.to_string()));
+        let delete = sse_event("delete", &payload.to_string());
+        let changes = inner.fdv2_changes(fdv2::delete_object(kind, key, version));
+        inner.broadcast(&delete, &changes);
         version
     }
 }
@@ -500,7 +682,8 @@ fn handle_connection(shared: &Arc<Shared>, id: u64, mut stream: TcpStream) {
         if shared.is_shutting_down() {
             break;
         }
-        let fault = {
+        let endpoint = Endpoint::of_path(req.path());
+        let (fault, fallback) = {
             let mut inner = shared.lock();
             inner.request_count += 1;
             if inner.requests.len() >= MAX_RECORDED {
@@ -511,38 +694,26 @@ fn handle_connection(shared: &Arc<Shared>, id: u64, mut stream: TcpStream) {
                 target: req.target.clone(),
                 headers: req.headers.clone(),
             });
-            if inner.hang {
+            if inner.faults.hangs(endpoint) {
                 // Hold the connection unanswered until unhung or shut down.
-                while inner.hang && !shared.is_shutting_down() {
+                while inner.faults.hangs(endpoint) && !shared.is_shutting_down() {
                     inner = shared.unhang.wait(inner).unwrap_or_else(|e| e.into_inner());
                 }
                 break;
             }
-            match &mut inner.fail {
-                Some((status, n)) => {
-                    let status = *status;
-                    *n -= 1;
-                    if *n == 0 {
-                        inner.fail = None;
-                    }
-                    Some(status)
-                }
-                None => None,
-            }
+            let fallback = inner.faults.fdv1_fallback && endpoint.is_some_and(Endpoint::is_fdv2);
+            (inner.faults.take_failure(endpoint), fallback)
         };
+        let mut headers = vec![("Content-Type", "application/json")];
+        if fallback {
+            headers.push(FALLBACK_HEADER);
+        }
         let keep = match fault {
             Some(status) => {
                 let body = format!("{{\"message\":\"injected fault: HTTP {status}\"}}");
-                write_response(
-                    &mut stream,
-                    status,
-                    &[("Content-Type", "application/json")],
-                    body.as_bytes(),
-                    req.close,
-                )
-                .is_ok()
+                write_response(&mut stream, status, &headers, body.as_bytes(), req.close).is_ok()
             }
-            None => match route(shared, id, &req, &mut stream) {
+            None => match route(shared, id, &req, endpoint, &headers, &mut stream) {
                 Routed::Done(ok) => ok,
                 Routed::Streamed => false,
             },
@@ -553,6 +724,9 @@ fn handle_connection(shared: &Arc<Shared>, id: u64, mut stream: TcpStream) {
     }
     let _ = stream.shutdown(std::net::Shutdown::Both);
 }
+
+/// Directs FDv2 clients to FDv1 for good (PROTOCOL.md B §5.4, §5.5).
+const FALLBACK_HEADER: (&str, &str) = ("X-LD-FD-Fallback", "true");
 
 enum Routed {
     /// A plain response was written; `true` if the connection may be reused.
@@ -571,26 +745,33 @@ fn authorized(shared: &Shared, req: &Request) -> bool {
     }
 }
 
-fn route(shared: &Arc<Shared>, id: u64, req: &Request, stream: &mut TcpStream) -> Routed {
-    let path = req.path();
-    let json = [("Content-Type", "application/json")];
-    let is_stream = path.ends_with("/all");
-    let is_poll = path.ends_with("/sdk/latest-all");
-    if !is_stream && !is_poll {
+/// Serve `req`. `error_headers` go on error responses (`Content-Type`, and the FDv1
+/// fallback directive when it applies).
+fn route(
+    shared: &Arc<Shared>,
+    id: u64,
+    req: &Request,
+    endpoint: Option<Endpoint>,
+    error_headers: &[(&str, &str)],
+    stream: &mut TcpStream,
+) -> Routed {
+    let Some(endpoint) = endpoint else {
         let body = format!(
-            "{{\"message\":\"not found: {} (this server serves /all and /sdk/latest-all)\"}}",
-            path.replace(['"', '\\'], "")
+            "{{\"message\":\"not found: {} (this server serves /all, /sdk/latest-all, /sdk/stream and /sdk/poll)\"}}",
+            req.path().replace(['"', '\\'], "")
         );
         return Routed::Done(
-            write_response(stream, 404, &json, body.as_bytes(), req.close).is_ok(),
+            write_response(stream, 404, error_headers, body.as_bytes(), req.close).is_ok(),
         );
-    }
+    };
     if req.method != "GET" {
+        let mut headers = vec![("Allow", "GET")];
+        headers.extend_from_slice(error_headers);
         return Routed::Done(
             write_response(
                 stream,
                 405,
-                &[("Allow", "GET"), json[0]],
+                &headers,
                 b"{\"message\":\"method not allowed\"}",
                 req.close,
             )
@@ -602,18 +783,21 @@ fn route(shared: &Arc<Shared>, id: u64, req: &Request, stream: &mut TcpStream) -
             write_response(
                 stream,
                 401,
-                &json,
+                error_headers,
                 b"{\"message\":\"invalid SDK key\"}",
                 req.close,
             )
             .is_ok(),
         );
     }
-    if is_poll {
-        Routed::Done(serve_poll(shared, req, stream).is_ok())
-    } else {
-        let _ = serve_stream(shared, id, stream);
-        Routed::Streamed
+    let fallback = error_headers.contains(&FALLBACK_HEADER);
+    match endpoint {
+        Endpoint::Fdv1Poll => Routed::Done(serve_poll(shared, req, stream).is_ok()),
+        Endpoint::Fdv2Poll => Routed::Done(serve_fdv2_poll(shared, req, fallback, stream).is_ok()),
+        Endpoint::Fdv1Stream | Endpoint::Fdv2Stream => {
+            let _ = serve_stream(shared, id, req, endpoint, fallback, stream);
+            Routed::Streamed
+        }
     }
 }
 
@@ -640,15 +824,103 @@ fn serve_poll(shared: &Shared, req: &Request, stream: &mut TcpStream) -> io::Res
     }
 }
 
-fn serve_stream(shared: &Arc<Shared>, id: u64, stream: &mut TcpStream) -> io::Result<()> {
-    let (tx, rx) = mpsc::channel();
-    // Register and render under one lock, so no change falls between the put and the
-    // first patch.
-    let put = {
+/// `/sdk/poll`: the first payload for the request's `basis` as one JSON body. No
+/// `ETag`: the `basis` already makes an up-to-date answer small.
+fn serve_fdv2_poll(
+    shared: &Shared,
+    req: &Request,
+    fallback: bool,
+    stream: &mut TcpStream,
+) -> io::Result<()> {
+    let basis = req.query("basis");
+    let events = {
         let mut inner = shared.lock();
-        inner.streams.push((id, tx));
+        let objects = inner.data.fdv2_objects();
+        let error =
+            basis.as_deref() != Some(objects.state.as_str()) && inner.faults.take_payload_error();
+        fdv2::initial_payload(&objects, basis.as_deref(), error)
+    };
+    let body = fdv2::to_poll_body(&events);
+    let mut headers: Vec<(&str, &str)> = vec![
+        ("Content-Type", "application/json"),
+        ("Vary", "Accept-Encoding"),
+    ];
+    if let Some(env) = &shared.env_id {
+        headers.push(("X-LD-EnvID", env));
+    }
+    if fallback {
+        headers.push(FALLBACK_HEADER);
+    }
+    if req.accepts_gzip() {
+        headers.push(("Content-Encoding", "gzip"));
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(body.as_bytes())?;
+        write_response(stream, 200, &headers, &enc.finish()?, req.close)
+    } else {
+        write_response(stream, 200, &headers, body.as_bytes(), req.close)
+    }
+}
+
+/// What a new stream sends first, and whether it then stays open.
+struct Opening {
+    text: String,
+    /// Registered for later changes; `false`: close after `text` (FDv2 `goodbye`).
+    stays_open: bool,
+}
+
+/// Register the stream and render its first events under one lock, so that no change
+/// falls between them and the first change sent.
+fn open_stream(
+    shared: &Shared,
+    id: u64,
+    req: &Request,
+    endpoint: Endpoint,
+    tx: Sender<StreamMsg>,
+) -> Opening {
+    let mut inner = shared.lock();
+    if endpoint != Endpoint::Fdv2Stream {
+        inner.streams.push(StreamSub {
+            id,
+            fdv2: false,
+            tx,
+        });
         let body = inner.data.rendered();
-        sse_event("put", &format!("{{\"path\":\"/\",\"data\":{}}}", body.body))
+        return Opening {
+            text: sse_event("put", &format!("{{\"path\":\"/\",\"data\":{}}}", body.body)),
+            stays_open: true,
+        };
+    }
+    let basis = req.query("basis");
+    let objects = inner.data.fdv2_objects();
+    let error =
+        basis.as_deref() != Some(objects.state.as_str()) && inner.faults.take_payload_error();
+    let mut events = fdv2::initial_payload(&objects, basis.as_deref(), error);
+    let goodbye = inner.faults.take_goodbye();
+    if goodbye {
+        events.push(fdv2::goodbye("injected fault: goodbye"));
+    } else {
+        inner.streams.push(StreamSub { id, fdv2: true, tx });
+    }
+    Opening {
+        text: fdv2::to_sse(&events),
+        stays_open: !goodbye,
+    }
+}
+
+fn serve_stream(
+    shared: &Arc<Shared>,
+    id: u64,
+    req: &Request,
+    endpoint: Endpoint,
+    fallback: bool,
+    stream: &mut TcpStream,
+) -> io::Result<()> {
+    let (tx, rx) = mpsc::channel();
+    let opening = open_stream(shared, id, req, endpoint, tx);
+    let heartbeat = if endpoint == Endpoint::Fdv2Stream {
+        fdv2::to_sse(&[fdv2::heartbeat()])
+    } else {
+        ":\n".to_owned()
     };
     let result = (|| {
         let mut head = String::from(
@@ -659,10 +931,16 @@ fn serve_stream(shared: &Arc<Shared>, id: u64, stream: &mut TcpStream) -> io::Re
             head.push_str(env);
             head.push_str("\r\n");
         }
+        if fallback {
+            head.push_str("X-LD-FD-Fallback: true\r\n");
+        }
         head.push_str("\r\n");
         stream.write_all(head.as_bytes())?;
-        stream.write_all(put.as_bytes())?;
+        stream.write_all(opening.text.as_bytes())?;
         stream.flush()?;
+        if !opening.stays_open {
+            return Ok(());
+        }
         let mut next_heartbeat = Instant::now() + shared.heartbeat;
         loop {
             let wait = next_heartbeat.saturating_duration_since(Instant::now());
@@ -673,13 +951,13 @@ fn serve_stream(shared: &Arc<Shared>, id: u64, stream: &mut TcpStream) -> io::Re
                 }
                 Ok(StreamMsg::Close) | Err(RecvTimeoutError::Disconnected) => return Ok(()),
                 Err(RecvTimeoutError::Timeout) => {
-                    stream.write_all(b":\n")?;
+                    stream.write_all(heartbeat.as_bytes())?;
                     stream.flush()?;
                     next_heartbeat = Instant::now() + shared.heartbeat;
                 }
             }
         }
     })();
-    shared.lock().streams.retain(|(sid, _)| *sid != id);
+    shared.lock().streams.retain(|s| s.id != id);
     result
 }

@@ -1,0 +1,247 @@
+//! FDv2 as the server sends it (PROTOCOL.md B §5.1, §5.2, §5.5): the events of a
+//! payload, framed as server-sent events for `/sdk/stream` or as one
+//! `{"events":[…]}` body for `/sdk/poll`.
+
+use serde_json::{Value, json};
+
+use super::data::{Fdv2Objects, ItemKind};
+
+/// The payload id the server announces in `server-intent` and `error`.
+pub(super) const PAYLOAD_ID: &str = "flagsync-local";
+
+/// One FDv2 event: its name and its JSON data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Event {
+    pub(super) name: &'static str,
+    pub(super) data: String,
+}
+
+impl Event {
+    fn new(name: &'static str, data: impl Into<String>) -> Self {
+        Self {
+            name,
+            data: data.into(),
+        }
+    }
+}
+
+/// `server-intent` with one payload.
+fn server_intent(code: &str, target: u64, reason: &str) -> Event {
+    let data = json!({"payloads": [
+        {"id": PAYLOAD_ID, "target": target, "intentCode": code, "reason": reason}
+    ]});
+    Event::new("server-intent", data.to_string())
+}
+
+/// The data of a `put-object` for a live item.
+pub(super) fn put_object(kind: ItemKind, key: &str, version: u64, item: &Value) -> String {
+    json!({"version": version, "kind": kind.fdv2_name(), "key": key, "object": item}).to_string()
+}
+
+/// A `delete-object`.
+pub(super) fn delete_object(kind: ItemKind, key: &str, version: u64) -> Event {
+    let data = json!({"version": version, "kind": kind.fdv2_name(), "key": key});
+    Event::new("delete-object", data.to_string())
+}
+
+/// A `put-object` from its data.
+pub(super) fn put(data: String) -> Event {
+    Event::new("put-object", data)
+}
+
+/// `payload-transferred`: the payload is complete, with this selector.
+pub(super) fn payload_transferred(state: &str, version: u64) -> Event {
+    Event::new(
+        "payload-transferred",
+        json!({"state": state, "version": version}).to_string(),
+    )
+}
+
+/// `goodbye`.
+pub(super) fn goodbye(reason: &str) -> Event {
+    Event::new("goodbye", json!({"reason": reason}).to_string())
+}
+
+/// `heart-beat` (its data is never read).
+pub(super) fn heartbeat() -> Event {
+    Event::new("heart-beat", "{}")
+}
+
+/// The first payload for a client whose selector state is `basis`: intent `none` if
+/// it is current; otherwise every object as a full transfer. With `error_halfway`, an
+/// `error` event interrupts the objects half-way and they are all sent again (the
+/// client drops the partial changes and keeps the intent, PROTOCOL.md B §5.3).
+pub(super) fn initial_payload(
+    objects: &Fdv2Objects,
+    basis: Option<&str>,
+    error_halfway: bool,
+) -> Vec<Event> {
+    let (state, version) = (objects.state.as_str(), objects.version);
+    if basis == Some(state) {
+        return vec![server_intent("none", version, "up-to-date")];
+    }
+    let reason = if basis.is_some() {
+        "cant-catchup"
+    } else {
+        "payload-missing"
+    };
+    let mut events = vec![server_intent("xfer-full", version, reason)];
+    if error_halfway {
+        let half = objects.puts.len().div_ceil(2);
+        events.extend(objects.puts[..half].iter().cloned().map(put));
+        let error =
+            json!({"payloadId": PAYLOAD_ID, "reason": "injected fault: payload interrupted"});
+        events.push(Event::new("error", error.to_string()));
+    }
+    events.extend(objects.puts.iter().cloned().map(put));
+    events.push(payload_transferred(state, version));
+    events
+}
+
+/// Every object of a replaced data set, as a new full transfer on an open stream.
+pub(super) fn full_transfer(objects: &Fdv2Objects) -> Vec<Event> {
+    let mut events = vec![server_intent("xfer-full", objects.version, "replaced")];
+    events.extend(objects.puts.iter().cloned().map(put));
+    events.push(payload_transferred(&objects.state, objects.version));
+    events
+}
+
+/// Events framed as server-sent events.
+pub(super) fn to_sse(events: &[Event]) -> String {
+    let mut out = String::new();
+    for e in events {
+        out.push_str("event: ");
+        out.push_str(e.name);
+        out.push_str("\ndata: ");
+        out.push_str(&e.data);
+        out.push_str("\n\n");
+    }
+    out
+}
+
+/// Events as a polling body, `{"events":[{"event":…,"data":{…}},…]}`.
+pub(super) fn to_poll_body(events: &[Event]) -> String {
+    let mut out = String::from("{\"events\":[");
+    for (i, e) in events.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"event\":\"");
+        out.push_str(e.name);
+        out.push_str("\",\"data\":");
+        out.push_str(&e.data);
+        out.push('}');
+    }
+    out.push_str("]}");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn objects() -> Fdv2Objects {
+        Fdv2Objects {
+            state: "e-3".into(),
+            version: 3,
+            puts: vec![
+                put_object(ItemKind::Flag, "a", 2, &json!({"key": "a", "version": 2})),
+                put_object(ItemKind::Flag, "b", 1, &json!({"key": "b", "version": 1})),
+                put_object(
+                    ItemKind::Segment,
+                    "s",
+                    5,
+                    &json!({"key": "s", "version": 5}),
+                ),
+            ],
+        }
+    }
+
+    fn names(events: &[Event]) -> Vec<&str> {
+        events.iter().map(|e| e.name).collect()
+    }
+
+    #[test]
+    fn full_payload_without_or_with_a_stale_basis() {
+        for (basis, reason) in [(None, "payload-missing"), (Some("e-2"), "cant-catchup")] {
+            let events = initial_payload(&objects(), basis, false);
+            assert_eq!(
+                names(&events),
+                [
+                    "server-intent",
+                    "put-object",
+                    "put-object",
+                    "put-object",
+                    "payload-transferred"
+                ]
+            );
+            let intent: Value = serde_json::from_str(&events[0].data).unwrap();
+            assert_eq!(
+                intent,
+                json!({"payloads": [{"id": PAYLOAD_ID, "target": 3, "intentCode": "xfer-full", "reason": reason}]})
+            );
+            let done: Value = serde_json::from_str(&events[4].data).unwrap();
+            assert_eq!(done, json!({"state": "e-3", "version": 3}));
+        }
+    }
+
+    #[test]
+    fn current_basis_gets_intent_none() {
+        let events = initial_payload(&objects(), Some("e-3"), true);
+        assert_eq!(names(&events), ["server-intent"]);
+        assert!(events[0].data.contains("\"intentCode\":\"none\""));
+    }
+
+    #[test]
+    fn error_halfway_then_everything_again() {
+        let events = initial_payload(&objects(), None, true);
+        assert_eq!(
+            names(&events),
+            [
+                "server-intent",
+                "put-object",
+                "put-object",
+                "error",
+                "put-object",
+                "put-object",
+                "put-object",
+                "payload-transferred"
+            ]
+        );
+        let error: Value = serde_json::from_str(&events[3].data).unwrap();
+        assert_eq!(error["payloadId"], PAYLOAD_ID);
+    }
+
+    #[test]
+    fn the_core_reads_what_the_server_sends() {
+        use bytes::Bytes;
+        use flagsync_core::fdv2::parse_poll;
+        use flagsync_core::store::Transfer;
+
+        for error_halfway in [false, true] {
+            let body = to_poll_body(&initial_payload(&objects(), None, error_halfway));
+            let cs = parse_poll(&Bytes::from(body)).unwrap();
+            assert_eq!((cs.transfer, cs.changes.len()), (Transfer::Full, 3));
+            let selector = cs.selector.unwrap();
+            assert_eq!((selector.state.as_str(), selector.version), ("e-3", 3));
+        }
+        let body = to_poll_body(&initial_payload(&objects(), Some("e-3"), false));
+        let cs = parse_poll(&Bytes::from(body)).unwrap();
+        assert_eq!(cs.transfer, Transfer::None);
+    }
+
+    #[test]
+    fn framing() {
+        let events = [heartbeat(), goodbye("bye")];
+        assert_eq!(
+            to_sse(&events),
+            "event: heart-beat\ndata: {}\n\nevent: goodbye\ndata: {\"reason\":\"bye\"}\n\n"
+        );
+        let body: Value = serde_json::from_str(&to_poll_body(&events)).unwrap();
+        assert_eq!(
+            body,
+            json!({"events": [{"event": "heart-beat", "data": {}}, {"event": "goodbye", "data": {"reason": "bye"}}]})
+        );
+        assert_eq!(to_poll_body(&[]), "{\"events\":[]}");
+    }
+}
