@@ -39,8 +39,15 @@ struct Serve {
 
 impl Serve {
     fn start(file: &std::path::Path, key: &str) -> Self {
+        Self::start_with(file, key, &[])
+    }
+
+    /// With more `serve` arguments (faults).
+    fn start_with(file: &std::path::Path, key: &str, extra: &[&str]) -> Self {
         let mut child = Command::new(BIN)
-            .args(["serve", "--port", "0", "--sdk-key", key, "--data"])
+            .args(["serve", "--port", "0", "--sdk-key", key])
+            .args(extra)
+            .arg("--data")
             .arg(file)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -302,4 +309,141 @@ fn watch_progress_on_stderr() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("initialized in"), "{text}");
+}
+
+fn json_lines(o: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect()
+}
+
+#[test]
+fn serve_then_fdv2_snapshot_with_each_preset() {
+    let file = temp_file("fdv2.json", &data().to_string());
+    let server = Serve::start(&file, "sdk-fdv2");
+    for preset in ["default", "streaming", "polling"] {
+        let out = run(&[
+            "snapshot",
+            "--stream-uri",
+            &server.url,
+            "--sdk-key",
+            "sdk-fdv2",
+            "--fdv2",
+            preset,
+        ]);
+        assert!(out.status.success(), "{preset}: {}", stderr(&out));
+        let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(got, data(), "{preset}");
+    }
+}
+
+#[test]
+fn watch_fdv2_shows_availability_and_source_through_the_fdv1_fallback() {
+    let file = temp_file("fallback.json", &data().to_string());
+    let server = Serve::start_with(&file, "sdk-fb", &["--fdv1-fallback"]);
+    let out = run(&[
+        "watch",
+        "--json",
+        "--duration",
+        "1.5",
+        "--fdv2",
+        "streaming",
+        "--stream-uri",
+        &server.url,
+        "--sdk-key",
+        "sdk-fb",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("(FDv2: streaming)"),
+        "{}",
+        stderr(&out)
+    );
+    let lines = json_lines(&out);
+    let status = lines
+        .iter()
+        .find(|l| l["type"] == "status" && l["state"] == "valid")
+        .unwrap_or_else(|| panic!("{lines:?}"));
+    assert!(status["availability"].is_string() && status.get("source").is_some());
+    // Whatever was seen first, the last word is FDv1 polling at CACHED.
+    let last = lines
+        .iter()
+        .rev()
+        .find(|l| l["type"] == "status" || l["type"] == "source")
+        .unwrap();
+    assert_eq!(
+        (&last["availability"], &last["source"]),
+        (&json!("cached"), &json!("fdv1-polling")),
+        "{lines:?}"
+    );
+    let init = lines.iter().find(|l| l["type"] == "initialized").unwrap();
+    assert_eq!(init["flags"].as_u64(), Some(2));
+}
+
+#[test]
+fn watch_fdv2_text_against_a_refused_stream() {
+    let file = temp_file("refused.json", &data().to_string());
+    let server = Serve::start_with(
+        &file,
+        "sdk-r",
+        &["--fail", "/sdk/stream=401", "--payload-error", "always"],
+    );
+    let out = run(&[
+        "watch",
+        "--duration",
+        "1",
+        "--fdv2",
+        "default",
+        "--stream-uri",
+        &server.url,
+        "--sdk-key",
+        "sdk-r",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("initialized in"), "{text}");
+    assert!(text.contains("HTTP 401"), "{text}");
+    assert!(
+        text.contains("status: valid  [data: refreshed, source: polling]"),
+        "{text}"
+    );
+}
+
+#[test]
+fn serve_fault_flags_are_checked() {
+    let file = temp_file("faults.json", &data().to_string());
+    for bad in [
+        &["--fail", "/nope=401"][..],
+        &["--fail", "/sdk/stream"],
+        &["--fail", "/sdk/stream=42"],
+        &["--goodbye", "sometimes"],
+        &["--hang", "/sdk/other"],
+    ] {
+        let mut args = vec!["serve", "--port", "0", "--data", file.to_str().unwrap()];
+        args.extend_from_slice(bad);
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    }
+    let out = run(&[
+        "watch",
+        "--polling",
+        "--fdv2",
+        "default",
+        "--stream-uri",
+        "http://127.0.0.1:1",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let help = run(&["serve", "--help"]);
+    let help = String::from_utf8_lossy(&help.stdout);
+    for flag in [
+        "--fdv1-fallback",
+        "--goodbye",
+        "--payload-error",
+        "--fail",
+        "--hang",
+    ] {
+        assert!(help.contains(flag), "{help}");
+    }
 }

@@ -144,7 +144,10 @@ async fn streaming_initializes_to_refreshed_and_applies_changes(rt: Rt) {
     while let Some(Some(c)) = timeout(&rt, SEC / 2, changes.recv()).await {
         keys.push(c.key);
     }
-    assert!(keys.ends_with(&["f1".to_owned(), "f2".to_owned()]), "{keys:?}");
+    assert!(
+        keys.ends_with(&["f1".to_owned(), "f2".to_owned()]),
+        "{keys:?}"
+    );
     assert_eq!(client.data_availability(), DataAvailability::Refreshed);
     // Nothing but the one stream.
     assert_eq!(endpoints(&server), [Endpoint::Fdv2Stream]);
@@ -226,7 +229,11 @@ async fn fallback_header_on_the_stream_moves_to_fdv1_polling_for_good(rt: Rt) {
     let client = client(&rt, &server, streaming_fast());
     client.start().unwrap();
     assert!(client.wait_for_initialization(5 * SEC).await);
-    assert!(eventually(&rt, 3 * SEC, || client.active_source() == Some("fdv1-polling")).await);
+    assert!(
+        eventually(&rt, 3 * SEC, || client.active_source()
+            == Some("fdv1-polling"))
+        .await
+    );
     assert!(
         eventually(&rt, 3 * SEC, || client.data_availability()
             == DataAvailability::Cached)
@@ -286,7 +293,11 @@ async fn goodbye_then_reconnect_with_basis(rt: Rt) {
     client.start().unwrap();
     assert!(client.wait_for_initialization(5 * SEC).await);
     // The first stream ends with the goodbye; the second stays open.
-    assert!(eventually(&rt, 3 * SEC, || of(&server, Endpoint::Fdv2Stream).len() == 2).await);
+    assert!(
+        eventually(&rt, 3 * SEC, || of(&server, Endpoint::Fdv2Stream).len()
+            == 2)
+        .await
+    );
     assert!(server.wait_for_streams(1, 3 * SEC));
     let streams = of(&server, Endpoint::Fdv2Stream);
     assert_eq!(streams[0].query("basis"), None);
@@ -353,7 +364,11 @@ async fn hung_stream_falls_back_to_polling_then_recovers(rt: Rt) {
     assert_eq!(streams[1].query("basis"), Some(server.fdv2_state()));
     let polls_then = of(&server, Endpoint::Fdv2Poll).len();
     sleep(&rt, SEC / 3).await;
-    assert_eq!(of(&server, Endpoint::Fdv2Poll).len(), polls_then, "polling stopped");
+    assert_eq!(
+        of(&server, Endpoint::Fdv2Poll).len(),
+        polls_then,
+        "polling stopped"
+    );
     server.set_flag("f1", json!({"on": false})).unwrap();
     assert!(eventually(&rt, 3 * SEC, || client.flag("f1").is_some_and(|f| !f.on)).await);
     client.close().await;

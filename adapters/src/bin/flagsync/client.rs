@@ -2,7 +2,13 @@
 
 use std::time::Duration;
 
-use flagsync::{Client, DataSourceStatus, ErrorKind, FlagChange, Snapshot, State, Subscription};
+use flagsync::{
+    Client, DataAvailability, DataSourceStatus, ErrorKind, Fdv2Config, FlagChange, Snapshot, State,
+    Subscription,
+};
+
+/// How often an FDv2 session looks for a new data availability or active source.
+const SOURCE_CHECK: Duration = Duration::from_millis(100);
 
 /// How to connect.
 #[derive(Debug, Clone)]
@@ -12,6 +18,38 @@ pub struct Options {
     pub polling_uri: String,
     pub polling: bool,
     pub filter: Option<String>,
+    /// Use the FDv2 data system with this preset (instead of FDv1).
+    pub fdv2: Option<Fdv2Preset>,
+}
+
+/// An FDv2 data-system preset (PROTOCOL.md B §5.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Fdv2Preset {
+    /// A polling initializer, then the stream with polling as its fallback.
+    Default,
+    /// The stream alone.
+    Streaming,
+    /// Polling alone.
+    Polling,
+}
+
+impl Fdv2Preset {
+    pub fn config(self) -> Fdv2Config {
+        match self {
+            Self::Default => Fdv2Config::default(),
+            Self::Streaming => Fdv2Config::streaming(),
+            Self::Polling => Fdv2Config::polling(),
+        }
+    }
+
+    /// What it runs, for people.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Default => "FDv2: a poll, then streaming with polling as fallback",
+            Self::Streaming => "FDv2: streaming",
+            Self::Polling => "FDv2: polling",
+        }
+    }
 }
 
 /// A data-source error as the CLI shows it.
@@ -42,6 +80,15 @@ impl ErrorSummary {
 pub struct StatusSummary {
     pub state: State,
     pub error: Option<ErrorSummary>,
+    /// FDv2 only: where the data comes from, as the status arrived.
+    pub source: Option<SourceSummary>,
+}
+
+/// FDv2: how fresh the data is and which source runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourceSummary {
+    pub availability: DataAvailability,
+    pub active: Option<&'static str>,
 }
 
 /// Something the client reported.
@@ -52,6 +99,9 @@ pub enum Update {
     FlagChanged(String),
     /// The first full data set arrived.
     Ready,
+    /// FDv2: the data availability or the active source changed (without a status
+    /// change saying so).
+    Source(SourceSummary),
 }
 
 /// A running client.
@@ -60,6 +110,9 @@ pub struct Session {
     statuses: Subscription<DataSourceStatus>,
     flags: Subscription<FlagChange>,
     waiting_ready: bool,
+    fdv2: bool,
+    /// FDv2: the source summary last reported.
+    last_source: Option<SourceSummary>,
 }
 
 impl Session {
@@ -73,40 +126,95 @@ impl Session {
         if let Some(f) = &opts.filter {
             builder = builder.payload_filter(f.clone());
         }
+        if let Some(preset) = opts.fdv2 {
+            builder = builder.fdv2(preset.config());
+        }
         let client = builder.build().map_err(|e| e.to_string())?;
         // Subscribe before starting, so nothing is missed.
         let statuses = client.status_changes();
         let flags = client.flag_changes();
         client.start().map_err(|e| e.to_string())?;
-        Ok(Self {
+        let mut session = Self {
             client,
             statuses,
             flags,
             waiting_ready: true,
-        })
+            fdv2: opts.fdv2.is_some(),
+            last_source: None,
+        };
+        // Report changes from here on (no data, no source yet), not the starting point.
+        session.last_source = session.source();
+        Ok(session)
     }
 
     /// The next update, or `None` once the client stopped.
     pub async fn next(&mut self) -> Option<Update> {
-        tokio::select! {
-            biased;
-            s = self.statuses.recv() => s.map(|s| Update::Status(summarize(&s))),
-            // Flag changes before readiness: the initial data's changes come out first.
-            f = self.flags.recv() => f.map(|f| Update::FlagChanged(f.key)),
-            ready = self.client.wait_for_initialization(Duration::from_secs(365 * 86400)),
-                if self.waiting_ready => {
-                self.waiting_ready = false;
-                if ready {
-                    // Every change event of the initial data is buffered by now (the
-                    // client publishes them before it reports initialized): they are
-                    // part of what Ready reports, not news.
-                    while self.flags.try_recv().is_some() {}
-                    Some(Update::Ready)
-                } else {
-                    // The source gave up: the status update says why.
-                    self.statuses.recv().await.map(|s| Update::Status(summarize(&s)))
-                }
+        loop {
+            // A status first: it carries the source summary with it.
+            if let Some(s) = self.statuses.try_recv() {
+                return Some(Update::Status(self.summarize(&s)));
             }
+            if let Some(source) = self.source_changed() {
+                return Some(Update::Source(source));
+            }
+            tokio::select! {
+                biased;
+                s = self.statuses.recv() => return s.map(|s| Update::Status(self.summarize(&s))),
+                // Flag changes before readiness: the initial data's changes come out first.
+                f = self.flags.recv() => return f.map(|f| Update::FlagChanged(f.key)),
+                ready = self.client.wait_for_initialization(Duration::from_secs(365 * 86400)),
+                    if self.waiting_ready => {
+                    self.waiting_ready = false;
+                    return if ready {
+                        // Every change event of the initial data is buffered by now (the
+                        // client publishes them before it reports initialized): they are
+                        // part of what Ready reports, not news.
+                        while self.flags.try_recv().is_some() {}
+                        Some(Update::Ready)
+                    } else {
+                        // The source gave up: the status update says why.
+                        let s = self.statuses.recv().await;
+                        s.map(|s| Update::Status(self.summarize(&s)))
+                    };
+                }
+                // FDv2: the availability and the active source can change without a
+                // status change (e.g. the FDv1 fallback taking over while VALID).
+                () = tokio::time::sleep(SOURCE_CHECK), if self.fdv2 => {}
+            }
+        }
+    }
+
+    /// FDv2: the current source summary, if it differs from the last one reported.
+    fn source_changed(&mut self) -> Option<SourceSummary> {
+        let current = self.source()?;
+        if self.last_source == Some(current) {
+            return None;
+        }
+        self.last_source = Some(current);
+        Some(current)
+    }
+
+    /// FDv2: the current source summary.
+    fn source(&self) -> Option<SourceSummary> {
+        self.fdv2.then(|| SourceSummary {
+            availability: self.client.data_availability(),
+            active: self.client.active_source(),
+        })
+    }
+
+    fn summarize(&mut self, status: &DataSourceStatus) -> StatusSummary {
+        let source = self.source();
+        if source.is_some() {
+            self.last_source = source;
+        }
+        StatusSummary {
+            state: status.state,
+            error: status.error.as_ref().map(|e| ErrorSummary {
+                kind: e.kind,
+                status_code: e.status_code,
+                message: e.message.clone(),
+            }),
+            source,
         }
     }
 
@@ -123,16 +231,5 @@ impl Session {
     /// Stop the client and wait (briefly) for its sockets to close.
     pub async fn close(self) {
         self.client.close().await;
-    }
-}
-
-fn summarize(status: &DataSourceStatus) -> StatusSummary {
-    StatusSummary {
-        state: status.state,
-        error: status.error.as_ref().map(|e| ErrorSummary {
-            kind: e.kind,
-            status_code: e.status_code,
-            message: e.message.clone(),
-        }),
     }
 }

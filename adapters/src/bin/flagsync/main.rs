@@ -11,14 +11,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use clap::{Args, Parser, Subcommand};
-use flagsync::server::{Server, ServerError, ServerHandle};
+use flagsync::server::{Endpoint, Server, ServerError, ServerHandle};
 use flagsync::{Snapshot, State};
 use flagsync_core::Kind;
 use flagsync_core::config::{DEFAULT_POLLING_URI, DEFAULT_STREAM_URI};
 use flagsync_core::endpoint::Url;
 use serde_json::{Value, json};
 
-use client::{ErrorSummary, Options, Session, StatusSummary, Update};
+use client::{ErrorSummary, Fdv2Preset, Options, Session, SourceSummary, StatusSummary, Update};
 
 /// Keep a feature-flag store in sync with a LaunchDarkly-compatible flag delivery
 /// service, or serve one locally.
@@ -31,13 +31,15 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve flags from a JSON file as a LaunchDarkly-compatible (FDv1) service, until
-    /// Ctrl-C. Edits to the file are pushed to connected clients.
+    /// Serve flags from a JSON file as a LaunchDarkly-compatible service (FDv1 and
+    /// FDv2), until Ctrl-C. Edits to the file are pushed to connected clients. Faults
+    /// can be injected to test clients.
     Serve(ServeArgs),
     /// Run a local server with sample flags that change every few seconds, connect a
     /// client to it and print what it sees. Works offline.
     Demo(DemoArgs),
-    /// Connect to a flag delivery service and print status changes and flag changes.
+    /// Connect to a flag delivery service and print status changes and flag changes
+    /// (with FDv2, also the data availability and the active source).
     Watch(WatchArgs),
     /// Wait for the full flag data and print it as {"flags":{…},"segments":{…}}.
     Snapshot(SnapshotArgs),
@@ -58,6 +60,50 @@ struct ServeArgs {
     /// Seconds between stream heartbeats.
     #[arg(long, value_name = "SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..))]
     heartbeat: u64,
+    /// Send `X-LD-FD-Fallback: true` on every FDv2 response (success or error), which
+    /// moves FDv2 clients to FDv1 polling (/sdk/latest-all) for good.
+    #[arg(long, help_heading = FAULTS)]
+    fdv1_fallback: bool,
+    /// End the first COUNT FDv2 streams with a `goodbye` event after their first
+    /// payload, then close them (`always`: every stream). Clients reconnect with their
+    /// `basis`.
+    #[arg(long, value_name = "COUNT", value_parser = parse_count, help_heading = FAULTS)]
+    goodbye: Option<usize>,
+    /// Interrupt the first COUNT FDv2 full payloads (stream or poll) half-way with an
+    /// `error` event, then send them again in full (`always`: every one).
+    #[arg(long, value_name = "COUNT", value_parser = parse_count, help_heading = FAULTS)]
+    payload_error: Option<usize>,
+    /// Answer every request to ENDPOINT with HTTP STATUS, e.g. `/sdk/stream=401`.
+    /// ENDPOINT is /all, /sdk/latest-all, /sdk/stream or /sdk/poll. Repeatable.
+    #[arg(long, value_name = "ENDPOINT=STATUS", value_parser = parse_fail, help_heading = FAULTS)]
+    fail: Vec<(Endpoint, u16)>,
+    /// Accept requests to ENDPOINT but never answer them. Repeatable.
+    #[arg(long, value_name = "ENDPOINT", help_heading = FAULTS)]
+    hang: Vec<Endpoint>,
+}
+
+/// The help heading of `serve`'s fault options.
+const FAULTS: &str = "Faults (for testing clients)";
+
+/// A count, or `always`.
+fn parse_count(s: &str) -> Result<usize, String> {
+    if s == "always" {
+        return Ok(usize::MAX);
+    }
+    s.parse()
+        .map_err(|_| format!("expected a number of times or `always`, not {s:?}"))
+}
+
+/// `ENDPOINT=STATUS`.
+fn parse_fail(s: &str) -> Result<(Endpoint, u16), String> {
+    let (endpoint, status) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected ENDPOINT=STATUS such as /sdk/stream=401, not {s:?}"))?;
+    let endpoint = endpoint.parse::<Endpoint>().map_err(|e| e.to_string())?;
+    match status.parse::<u16>() {
+        Ok(code @ 100..=599) => Ok((endpoint, code)),
+        _ => Err(format!("expected an HTTP status (100-599), not {status:?}")),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -71,6 +117,9 @@ struct DemoArgs {
     /// Have the client poll instead of stream.
     #[arg(long)]
     polling: bool,
+    /// Have the client use the FDv2 data system with this preset.
+    #[arg(long, value_name = "PRESET", value_enum, conflicts_with = "polling")]
+    fdv2: Option<Fdv2Preset>,
     /// Print JSON lines instead of text.
     #[arg(long)]
     json: bool,
@@ -95,9 +144,13 @@ struct ConnArgs {
     /// --stream-uri if only that is given].
     #[arg(long, value_name = "URL")]
     polling_uri: Option<String>,
-    /// Poll instead of streaming.
+    /// Poll instead of streaming (FDv1).
     #[arg(long)]
     polling: bool,
+    /// Use the FDv2 data system (/sdk/stream, /sdk/poll, with the FDv1 fallback) with
+    /// this preset instead of FDv1.
+    #[arg(long, value_name = "PRESET", value_enum, conflicts_with = "polling")]
+    fdv2: Option<Fdv2Preset>,
     /// A payload filter key.
     #[arg(long, value_name = "KEY")]
     filter: Option<String>,
@@ -233,24 +286,30 @@ async fn serve(args: ServeArgs) -> Result<(), CliError> {
             )),
             other => data_error(&args.data, other),
         })?;
+    let faults = apply_faults(&server, &args);
     let (flags, segments) = counts(&server);
-    println!("flagsync: serving on {}", server.url());
+    let url = server.url();
+    println!("flagsync: serving on {url}");
     println!(
         "  {} and {} from {}",
         plural(flags, "flag", "flags"),
         plural(segments, "segment", "segments"),
         args.data.display()
     );
-    println!("  streaming: GET {}/all", server.url());
-    println!("  polling:   GET {}/sdk/latest-all", server.url());
-    let key_hint = match &args.sdk_key {
-        Some(k) => format!(" --sdk-key {k}"),
-        None => String::new(),
+    println!("  FDv1 streaming: GET {url}/all");
+    println!("  FDv1 polling:   GET {url}/sdk/latest-all");
+    println!("  FDv2 streaming: GET {url}/sdk/stream");
+    println!("  FDv2 polling:   GET {url}/sdk/poll");
+    for fault in &faults {
+        println!("  fault:          {fault}");
+    }
+    // Never echo the key itself: it may be a real one.
+    let key_hint = if args.sdk_key.is_some() {
+        " --sdk-key KEY"
+    } else {
+        ""
     };
-    println!(
-        "  try:       flagsync watch --stream-uri {}{key_hint}",
-        server.url()
-    );
+    println!("  try:            flagsync watch --stream-uri {url}{key_hint} [--fdv2 default]");
     println!("Edits to the file are pushed to clients. Press Ctrl-C to stop.");
 
     let mut modified = file_mtime(&args.data);
@@ -290,6 +349,43 @@ async fn serve(args: ServeArgs) -> Result<(), CliError> {
         .map_err(|e| CliError::failed(e.to_string()))
 }
 
+/// Set the faults `args` asks for; one line describing each.
+fn apply_faults(server: &ServerHandle, args: &ServeArgs) -> Vec<String> {
+    let times = |n: usize, what: &str| match n {
+        usize::MAX => format!("every {what}"),
+        1 => format!("the first {what}"),
+        _ => format!("the first {n} {what}s"),
+    };
+    let mut faults = Vec::new();
+    if args.fdv1_fallback {
+        server.fdv1_fallback(true);
+        faults.push("X-LD-FD-Fallback: true on every FDv2 response".to_owned());
+    }
+    if let Some(n) = args.goodbye.filter(|n| *n > 0) {
+        server.goodbye_next(n);
+        faults.push(format!(
+            "a goodbye after the first payload of {}",
+            times(n, "FDv2 stream")
+        ));
+    }
+    if let Some(n) = args.payload_error.filter(|n| *n > 0) {
+        server.payload_error_next(n);
+        faults.push(format!(
+            "an error event half-way through {}",
+            times(n, "FDv2 full payload")
+        ));
+    }
+    for (endpoint, status) in &args.fail {
+        server.fail_endpoint(*endpoint, Some(*status));
+        faults.push(format!("{endpoint} answers HTTP {status}"));
+    }
+    for endpoint in &args.hang {
+        server.hang_endpoint(*endpoint, true);
+        faults.push(format!("{endpoint} never answers"));
+    }
+    faults
+}
+
 fn file_mtime(path: &Path) -> Option<SystemTime> {
     std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
@@ -322,12 +418,14 @@ fn resolve(conn: ConnArgs) -> Result<Options, CliError> {
         .or(conn.stream_uri)
         .unwrap_or_else(|| DEFAULT_POLLING_URI.into());
     let sdk_key = conn.sdk_key.unwrap_or_default();
-    let used = if conn.polling {
-        &polling_uri
-    } else {
-        &stream_uri
+    // FDv2 presets use both services (the FDv1 fallback polls).
+    let used: &[&String] = match (conn.fdv2, conn.polling) {
+        (Some(_), _) => &[&stream_uri, &polling_uri],
+        (None, true) => &[&polling_uri],
+        (None, false) => &[&stream_uri],
     };
-    if sdk_key.is_empty() && (used == DEFAULT_STREAM_URI || used == DEFAULT_POLLING_URI) {
+    let official = |u: &&String| *u == DEFAULT_STREAM_URI || *u == DEFAULT_POLLING_URI;
+    if sdk_key.is_empty() && used.iter().any(official) {
         return Err(CliError::usage(
             "an SDK key is required: pass --sdk-key KEY or set FLAGSYNC_SDK_KEY (or point --stream-uri at a local `flagsync serve`)",
         ));
@@ -347,14 +445,25 @@ fn resolve(conn: ConnArgs) -> Result<Options, CliError> {
         polling_uri,
         polling: conn.polling,
         filter: conn.filter,
+        fdv2: conn.fdv2,
     })
 }
 
 fn target(opts: &Options) -> &str {
-    if opts.polling {
-        &opts.polling_uri
-    } else {
-        &opts.stream_uri
+    match opts.fdv2 {
+        Some(Fdv2Preset::Streaming) => &opts.stream_uri,
+        Some(_) => &opts.polling_uri,
+        None if opts.polling => &opts.polling_uri,
+        None => &opts.stream_uri,
+    }
+}
+
+/// The data system, for people.
+fn describe_mode(opts: &Options) -> &'static str {
+    match opts.fdv2 {
+        Some(preset) => preset.describe(),
+        None if opts.polling => "polling",
+        None => "streaming",
     }
 }
 
@@ -452,9 +561,17 @@ impl Printer {
             let error = new_error.map(
                 |e| json!({"kind": e.kind.as_str(), "status": e.status_code, "message": e.message}),
             );
-            self.json_line(json!({"type": "status", "state": s.state.as_str(), "error": error}));
+            let mut line = json!({"type": "status", "state": s.state.as_str(), "error": error});
+            if let Some(source) = &s.source {
+                line["availability"] = json!(source.availability.as_str());
+                line["source"] = json!(source.active);
+            }
+            self.json_line(line);
         } else {
             let mut text = format!("status: {}", s.state.as_str());
+            if let Some(source) = &s.source {
+                text.push_str(&format!("  [{}]", describe_source(source)));
+            }
             if let Some(e) = new_error {
                 text.push_str(&format!("  ({})", describe_error(e)));
             }
@@ -462,6 +579,17 @@ impl Printer {
         }
         if s.error.is_some() {
             self.last_error = s.error.clone();
+        }
+    }
+
+    /// FDv2: the data availability or the active source changed.
+    fn source(&self, s: &SourceSummary) {
+        if self.json {
+            self.json_line(json!({
+                "type": "source", "availability": s.availability.as_str(), "source": s.active,
+            }));
+        } else {
+            self.line(&describe_source(s));
         }
     }
 
@@ -535,6 +663,14 @@ impl Printer {
             None => self.known.remove(key),
         };
     }
+}
+
+fn describe_source(s: &SourceSummary) -> String {
+    format!(
+        "data: {}, source: {}",
+        s.availability.as_str(),
+        s.active.unwrap_or("none")
+    )
 }
 
 fn describe_error(e: &ErrorSummary) -> String {
@@ -647,6 +783,7 @@ async fn print_updates(
                 Some(Update::Status(s)) => printer.status(&s),
                 Some(Update::Ready) => printer.ready(&session.snapshot(), session.bytes_received()),
                 Some(Update::FlagChanged(key)) => printer.flag_changed(&key, &session.snapshot()),
+                Some(Update::Source(s)) => printer.source(&s),
             },
         }
     }
@@ -667,7 +804,7 @@ async fn watch(args: WatchArgs) -> Result<(), CliError> {
     eprintln!(
         "connecting to {} ({})…",
         target(&opts),
-        if opts.polling { "polling" } else { "streaming" }
+        describe_mode(&opts)
     );
     let mut session = Session::start(&opts).map_err(CliError::usage)?;
     let mut printer = Printer::new(args.json);
@@ -705,7 +842,11 @@ async fn demo(args: DemoArgs) -> Result<(), CliError> {
         println!(
             "It changes a flag every {:.1} s; a flagsync Client ({}) prints what it sees. {}",
             interval.as_secs_f64(),
-            if args.polling { "polling" } else { "streaming" },
+            match args.fdv2 {
+                Some(preset) => preset.describe(),
+                None if args.polling => "polling",
+                None => "streaming",
+            },
             match duration {
                 Some(d) => format!("Stopping after {:.0} s.", d.as_secs_f64()),
                 None => "Press Ctrl-C to stop.".into(),
@@ -718,6 +859,7 @@ async fn demo(args: DemoArgs) -> Result<(), CliError> {
         polling_uri: server.url(),
         polling: args.polling,
         filter: None,
+        fdv2: args.fdv2,
     };
     let mut session = Session::start(&opts).map_err(CliError::failed)?;
     let mut printer = Printer::new(args.json);
@@ -817,7 +959,7 @@ async fn snapshot(args: SnapshotArgs) -> Result<(), CliError> {
                 }
                 last = Some(s);
             }
-            Some(Update::FlagChanged(_)) => {}
+            Some(Update::FlagChanged(_) | Update::Source(_)) => {}
             None => {
                 break Err(CliError::failed(
                     "the client stopped before it had the flag data",
