@@ -74,3 +74,47 @@ async fn the_sdk_key_is_never_logged(rt: Rt) {
     );
     assert!(!text.to_ascii_lowercase().contains("authorization:"));
 }
+
+/// The FDv2 data system through failures, a goodbye and the FDv1 fallback.
+#[cfg(feature = "server")]
+mod fdv2_session {
+    use super::*;
+    use flagsync::Fdv2Config;
+    use flagsync::server::Server as FlagServer;
+
+    pub(crate) async fn the_sdk_key_is_never_logged_under_fdv2(rt: Rt) {
+        let logs = logs();
+        let server = FlagServer::builder()
+            .sdk_key(Some(SDK_KEY.into()))
+            .data(serde_json::json!({"flagValues": {"f": true}}))
+            .start()
+            .unwrap();
+        server.fail_next(1, 503); // the initializer
+        server.goodbye_next(1); // the first stream
+        let client = builder(&rt, &server.url())
+            .fdv2(Fdv2Config::default())
+            .build()
+            .unwrap();
+        client.start().unwrap();
+        assert!(client.wait_for_initialization(Duration::from_secs(5)).await);
+        assert!(eventually(&rt, Duration::from_secs(5), || server.request_count() >= 3).await);
+        server.fdv1_fallback(true);
+        server.drop_streams();
+        let fell_back = || client.active_source() == Some("fdv1-polling");
+        assert!(eventually(&rt, Duration::from_secs(5), fell_back).await);
+        client.close().await;
+        let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+        assert!(text.contains("fdv2"), "the session was logged:\n{text}");
+        assert!(
+            !text.contains(SDK_KEY),
+            "the SDK key leaked into the logs:\n{text}"
+        );
+        assert!(!text.to_ascii_lowercase().contains("authorization:"));
+    }
+}
+
+#[cfg(feature = "server")]
+mod fdv2_rt {
+    use super::fdv2_session::*;
+    runtime_tests!(the_sdk_key_is_never_logged_under_fdv2);
+}
