@@ -426,11 +426,32 @@ impl ServerHandle {
 
     /// The selector state of the current data, `<epoch>-<payload version>`: a client
     /// that sends it as `basis` is up to date (FDv2 intent `none`).
+    ///
+    /// ```
+    /// use flagsync::server::Server;
+    /// use serde_json::json;
+    ///
+    /// let server = Server::builder().start()?;
+    /// let before = server.fdv2_state();
+    /// server.set_flag("f", json!({"on": true}))?;
+    /// assert_ne!(server.fdv2_state(), before); // clients sending `before` get everything
+    /// # Ok::<(), flagsync::server::ServerError>(())
+    /// ```
     pub fn fdv2_state(&self) -> String {
         self.shared.lock().data.state()
     }
 
     /// The payload version: 1 for the initial data, plus one per change.
+    ///
+    /// ```
+    /// use flagsync::server::Server;
+    ///
+    /// let server = Server::builder().start()?;
+    /// assert_eq!(server.payload_version(), 1);
+    /// server.delete_flag("gone");
+    /// assert_eq!(server.payload_version(), 2);
+    /// # Ok::<(), flagsync::server::ServerError>(())
+    /// ```
     pub fn payload_version(&self) -> u64 {
         self.shared.lock().data.version()
     }
