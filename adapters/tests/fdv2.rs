@@ -31,6 +31,7 @@ runtime_tests!(
     unauthorized_stream_is_removed_and_polling_takes_over,
     fallback_header_on_the_stream_moves_to_fdv1_polling_for_good,
     fallback_header_on_a_failed_initializer_poll_skips_fdv2,
+    fallback_header_on_a_refused_stream_moves_to_fdv1_polling,
     goodbye_then_reconnect_with_basis,
     error_event_mid_payload_keeps_the_stream,
     hung_stream_falls_back_to_polling_then_recovers,
@@ -282,6 +283,28 @@ async fn fallback_header_on_a_failed_initializer_poll_skips_fdv2(rt: Rt) {
     );
     assert_eq!(client.status().state, State::Valid);
     assert_eq!(client.all_flags().len(), 2);
+    client.close().await;
+}
+
+async fn fallback_header_on_a_refused_stream_moves_to_fdv1_polling(rt: Rt) {
+    let server = start_server();
+    server.fdv1_fallback(true);
+    // Recoverable on its own: only the header ends FDv2 here.
+    server.fail_endpoint(Endpoint::Fdv2Stream, Some(503));
+    let client = client(&rt, &server, streaming_fast());
+    client.start().unwrap();
+    assert!(client.wait_for_initialization(5 * SEC).await);
+    assert_eq!(client.active_source(), Some("fdv1-polling"));
+    assert_eq!(client.data_availability(), DataAvailability::Cached);
+    assert!(eventually(&rt, 3 * SEC, || of(&server, Endpoint::Fdv1Poll).len() >= 2).await);
+    assert_eq!(of(&server, Endpoint::Fdv2Stream).len(), 1);
+    assert!(of(&server, Endpoint::Fdv2Poll).is_empty());
+    assert_eq!(client.status().state, State::Valid);
+    let error = client.status().error.expect("the 503 is kept");
+    assert_eq!(
+        (error.kind, error.status_code),
+        (ErrorKind::ErrorResponse, 503)
+    );
     client.close().await;
 }
 
