@@ -688,33 +688,37 @@ add("fdv2_401_on_the_only_synchronizer_is_off", "fdv2",
     "A 401 removes the synchronizer; with none left the data system is OFF and makes no more requests (B 5.7, A.3).",
     [status(401)],
     {"request_count": 1, "statuses": [st("off", "error_response", 401)], "initialized": False,
-     "availability": "defaults"}, 600000, config=v2(), live=SLOW)
+     "availability": "defaults"}, 600000, config=v2())
 add("fdv2_401_removes_the_stream_for_good", "fdv2",
     "A 401 on the stream removes it permanently: polling takes over at once, and the stream is never revisited, even after 5 minutes VALID (C.2 FDv2 fallback, E 35).",
     [status(401)] + [poll2([("a", i)], f"s{i}") for i in range(1, 12)],
     {"request_count": 12, "requests": [{"target": "/sdk/stream"}, {"target": "/sdk/poll", "at_ms": [0, 0]},
                                        {"target": "/sdk/poll?basis=s1", "at_ms": [30000, 30000]}],
      "statuses": [st("initializing", "error_response", 401), st("valid", "error_response", 401)],
-     "store": [{"at_ms": 310000, "flags": {"a": 11}}]}, 310000, config=TWO, live=SLOW)
+     "store": [{"at_ms": 310000, "flags": {"a": 11}}]}, 310000, config=TWO)
 add("fdv2_hanging_stream_falls_back_after_ten_seconds", "fdv2",
     "A stream that never answers is replaced by the next synchronizer at the first 10 s check (C.2 FDv2 fallback, E 35).",
     ["hang", poll2([("a", 1)], "s1")],
     {"request_count": 2, "requests": [{"target": "/sdk/stream"}, {"target": "/sdk/poll", "at_ms": [10000, 10000]}],
      "store": [{"at_ms": 15000, "flags": {"a": 1}}], "statuses": [st("valid", "none")]}, 15000, config=TWO)
+TWO35 = v2(fdv2={"preset": "custom", "synchronizers": ["streaming", {"polling": {"interval_ms": 35000}}],
+                 "fdv1_fallback": False})
 add("fdv2_recovers_to_the_first_synchronizer_after_five_minutes", "fdv2",
-    "After 5 minutes VALID on the fallback synchronizer, the first one is tried again, with the basis (C.2 FDv2, E 35).",
-    ["hang"] + [poll2([("a", i)], f"s{i}") for i in range(1, 11)] + [sse(changes([("z", 1)], "primary"))],
-    {"request_count": 12,
-     "requests": [{"target": "/sdk/stream"}, {"target": "/sdk/poll", "at_ms": [10000, 10000]}] + [{}] * 9
-                 + [{"target": "/sdk/stream?basis=s10", "at_ms": [310000, 310000]}],
-     "store": [{"at_ms": 320000, "flags": {"a": 10, "z": 1}, "exact": True}]}, 320000, config=TWO, live=SLOW)
+    "After 5 minutes VALID on the fallback synchronizer, the first one is tried again, with the basis (C.2 FDv2, E 35). "
+    "Polls every 35 s from 10 s, so no poll falls on the 310 s check.",
+    ["hang"] + [poll2([("a", i)], f"s{i}") for i in range(1, 10)] + [sse(changes([("z", 1)], "primary"))],
+    {"request_count": 11,
+     "requests": [{"target": "/sdk/stream"}, {"target": "/sdk/poll", "at_ms": [10000, 10000]}] + [{}] * 8
+                 + [{"target": "/sdk/stream?basis=s9", "at_ms": [310000, 310000]}],
+     "store": [{"at_ms": 320000, "flags": {"a": 9, "z": 1}, "exact": True}]}, 320000, config=TWO35)
 add("fdv2_interrupted_for_a_minute_falls_back", "fdv2",
-    "A stream INTERRUPTED for 60 s (closed after a success, its reconnect delayed past a minute) is replaced at the check that sees a minute (B 5.7).",
+    "A stream INTERRUPTED longer than the configured time (55 s here: closed after a success, its reconnect delayed past a minute) is replaced at the next 10 s check, at 60 s (B 5.7).",
     [sse(full([("a", 1)], "s1"), end="close"), poll2([("a", 2)], "s2")],
     {"request_count": 2, "requests": [{}, {"target": "/sdk/poll?basis=s1", "at_ms": [60000, 60000]}],
      "statuses": [st("valid", "none"), st("interrupted", "network_error", 0), st("valid", "network_error", 0)],
      "store": [{"at_ms": 61000, "flags": {"a": 2}}]}, 61000,
-    config=dict(TWO, initial_reconnect_delay_ms=200000, max_reconnect_delay_ms=200000))
+    config=dict(TWO, initial_reconnect_delay_ms=200000, max_reconnect_delay_ms=200000,
+                fdv2=dict(TWO["fdv2"], interrupted_fallback_ms=55000)))
 add("fdv2_initializing_timer_counts_from_the_current_synchronizer", "fdv2",
     "The INITIALIZING fallback time counts from the current synchronizer's start, not the data system's (A.4.6): the initializer takes 10 s, then the stream gets its own 25 s.",
     [status(500, body=[at(10000, "x")]), "hang", poll2([("a", 1)], "s")],
@@ -727,7 +731,7 @@ add("fdv2_fallback_header_on_stream_error_moves_to_fdv1", "fdv2",
     [status(403, [FB])] + [poll_ok([("v", i)]) for i in range(1, 12)],
     {"request_count": 12, "requests": [{"target": "/sdk/stream"}, {"target": "/sdk/latest-all", "at_ms": [0, 0]}],
      "store": [{"at_ms": 305000, "flags": {"v": 11}}], "final_status": st("valid"), "availability": "cached"},
-    305000, config=v2(fdv2={"preset": "streaming"}), live=SLOW)
+    305000, config=v2(fdv2={"preset": "streaming"}))
 add("fdv2_fallback_header_on_stream_success_applies_the_payload_first", "fdv2",
     "X-LD-FD-Fallback: true on a 200 stream: the payload is applied first, then the stream closes and FDv1 polling starts (C.2, E 36).",
     [sse(full([("a", 1)], "s"), headers=[SSE_CT, FB]), poll_ok([("a", 1), ("b", 1)])],
@@ -738,11 +742,11 @@ add("fdv2_fallback_header_on_polling_initializer_skips_fdv2", "fdv2",
     "X-LD-FD-Fallback: true on a 500 from the polling initializer: the FDv2 synchronizers are never contacted (C.2, E 36).",
     [status(500, [FB])] + [poll_ok([("a", i)]) for i in range(1, 12)],
     {"request_count": 12, "requests": [{"target": "/sdk/poll"}, {"target": "/sdk/latest-all", "at_ms": [0, 0]}],
-     "store": [{"at_ms": 305000, "flags": {"a": 11}}]}, 305000, config=v2(fdv2={"preset": "default"}), live=SLOW)
+     "store": [{"at_ms": 305000, "flags": {"a": 11}}]}, 305000, config=v2(fdv2={"preset": "default"}))
 add("fdv2_fallback_header_without_fdv1_halts", "fdv2",
     "With no FDv1 fallback configured, the directive halts the data system: OFF, no retries even after a 500 (C.2, E 36).",
     [status(500, [FB])],
-    {"request_count": 1, "statuses": [st("off", "error_response", 500)]}, 600000, config=v2(), live=SLOW)
+    {"request_count": 1, "statuses": [st("off", "error_response", 500)]}, 600000, config=v2())
 add("fdv2_fallback_header_must_be_exactly_true", "fdv2",
     "Only the exact value true directs fallback (B 5.4).",
     [sse(full([("a", 1)], "s"), headers=[SSE_CT, ["X-LD-FD-Fallback", "TRUE"]])],
@@ -805,7 +809,7 @@ add("fdv2_stop_closes_everything", "fdv2",
     "Stopping the client closes the FDv2 stream, reports OFF and makes no more requests (E 27).",
     [sse(full([("a", 1)], "s"))],
     {"request_count": 1, "open_connections_after_stop": 0, "statuses": [st("valid", "none"), st("off", "none")]},
-    60000, config=v2(fdv2={"preset": "streaming"}), stop_at_ms=1000, live=SLOW)
+    60000, config=v2(fdv2={"preset": "streaming"}), stop_at_ms=1000)
 
 shutil.rmtree(OUT, ignore_errors=True)
 os.makedirs(OUT)

@@ -146,6 +146,7 @@ pub async fn run(s: &Scenario, rt: Arc<dyn Runtime>, timing: Timing) -> Result<O
             Checkpoint::Stop => {
                 obs.final_status = Some(observed(&client.status()));
                 obs.initialized = client.initialized();
+                obs.availability = Some(client.data_availability());
                 client.close().await;
                 let deadline = Instant::now() + Duration::from_secs(3);
                 while server.open_connections() > 0 && Instant::now() < deadline {
@@ -160,6 +161,7 @@ pub async fn run(s: &Scenario, rt: Arc<dyn Runtime>, timing: Timing) -> Result<O
     if !stopped {
         obs.final_status = Some(observed(&client.status()));
         obs.initialized = client.initialized();
+        obs.availability = Some(client.data_availability());
     }
     obs.env_id = client.environment_id();
     obs.requests = server.requests();
