@@ -17,6 +17,8 @@ pub struct Report {
     pub deviations: Vec<(String, String, Vec<String>)>,
     /// (scenario, failure).
     pub failures: Vec<(String, String)>,
+    /// Remarks printed with the summary (e.g. scenarios that passed on a second run).
+    pub notes: Vec<String>,
 }
 
 impl Report {
@@ -26,6 +28,11 @@ impl Report {
             runner: runner.into(),
             ..Self::default()
         }
+    }
+
+    /// Add a remark to the summary.
+    pub fn note(&mut self, note: String) {
+        self.notes.push(note);
     }
 
     /// Record the outcome for `s`.
@@ -64,6 +71,9 @@ impl Report {
             self.deviations.len(),
             self.skipped.len()
         );
+        for note in &self.notes {
+            out.push_str(&format!("  note: {note}\n"));
+        }
         for (name, reason) in &self.skipped {
             out.push_str(&format!("  skipped {name}: {reason}\n"));
         }
