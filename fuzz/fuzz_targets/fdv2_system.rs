@@ -10,19 +10,22 @@
 //!     every byte this target sent on the connection, and parsed with the core's public
 //!     body parser of that source's format: `fdv2::parse_poll_or_fdv1` for
 //!     `/sdk/poll`, `fdv2::parse_fdv1_fallback_poll` for `/sdk/latest-all`);
-//!   - on a stream connection: a shadow SSE parser over the bytes sent on the
-//!     connection dispatched a `payload-transferred` in this step, the store's selector
-//!     is one of the selectors dispatched, and every item that changed was sent in a
-//!     `put-object` (same kind, key and raw JSON; every rendered object carries a unique
-//!     serial) or `delete-object` (same version) on a connection of the same source, and
-//!     items only disappear if that source sent an `xfer-full` intent.
+//!   - on a stream connection, when one `payload-transferred` was dispatched in the
+//!     step (a shadow SSE parser reads every byte sent on each connection) and every
+//!     event of that payload came on this connection after an intent on it: the store
+//!     equals the store before the step with the change set an independent builder
+//!     (PROTOCOL.md B §5.3, §5.4) made of those events applied. This is the case for
+//!     every stream payload of the checked-in corpus;
+//!   - otherwise (a payload begun on an earlier connection of the same stream, whose
+//!     builder lives across reconnects; several payloads in one input): the store's
+//!     selector is one dispatched in the step, and every item that changed was sent in
+//!     a `put-object` (same kind, key and raw JSON; every rendered object carries a
+//!     unique serial) or `delete-object` (same version) of the same source, and items
+//!     only disappear if that source sent an `xfer-full`. A necessary condition only:
+//!     which events of an earlier connection the core took is not modelled.
 //!
-//!   The stream rule is a necessary condition, not an exact model: which events the
-//!   client took (a connection the core already dropped, a rejected head) is not
-//!   modelled. It does catch any write outside a `payload-transferred` dispatch and any
-//!   item that no complete payload could hold. The polling rule is exact. Separately,
-//!   every structured polling body is parsed by `fdv2::parse_poll_or_fdv1` and compared
-//!   with an independent model of PROTOCOL.md B §5.5.
+//!   Every structured polling body is also parsed by `fdv2::parse_poll_or_fdv1` and
+//!   compared with an independent model of PROTOCOL.md B §5.5.
 //! - `data_availability()` is REFRESHED exactly when the store's selector is defined,
 //!   and never in daemon mode.
 //! - After `Command::Stop`, no `Connect` is ever emitted again and the status stays OFF.
@@ -36,7 +39,7 @@ use bytes::Bytes;
 use flagsync_core::config::{CoordinatorTiming, Fdv2Config, SourceSpec};
 use flagsync_core::fdv2::{self, Event as Fdv2Event, IntentCode};
 use flagsync_core::sse;
-use flagsync_core::store::{ChangeSet, Selector, Store, Transfer};
+use flagsync_core::store::{ApplyMode, Change, ChangeSet, Item, Selector, Store, Transfer};
 use flagsync_core::testing::{ScriptInput, ScriptRun, Step, origin};
 use flagsync_core::{
     Action, Config, ConnId, DataAvailability, DataSystem, Kind, Mode, Output, State,
@@ -589,8 +592,19 @@ struct Conn {
     unmodelled: bool,
     shadow: sse::Parser,
     fed: usize,
+    /// The payload being built from events on this connection since an intent on it
+    /// (`None` before any, or once the stream can no longer take events).
+    model: Option<Model>,
+    /// The stream failed or said goodbye: the core takes no more events from it.
+    broken: bool,
     /// The core closed it, or the peer did.
     dead: bool,
+}
+
+/// An independent change-set builder (PROTOCOL.md B §5.3, §5.4) for one connection.
+struct Model {
+    transfer: Transfer,
+    changes: Vec<Change>,
 }
 
 #[derive(Default)]
@@ -630,6 +644,9 @@ struct Allowed {
     polls: Vec<State2>,
     /// Selectors of `payload-transferred` events dispatched, and the source they came on.
     transferred: Vec<Selector>,
+    /// The store the one payload completed in this step leaves, when every event of it
+    /// came on this connection after an intent on it.
+    stream_exact: Option<State2>,
     source: u64,
     /// The step touched a connection whose framing is not modelled.
     anything: bool,
@@ -720,8 +737,10 @@ impl Fuzz {
                     "fdv2_system: store changed by a {} ({} items, selector {:?})",
                     if allowed.polls.contains(&after) {
                         "poll"
+                    } else if allowed.stream_exact.is_some() {
+                        "stream payload (exact)"
                     } else {
-                        "stream"
+                        "stream payload"
                     },
                     after.items.len(),
                     after.selector
@@ -791,25 +810,87 @@ impl Fuzz {
                 let seen = self.seen.entry(source_of(conn.id)).or_default();
                 conn.shadow.handle_bytes(&conn.log[body_at + conn.fed..]);
                 conn.fed = conn.log.len() - body_at;
+                let mut exact = Vec::new();
                 while let Some(item) = conn.shadow.poll_item() {
-                    let Ok(sse::Item::Event(ev)) = item else {
+                    if conn.broken {
                         continue;
+                    }
+                    let ev = match item {
+                        Ok(sse::Item::Event(ev)) => ev,
+                        Ok(_) => continue,
+                        Err(_) => {
+                            conn.broken = true;
+                            continue;
+                        }
                     };
                     let data = Bytes::copy_from_slice(&ev.data);
-                    match fdv2::parse_event(&ev.event_type, &data) {
-                        Ok(Fdv2Event::PutObject(p)) => {
-                            seen.puts
-                                .insert((p.change.kind, p.change.key, p.change.item.raw));
+                    let event = match fdv2::parse_event(&ev.event_type, &data) {
+                        Ok(event) => event,
+                        Err(_) => {
+                            // The core drops the stream (and the rest of this input).
+                            conn.broken = true;
+                            continue;
                         }
-                        Ok(Fdv2Event::DeleteObject(d)) => {
+                    };
+                    let model = &mut conn.model;
+                    match event {
+                        Fdv2Event::PutObject(p) => {
+                            seen.puts.insert((
+                                p.change.kind,
+                                p.change.key.clone(),
+                                p.change.item.raw.clone(),
+                            ));
+                            if let Some(m) = model {
+                                m.changes.push(p.change);
+                            }
+                        }
+                        Fdv2Event::DeleteObject(d) => {
+                            if let Some(m) = model {
+                                m.changes.push(Change {
+                                    kind: d.kind,
+                                    key: d.key.clone(),
+                                    item: Item::tombstone(&d.key, d.version),
+                                    depends_on: Vec::new(),
+                                });
+                            }
                             seen.deletes.insert((d.kind, d.key, d.version));
                         }
-                        Ok(Fdv2Event::ServerIntent(i)) => {
+                        Fdv2Event::ServerIntent(i) => {
                             seen.full_intent |= i.code == IntentCode::TransferFull;
+                            *model = Some(Model {
+                                transfer: match i.code {
+                                    IntentCode::TransferFull => Transfer::Full,
+                                    // `none` is applied as nothing and expects changes.
+                                    _ => Transfer::Changes,
+                                },
+                                changes: Vec::new(),
+                            });
                         }
-                        Ok(Fdv2Event::PayloadTransferred(sel)) => allowed.transferred.push(sel),
+                        Fdv2Event::PayloadTransferred(sel) => {
+                            allowed.transferred.push(sel.clone());
+                            if let Some(m) = model {
+                                exact.push(ChangeSet {
+                                    mode: ApplyMode::Fdv2,
+                                    transfer: m.transfer,
+                                    changes: std::mem::take(&mut m.changes),
+                                    selector: Some(sel),
+                                });
+                                m.transfer = Transfer::Changes;
+                            }
+                        }
+                        Fdv2Event::Error { .. } => {
+                            if let Some(m) = model {
+                                m.changes.clear();
+                            }
+                        }
+                        Fdv2Event::Goodbye { .. } => conn.broken = true,
                         _ => {}
                     }
+                }
+                if let ([_], [cs]) = (allowed.transferred.as_slice(), exact.as_slice()) {
+                    let mut expected = before.clone();
+                    expected.apply(cs.clone());
+                    allowed.stream_exact = Some(state_of(&expected));
                 }
             }
             Format::PollFdv2 | Format::PollFdv1 => {
@@ -848,6 +929,13 @@ impl Fuzz {
              before {before:?}\nafter {after:?}\npoll outcomes {:?}",
             allowed.polls
         );
+        if let Some(expected) = &allowed.stream_exact {
+            assert_eq!(
+                after, expected,
+                "the store is not the one the payload completed in this step leaves"
+            );
+            return;
+        }
         assert!(
             allowed.transferred.contains(&after.selector),
             "selector {:?} is none of the payloads completed in this step {:?}",
@@ -927,6 +1015,8 @@ impl Fuzz {
                         unmodelled: false,
                         shadow: sse::Parser::new(self.sse_config),
                         fed: 0,
+                        model: None,
+                        broken: false,
                         dead: false,
                     });
                 }
