@@ -13,6 +13,14 @@
 //!
 //! Payloads come from `../shared/tools/gen_payload.py` (generated into
 //! `target/payloads/` on first run). Run: `cargo bench -p flagsync-core --bench fdv2`.
+//!
+//! Two more modes of the same binary (`cargo bench -p flagsync-core --bench fdv2
+//! --no-run` prints its path): `FDV2_BENCH_PAIRED=N` times FDv1 and FDv2 back to back
+//! for N rounds, so that both see the same load on a noisy machine, and prints medians
+//! and the median per-round ratio; `FDV2_BENCH_ONCE=MODE` (`system-fdv1`,
+//! `system-fdv2`, `events-fdv1`, `events-fdv2`) does one unit of work, for
+//! `valgrind --tool=callgrind --toggle-collect='fdv2::to_ready'
+//! --toggle-collect='fdv2::fdv1_events_to_store' --toggle-collect='fdv2::fdv2_events_to_store'`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -315,9 +323,71 @@ fn bench(c: &mut Criterion) {
 
 criterion_group!(benches, bench);
 
+/// `FDV2_BENCH_PAIRED=N`: N rounds, each timing one FDv1 and one FDv2 unit of work
+/// back to back (alternating which goes first), so both see the same machine load;
+/// prints the medians and the median of the per-round ratios (BENCHMARKS.md).
+#[allow(
+    clippy::disallowed_methods,
+    reason = "wall-clock timing of whole runs, outside the core"
+)]
+fn paired(rounds: usize) {
+    let inputs = inputs();
+    let t0 = origin();
+    let (v1_data, v2_events) = event_data(&inputs);
+    // Freeing the result is left out, as in the Criterion groups.
+    let time = |f: &mut dyn FnMut() -> Box<dyn std::any::Any>| {
+        let start = Instant::now();
+        let result = f();
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        drop(result);
+        ms
+    };
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    type Unit<'a> = Box<dyn FnMut() -> Box<dyn std::any::Any> + 'a>;
+    let pairs: [(&str, Unit<'_>, Unit<'_>); 2] = [
+        (
+            "transfer_to_ready",
+            Box::new(|| Box::new(to_ready(&inputs.fdv1, t0, &inputs.v1))),
+            Box::new(|| Box::new(to_ready(&inputs.fdv2, t0, &inputs.v2))),
+        ),
+        (
+            "events_to_store",
+            Box::new(|| Box::new(fdv1_events_to_store(&v1_data))),
+            Box::new(|| Box::new(fdv2_events_to_store(&v2_events))),
+        ),
+    ];
+    for (name, mut v1, mut v2) in pairs {
+        let (mut a, mut b, mut r) = (Vec::new(), Vec::new(), Vec::new());
+        for round in 0..rounds {
+            let (x, y) = if round % 2 == 0 {
+                let x = time(&mut v1);
+                (x, time(&mut v2))
+            } else {
+                let y = time(&mut v2);
+                (time(&mut v1), y)
+            };
+            a.push(x);
+            b.push(y);
+            r.push(y / x);
+        }
+        println!(
+            "{name}: FDv1 median {:.1} ms, FDv2 median {:.1} ms, median per-round FDv2/FDv1 {:.2} ({rounds} rounds)",
+            median(&mut a),
+            median(&mut b),
+            median(&mut r)
+        );
+    }
+}
+
 fn main() {
     if let Ok(mode) = std::env::var("FDV2_BENCH_ONCE") {
         return once(&mode);
+    }
+    if let Ok(rounds) = std::env::var("FDV2_BENCH_PAIRED") {
+        return paired(rounds.parse().expect("a number of rounds"));
     }
     benches();
     Criterion::default().configure_from_args().final_summary();
