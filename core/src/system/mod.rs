@@ -19,6 +19,9 @@ use crate::status::{ErrorInfo, State, Status, StatusTracker};
 use crate::store::{ChangeSet, Item, Kind, Snapshot, Store, Transfer};
 use coordinator::Coordinator;
 use persist::Persistence;
+
+#[cfg(test)]
+pub(crate) use coordinator::next_on_grid as next_on_grid_for_tests;
 use sources::{AnySource, Factory};
 
 /// An instruction from the application.

@@ -170,11 +170,11 @@ impl Persistence {
             && now >= at
         {
             fx.writes.push(Persist::CheckAvailable);
-            let mut next = at;
-            while next <= now {
-                next += self.config.availability_poll;
-            }
-            self.next_check = Some(next);
+            self.next_check = Some(super::coordinator::next_on_grid(
+                at,
+                self.config.availability_poll,
+                now,
+            ));
         }
         fx
     }

@@ -949,3 +949,37 @@ fn selector_survives_fdv1_fallback_only_as_undefined() {
     assert_eq!(flags(&h), kv(&[("b", 1)]));
     assert_eq!(h.system.data_availability(), DataAvailability::Cached);
 }
+
+#[test]
+fn a_long_gap_catches_up_the_check_grid_at_once() {
+    // Found by the fdv2_system fuzz target: catching the grid up one interval at a time
+    // took seconds after a gap of days.
+    let t0 = origin();
+    let mut c = fdv2_config(Fdv2Config::streaming());
+    c.fdv2.timing.check_interval = ms(1);
+    let mut system = DataSystem::new(c, 1, t0).unwrap();
+    system.handle_input(t0, Input::Command(Command::Start));
+    while !matches!(system.poll_output(), crate::Output::Wait(_)) {}
+    let later = t0 + secs(10 * 86_400);
+    system.handle_input(later, Input::Timeout);
+    let deadline = loop {
+        if let crate::Output::Wait(d) = system.poll_output() {
+            break d;
+        }
+    };
+    let d = deadline.unwrap();
+    assert!(d > later && d <= later + ms(10), "{:?}", d - later);
+}
+
+#[test]
+fn grid_points_are_exact() {
+    use crate::system::next_on_grid_for_tests as next;
+    let t0 = origin();
+    assert_eq!(next(t0, secs(10), t0), t0 + secs(10));
+    assert_eq!(next(t0, secs(10), t0 + secs(10)), t0 + secs(20));
+    assert_eq!(next(t0, secs(10), t0 + ms(19_999)), t0 + secs(20));
+    assert_eq!(
+        next(t0, secs(10), t0 + secs(86_400 * 400)),
+        t0 + secs(86_400 * 400 + 10)
+    );
+}
