@@ -8,7 +8,7 @@
 )]
 
 #[macro_use]
-#[allow(unused_imports)] // this binary uses the flag server, not the scripted one
+#[allow(unused_imports)] // the scripted server is not used here
 mod common;
 
 use std::sync::Arc;

@@ -19,6 +19,19 @@ type OriginFn<P, T, E> = Box<dyn Fn(P) -> BoxFuture<Result<T, E>> + Send + Sync>
 /// A consistency check of two successful reads (authoritative, other).
 type CompareFn<T> = Box<dyn Fn(&T, &T) -> bool + Send + Sync>;
 
+/// The read functions and the optional consistency check.
+struct Reads<P, T, E> {
+    old: OriginFn<P, T, E>,
+    new: OriginFn<P, T, E>,
+    compare: Option<CompareFn<T>>,
+}
+
+/// The write functions.
+struct Writes<P, T, E> {
+    old: OriginFn<P, T, E>,
+    new: OriginFn<P, T, E>,
+}
+
 /// The result of one origin.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -64,8 +77,8 @@ pub struct MigratorBuilder<P, T, E> {
     order: ExecutionOrder,
     track_latency: bool,
     track_errors: bool,
-    read: Option<(OriginFn<P, T, E>, OriginFn<P, T, E>, Option<CompareFn<T>>)>,
-    write: Option<(OriginFn<P, T, E>, OriginFn<P, T, E>)>,
+    read: Option<Reads<P, T, E>>,
+    write: Option<Writes<P, T, E>>,
     sink: Arc<dyn EventSink>,
     rng: fastrand::Rng,
 }
@@ -123,7 +136,11 @@ where
         FN: Fn(P) -> FutN + Send + Sync + 'static,
         FutN: Future<Output = Result<T, E>> + Send + 'static,
     {
-        self.read = Some((boxed(old), boxed(new), None));
+        self.read = Some(Reads {
+            old: boxed(old),
+            new: boxed(new),
+            compare: None,
+        });
         self
     }
 
@@ -143,7 +160,11 @@ where
         FutN: Future<Output = Result<T, E>> + Send + 'static,
         C: Fn(&T, &T) -> bool + Send + Sync + 'static,
     {
-        self.read = Some((boxed(old), boxed(new), Some(Box::new(compare))));
+        self.read = Some(Reads {
+            old: boxed(old),
+            new: boxed(new),
+            compare: Some(Box::new(compare)),
+        });
         self
     }
 
@@ -155,7 +176,10 @@ where
         FN: Fn(P) -> FutN + Send + Sync + 'static,
         FutN: Future<Output = Result<T, E>> + Send + 'static,
     {
-        self.write = Some((boxed(old), boxed(new)));
+        self.write = Some(Writes {
+            old: boxed(old),
+            new: boxed(new),
+        });
         self
     }
 
@@ -175,18 +199,15 @@ where
 
     /// Check the settings and make the migrator.
     pub fn build(self) -> Result<Migrator<P, T, E>, BuildError> {
-        let (read_old, read_new, compare) = self.read.ok_or(BuildError::NoReadConfig)?;
-        let (write_old, write_new) = self.write.ok_or(BuildError::NoWriteConfig)?;
+        let reads = self.read.ok_or(BuildError::NoReadConfig)?;
+        let writes = self.write.ok_or(BuildError::NoWriteConfig)?;
         Ok(Migrator {
             client: self.client,
             order: self.order,
             track_latency: self.track_latency,
             track_errors: self.track_errors,
-            read_old,
-            read_new,
-            compare,
-            write_old,
-            write_new,
+            reads,
+            writes,
             sink: self.sink,
             rng: Mutex::new(self.rng),
         })
@@ -230,11 +251,8 @@ pub struct Migrator<P, T, E> {
     order: ExecutionOrder,
     track_latency: bool,
     track_errors: bool,
-    read_old: OriginFn<P, T, E>,
-    read_new: OriginFn<P, T, E>,
-    compare: Option<CompareFn<T>>,
-    write_old: OriginFn<P, T, E>,
-    write_new: OriginFn<P, T, E>,
+    reads: Reads<P, T, E>,
+    writes: Writes<P, T, E>,
     sink: Arc<dyn EventSink>,
     rng: Mutex<fastrand::Rng>,
 }
@@ -245,7 +263,7 @@ impl<P, T, E> std::fmt::Debug for Migrator<P, T, E> {
             .field("order", &self.order)
             .field("track_latency", &self.track_latency)
             .field("track_errors", &self.track_errors)
-            .field("compare", &self.compare.is_some())
+            .field("compare", &self.reads.compare.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -329,7 +347,7 @@ where
                 };
                 self.record(&mut tracker, &a);
                 self.record(&mut tracker, &o);
-                if let (Some(compare), Ok(a), Ok(o)) = (&self.compare, &a.result, &o.result) {
+                if let (Some(compare), Ok(a), Ok(o)) = (&self.reads.compare, &a.result, &o.result) {
                     tracker.consistent(|| compare(a, o));
                 }
                 a.into_result()
@@ -399,10 +417,10 @@ where
     /// Call one origin and time it (PROTOCOL.md B §6.4).
     async fn run(&self, op: Operation, origin: Origin, payload: P) -> Measured<T, E> {
         let f = match (op, origin) {
-            (Operation::Read, Origin::Old) => &self.read_old,
-            (Operation::Read, Origin::New) => &self.read_new,
-            (Operation::Write, Origin::Old) => &self.write_old,
-            (Operation::Write, Origin::New) => &self.write_new,
+            (Operation::Read, Origin::Old) => &self.reads.old,
+            (Operation::Read, Origin::New) => &self.reads.new,
+            (Operation::Write, Origin::Old) => &self.writes.old,
+            (Operation::Write, Origin::New) => &self.writes.new,
         };
         let started = Instant::now();
         let result = f(payload).await;
