@@ -57,7 +57,12 @@ fn floor(data: &Value, member: Option<&str>) -> Floor {
         if Some(key.as_str()) == member {
             s["rules"] = json!([{"clauses": []}]);
         }
-        for list in ["included", "excluded", "includedContexts", "excludedContexts"] {
+        for list in [
+            "included",
+            "excluded",
+            "includedContexts",
+            "excludedContexts",
+        ] {
             s[list] = json!([]);
         }
         out.insert(key.clone(), serde_json::from_value(s).unwrap());
@@ -76,7 +81,9 @@ fn bench(c: &mut Criterion) {
         "flag {flag_key}: {} rules, segment {segment_key} with {} keys; load {}",
         data["flags"][&flag_key]["rules"].as_array().unwrap().len(),
         keys.len(),
-        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
     );
 
     let parsed: Flag = serde_json::from_value(data["flags"][&flag_key].clone()).unwrap();

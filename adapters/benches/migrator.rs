@@ -30,11 +30,12 @@ fn new(p: u64) -> Ready<Result<u64, ()>> {
 fn bench(c: &mut Criterion) {
     let mut data: Value = serde_json::from_slice(&common::payload(50_000)).unwrap();
     data["flags"]["bench-migration-off"] = common::migration_flag("bench-migration-off", 0);
-    data["flags"]["bench-migration-shadow"] =
-        common::migration_flag("bench-migration-shadow", 2);
+    data["flags"]["bench-migration-shadow"] = common::migration_flag("bench-migration-shadow", 2);
     eprintln!(
         "load {}",
-        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
     );
     let live = common::live(data);
     let client = live.client.clone();
@@ -69,9 +70,7 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.bench_function("migrator/shadow", |b| {
-        b.iter(|| {
-            block_on(migrator.read("bench-migration-shadow", &ctx, Stage::Off, black_box(1)))
-        })
+        b.iter(|| block_on(migrator.read("bench-migration-shadow", &ctx, Stage::Off, black_box(1))))
     });
     g.bench_function("migration_variation", |b| {
         b.iter(|| client.migration_variation("bench-migration-shadow", &ctx, Stage::Off))

@@ -56,25 +56,40 @@ fn run_flagsync(client: &Client, key: &str, ctx: &Context) -> usize {
 #[inline(never)]
 fn run_engine_floor(store: &Segments, flag: &Flag, ctx: &Context) -> usize {
     (0..N)
-        .filter(|_| black_box(engine::evaluate(store, flag, ctx, None)).value.and_then(|v| v.as_bool()) == Some(true))
+        .filter(|_| {
+            black_box(engine::evaluate(store, flag, ctx, None))
+                .value
+                .and_then(|v| v.as_bool())
+                == Some(true)
+        })
         .count()
 }
 
 #[inline(never)]
 fn run_engine_by_value(store: &Segments, flag: &Flag, ctx: &Context) -> usize {
     (0..N / 100)
-        .filter(|_| black_box(engine::evaluate(store, flag, ctx, None)).value.and_then(|v| v.as_bool()) == Some(true))
+        .filter(|_| {
+            black_box(engine::evaluate(store, flag, ctx, None))
+                .value
+                .and_then(|v| v.as_bool())
+                == Some(true)
+        })
         .count()
 }
 
 fn main() {
-    let which = std::env::args().nth(1).unwrap_or_else(|| "in_no_list".into());
+    let which = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "in_no_list".into());
     let mut data: Value = serde_json::from_slice(&common::payload(50_000)).unwrap();
     let (flag_key, segment_key) = common::realistic_flag(&data);
     let keys = common::segment_keys();
     data["segments"][&segment_key]["included"] = json!(keys);
     let (ctx, member) = match which.as_str() {
-        "in_segment" => (ContextBuilder::new(keys[5_000].clone()).build().unwrap(), true),
+        "in_segment" => (
+            ContextBuilder::new(keys[5_000].clone()).build().unwrap(),
+            true,
+        ),
         _ => (ContextBuilder::new("visitor-1").build().unwrap(), false),
     };
     let flag: Flag = serde_json::from_value(data["flags"][&flag_key].clone()).unwrap();
@@ -83,7 +98,12 @@ fn main() {
         if member && key == segment_key {
             s["rules"] = json!([{"clauses": []}]);
         }
-        for list in ["included", "excluded", "includedContexts", "excludedContexts"] {
+        for list in [
+            "included",
+            "excluded",
+            "includedContexts",
+            "excludedContexts",
+        ] {
             s[list] = json!([]);
         }
     });
@@ -94,6 +114,9 @@ fn main() {
     let b = run_engine_floor(&floor, &flag, &ctx);
     let c = run_engine_by_value(&by_value, &flag, &ctx);
     assert_eq!((a, b, c * 100), (a, a, a));
-    println!("{which}: {a} of {N} true; flagsync, floor: {N} each; by value: {}", N / 100);
+    println!(
+        "{which}: {a} of {N} true; flagsync, floor: {N} each; by value: {}",
+        N / 100
+    );
     live.runtime.block_on(live.client.close());
 }

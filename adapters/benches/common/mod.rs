@@ -98,7 +98,11 @@ pub fn live(data: Value) -> Live {
             .build()
             .unwrap();
         client.start().unwrap();
-        assert!(client.wait_for_initialization(Duration::from_secs(120)).await);
+        assert!(
+            client
+                .wait_for_initialization(Duration::from_secs(120))
+                .await
+        );
         client
     });
     Live {

@@ -54,8 +54,9 @@ struct Keys {
 }
 
 impl Keys {
-    /// The engine's `is_contained_in`, on hash sets.
-    fn contain(&self, context: &Context) -> bool {
+    /// The engine's `is_contained_in`, on hash sets (`user` is the context's `user`
+    /// key, if it has that kind).
+    fn contain(&self, context: &Context, user: Option<&str>) -> bool {
         for (kind, keys) in &self.contexts {
             if let Some(c) = context.as_kind(kind)
                 && keys.contains(c.key())
@@ -63,10 +64,7 @@ impl Keys {
                 return true;
             }
         }
-        match context.as_kind(&Kind::user()) {
-            Some(user) => self.users.contains(user.key()),
-            None => false,
-        }
+        user.is_some_and(|key| self.users.contains(key))
     }
 }
 
@@ -139,9 +137,10 @@ impl SegmentModel {
 
     /// The segment as the engine should see it when evaluating `context`.
     pub(crate) fn for_context(&self, context: &Context) -> Segment {
-        if self.included.contain(context) {
+        let user = context.as_kind(&Kind::user()).map(Context::key);
+        if self.included.contain(context, user) {
             self.member.clone()
-        } else if self.excluded.contain(context) {
+        } else if self.excluded.contain(context, user) {
             self.non_member.clone()
         } else {
             self.rules.as_ref().unwrap_or(&self.non_member).clone()
