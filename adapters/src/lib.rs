@@ -38,6 +38,8 @@
 //!   trusts the platform's certificates.
 //! - `server`: [`server`], a local LaunchDarkly-compatible flag server for offline
 //!   development and tests (std threads only, any runtime).
+//! - `eval` (default): flag evaluation ([`eval`], `Client::bool_variation` and friends)
+//!   with the official evaluation engine, and [`migration`] support.
 //! - `cli`: the `flagsync` command-line tool (`serve`, `demo`, `watch`, `snapshot`).
 //!
 //! Nothing is logged above `debug`, and the SDK key is never logged.
@@ -47,7 +49,11 @@
 
 mod conn;
 mod driver;
+#[cfg(feature = "eval")]
+pub mod eval;
 mod flag;
+#[cfg(feature = "eval")]
+pub mod migration;
 mod proxy;
 mod publish;
 pub mod runtime;
@@ -260,6 +266,8 @@ impl ClientBuilder {
                     transport: self.transport,
                     conn_config,
                 }),
+                #[cfg(feature = "eval")]
+                models: eval::ModelCache::default(),
             }),
         })
     }
@@ -281,6 +289,8 @@ struct Inner {
     tx: async_channel::Sender<Msg<Command>>,
     close_timeout: Duration,
     life: Mutex<Life>,
+    #[cfg(feature = "eval")]
+    models: eval::ModelCache,
 }
 
 #[derive(Debug)]

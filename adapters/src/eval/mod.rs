@@ -1,0 +1,137 @@
+//! Flag evaluation on the [`Client`]: typed `*_variation` and `*_variation_detail`
+//! methods, [`Client::all_flags_state`], and (in [`crate::migration`]) the migration
+//! stage of a flag.
+//!
+//! Evaluation itself is the official engine, the `launchdarkly-server-sdk-evaluation`
+//! crate (re-exported as [`engine`]), so rules, rollouts, prerequisites and segment
+//! matches behave exactly as in LaunchDarkly's own SDKs. This module feeds it:
+//!
+//! ```text
+//!  Client::bool_variation(key, context, default)
+//!    │ not ready (B §4.6)? ── default, reason ERROR/CLIENT_NOT_READY
+//!    ▼
+//!  Snapshot (raw JSON per item) ──► ModelCache: (kind, key, version) → Arc<Flag> / Arc<segment>
+//!    │                                parsed on first use, shared by every later evaluation
+//!    ▼
+//!  engine::evaluate(&SnapshotStore, &flag, context)
+//!        └─ Store::segment(key): the segment *as seen by this context* — a two-field
+//!           stub when its key lists decide, its rules otherwise; never a copy of the lists
+//! ```
+//!
+//! The store keeps flags as raw JSON and parses nothing up front (DESIGN.md §3); a flag
+//! or segment is parsed into the engine's model the first time an evaluation needs it,
+//! once per version, and shared with `Arc` afterwards. The engine's `Store` trait returns
+//! models by value, and the official Rust SDK answers it by cloning the whole segment —
+//! every included key — on every evaluation that reaches a `segmentMatch` clause. Here a
+//! segment's key lists live in hash sets next to the cached model, the membership they
+//! decide is looked up there, and the engine gets a small segment that answers the same
+//! way (see `segment.rs`). Prerequisite flags are still handed over as clones of the
+//! cached model: the trait leaves no other way.
+//!
+//! Nothing here returns an error or panics on bad data: an unknown flag is
+//! `FLAG_NOT_FOUND`, a flag the engine cannot parse is `MALFORMED_FLAG`, and a client
+//! without data answers every call with the default value and `CLIENT_NOT_READY`.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), flagsync::Error> {
+//! use std::time::Duration;
+//! use flagsync::eval::ContextBuilder;
+//!
+//! let client = flagsync::Client::builder("sdk-key").build()?;
+//! client.start()?;
+//! client.wait_for_initialization(Duration::from_secs(5)).await;
+//! let context = ContextBuilder::new("user-123").build().expect("a valid context");
+//! if client.bool_variation("new-checkout", &context, false) {
+//!     // …
+//! }
+//! let detail = client.string_variation_detail("banner-text", &context, "Welcome");
+//! println!("{:?} because {:?}", detail.value, detail.reason);
+//! # Ok(())
+//! # }
+//! ```
+
+mod all_flags;
+mod cache;
+mod segment;
+mod store;
+#[cfg(test)]
+mod tests;
+mod variation;
+
+use std::sync::Arc;
+
+use flagsync_core::{Kind, Snapshot};
+use launchdarkly_server_sdk_evaluation::{
+    Flag, PrerequisiteEventRecorder, evaluate as engine_evaluate,
+};
+
+pub use all_flags::{AllFlagsOptions, AllFlagsState, FlagState};
+/// The official evaluation engine, `launchdarkly-server-sdk-evaluation` 2.2.1.
+pub use launchdarkly_server_sdk_evaluation as engine;
+pub use launchdarkly_server_sdk_evaluation::{
+    AttributeValue, Context, ContextBuilder, Detail, Error as EvalError, FlagValue,
+    Kind as ContextKind, MultiContextBuilder, Reason, Reference,
+};
+
+pub(crate) use cache::ModelCache;
+
+use crate::Client;
+use store::SnapshotStore;
+
+impl Client {
+    /// True when evaluations may read the store; otherwise they answer with the default
+    /// value and `CLIENT_NOT_READY` (PROTOCOL.md B §4.6, A.4.4: never an error).
+    ///
+    /// This is the one place that decides. With FDv2 data availability it becomes
+    /// `self.data_availability().at_least(DataAvailability::Cached)`; a client that
+    /// is only CACHED (a persistent store, not yet refreshed) then evaluates from the
+    /// store, as B §4.6 says.
+    fn evaluation_ready(&self) -> bool {
+        self.initialized()
+    }
+
+    /// The flag cache of this client.
+    fn models(&self) -> &ModelCache {
+        &self.inner.models
+    }
+
+    /// Evaluate flag `key` and hand the engine's detail to `with`, together with the
+    /// cached flag model when there is one. The detail's value borrows from that model,
+    /// so typed callers read it without copying. A missing value (an error, or an off
+    /// flag without an off variation) is left for the caller to replace by its default.
+    pub(crate) fn evaluate_with<R>(
+        &self,
+        key: &str,
+        context: &Context,
+        recorder: Option<&dyn PrerequisiteEventRecorder>,
+        with: impl FnOnce(Option<&Arc<Flag>>, Detail<&FlagValue>) -> R,
+    ) -> R {
+        if !self.evaluation_ready() {
+            tracing::debug!(flag = key, "evaluation before the client has data");
+            return with(None, Detail::err(EvalError::ClientNotReady));
+        }
+        let snapshot = self.snapshot();
+        evaluate_in(&snapshot, self.models(), key, context, recorder, with)
+    }
+}
+
+/// Evaluate flag `key` of `snapshot` with the models of `models` (see
+/// [`Client::evaluate_with`]).
+fn evaluate_in<R>(
+    snapshot: &Snapshot,
+    models: &ModelCache,
+    key: &str,
+    context: &Context,
+    recorder: Option<&dyn PrerequisiteEventRecorder>,
+    with: impl FnOnce(Option<&Arc<Flag>>, Detail<&FlagValue>) -> R,
+) -> R {
+    let Some(item) = snapshot.get(Kind::Flag, key) else {
+        return with(None, Detail::err(EvalError::FlagNotFound));
+    };
+    let Some(flag) = models.flag(snapshot, key, item) else {
+        return with(None, Detail::err(EvalError::MalformedFlag));
+    };
+    let store = SnapshotStore::new(snapshot, models, context);
+    let detail = engine_evaluate(&store, &flag, context, recorder);
+    with(Some(&flag), detail)
+}
