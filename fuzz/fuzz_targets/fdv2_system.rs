@@ -664,7 +664,6 @@ struct Fuzz {
     sse_config: sse::Config,
 }
 
-
 fn source_of(id: ConnId) -> u64 {
     id.0 >> 32
 }

@@ -82,12 +82,12 @@ impl Client {
     /// True when evaluations may read the store; otherwise they answer with the default
     /// value and `CLIENT_NOT_READY` (PROTOCOL.md B §4.6, A.4.4: never an error).
     ///
-    /// This is the one place that decides. With FDv2 data availability it becomes
-    /// `self.data_availability().at_least(DataAvailability::Cached)`; a client that
-    /// is only CACHED (a persistent store, not yet refreshed) then evaluates from the
-    /// store, as B §4.6 says.
+    /// This is the one place that decides: the data availability is at least CACHED,
+    /// so a client that is only CACHED (data without a selector after FDv1 fallback, or
+    /// a persistent store not yet refreshed) evaluates from what it has, as B §4.6 says.
     fn evaluation_ready(&self) -> bool {
-        self.initialized()
+        self.data_availability()
+            .at_least(crate::DataAvailability::Cached)
     }
 
     /// The flag cache of this client.
