@@ -455,13 +455,15 @@ pub enum ScriptInput {
 /// that fired moves forward, `poll_output` keeps returning `Wait` once drained, at most
 /// one connection is open at a time (one source runs at a time, and it closes a
 /// connection before it opens the next), under FDv1 rules an item's version never goes
-/// backwards (or disappears) without a full replacement, and nothing panics.
+/// backwards (or disappears) without a full replacement, nothing connects after `Stop`,
+/// and nothing panics.
 pub struct ScriptRun {
     /// The system.
     pub system: DataSystem,
     now: Instant,
     conns: Vec<ConnId>,
     open: HashSet<ConnId>,
+    stopped: bool,
     /// Every output, for transcripts.
     pub outputs: Vec<Output>,
 }
@@ -474,6 +476,7 @@ impl ScriptRun {
             now: origin,
             conns: Vec::new(),
             open: HashSet::new(),
+            stopped: false,
             outputs: Vec::new(),
         }
     }
@@ -486,7 +489,10 @@ impl ScriptRun {
         let head;
         let input = match &step.input {
             ScriptInput::Start => Input::Command(Command::Start),
-            ScriptInput::Stop => Input::Command(Command::Stop),
+            ScriptInput::Stop => {
+                self.stopped = true;
+                Input::Command(Command::Stop)
+            }
             ScriptInput::Timeout => Input::Timeout,
             ScriptInput::Connected(i) => match conn(&self.conns, *i) {
                 Some(conn) => Input::Connected { conn },
@@ -573,6 +579,7 @@ impl ScriptRun {
                     return;
                 }
                 Output::Action(Action::Connect { conn, .. }) => {
+                    assert!(!self.stopped, "a connection after Stop, which is for good");
                     self.conns.push(*conn);
                     self.open.insert(*conn);
                     assert!(

@@ -136,6 +136,7 @@ pub struct DataSystem {
     engine: Engine,
     shared: Shared,
     mode: Mode,
+    stopped: bool,
     last_now: Instant,
 }
 
@@ -277,6 +278,7 @@ impl DataSystem {
                 persist: persistence.map(Persistence::new),
             },
             mode,
+            stopped: false,
             last_now: now,
         })
     }
@@ -394,8 +396,13 @@ impl DataSystem {
         match &mut self.engine {
             Engine::Fdv1(source) => {
                 match input {
-                    Input::Command(Command::Start) => source.handle_start(now),
-                    Input::Command(Command::Stop) => source.handle_stop(now),
+                    // Stop is for good (like the FDv2 coordinator's).
+                    Input::Command(Command::Start) if !self.stopped => source.handle_start(now),
+                    Input::Command(Command::Start) => {}
+                    Input::Command(Command::Stop) => {
+                        self.stopped = true;
+                        source.handle_stop(now);
+                    }
                     Input::Connected { conn } => source.handle_connected(now, conn),
                     Input::Data { conn, bytes } => source.handle_data(now, conn, bytes),
                     Input::Closed { conn, cause } => source.handle_closed(now, conn, cause),

@@ -524,3 +524,15 @@ fn failures_on_reconnect_are_retried_until_success() {
         ]
     );
 }
+
+#[test]
+fn start_after_stop_does_not_reconnect() {
+    let mut h = harness(config(Mode::Streaming));
+    h.reply(stream(&put(&[("a", 1)], &[])));
+    h.start(ms(10));
+    h.input(Input::Command(Command::Stop));
+    h.input(Input::Command(Command::Start));
+    h.run_until(secs(100));
+    assert_eq!(h.requests.len(), 1);
+    assert_eq!(h.system.status().state, State::Off);
+}
