@@ -48,6 +48,7 @@
 mod conn;
 mod driver;
 mod flag;
+pub mod persist;
 mod proxy;
 mod publish;
 pub mod runtime;
