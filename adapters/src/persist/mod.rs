@@ -96,7 +96,6 @@ pub trait PersistentStore: Send + Sync + Debug + 'static {
 
 /// What an upsert did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum Upserted {
     /// The item was written.
     Written,
