@@ -3,11 +3,10 @@
 //!
 //! Each test starts its own redis-server on a free 127.0.0.1 port (see
 //! `common/redis_server.rs`); `.ci/run` installs it.
-#![cfg(feature = "redis")]
-#![cfg_attr(
-    not(any(feature = "tokio", feature = "smol", feature = "async-std")),
-    allow(dead_code, unused_imports)
-)]
+#![cfg(all(
+    feature = "redis",
+    any(feature = "tokio", feature = "smol", feature = "async-std")
+))]
 
 #[macro_use]
 mod common;

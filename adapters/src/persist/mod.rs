@@ -23,8 +23,10 @@
 
 mod cache;
 mod in_memory;
+pub(crate) mod reader;
 #[cfg(all(feature = "redis", any(feature = "tokio", feature = "async-io-net")))]
 mod redis;
+pub(crate) mod writer;
 
 use std::fmt::Debug;
 
@@ -35,6 +37,7 @@ pub use flagsync_core::{PersistenceConfig, StoreMode, StoreStatus};
 
 pub use cache::{CacheConfig, CacheTtl, CachingStore, ItemMap};
 pub use in_memory::{InMemoryStore, OpCounts};
+pub(crate) use reader::changed_flags;
 #[cfg(all(feature = "redis", any(feature = "tokio", feature = "async-io-net")))]
 pub use redis::{DEFAULT_PREFIX, RedisStore, RedisStoreBuilder};
 
