@@ -439,10 +439,12 @@ impl Client {
     ) -> StoreLink {
         let (requests, requests_rx) = async_channel::unbounded();
         let (stop_reader, stop_rx) = async_channel::bounded(1);
+        let check_pending = Arc::new(std::sync::atomic::AtomicBool::new(false));
         rt.spawn(Box::pin(persist::writer::run(
             store.clone(),
             requests_rx,
             self.inner.tx.clone(),
+            check_pending.clone(),
             guard.clone(),
         )));
         rt.spawn(Box::pin(persist::reader::run(
@@ -457,11 +459,14 @@ impl Client {
             store,
             requests,
             stop_reader: Some(stop_reader),
+            check_pending,
         }
     }
 
     /// Wait until the client has a full data set (true), the source gives up for good,
-    /// or `timeout` passes (false).
+    /// or `timeout` passes (false). With a persistent store it also waits for the
+    /// first read of the store, and returns true as soon as that read found an
+    /// initialized store (a warm start, see [`Client::initialized`]).
     pub async fn wait_for_initialization(&self, timeout: Duration) -> bool {
         if self.initialized() {
             return true;
@@ -473,11 +478,19 @@ impl Client {
         let deadline = rt.now() + timeout;
         let published = &self.inner.published;
         // With a persistent store, also the first read of it (daemon mode is ready at
-        // once, before any data is read).
-        let ready = async {
+        // once, before any data is read); or that read alone if it found a full data
+        // set (a warm start).
+        let source_ready = async {
             published.ready().await;
             published.store_loaded().await;
         };
+        let store_ready = async {
+            published.store_loaded().await;
+            if !published.initialized() {
+                std::future::pending::<()>().await;
+            }
+        };
+        let ready = runtime::race(source_ready, store_ready);
         let _ = runtime::race(ready, rt.sleep_until(deadline)).await;
         self.initialized()
     }

@@ -375,6 +375,9 @@ pub(crate) struct StoreLink {
     pub(crate) requests: async_channel::Sender<Persist>,
     /// Dropped at the hand-over: the store reader ends.
     pub(crate) stop_reader: Option<async_channel::Sender<()>>,
+    /// An availability check is queued or running: another is not sent (a store that
+    /// hangs answers more slowly than the core asks).
+    pub(crate) check_pending: std::sync::Arc<AtomicBool>,
 }
 
 impl DataSink {
@@ -443,8 +446,14 @@ impl Sink<DataSystem> for DataSink {
 
     fn persist(&mut self, request: Persist) {
         match &self.store {
-            // Unbounded: the driver never waits for the store.
             Some(link) => {
+                if matches!(request, Persist::CheckAvailable)
+                    && link.check_pending.swap(true, Ordering::AcqRel)
+                {
+                    tracing::trace!("an availability check is already pending");
+                    return;
+                }
+                // Unbounded: the driver never waits for the store.
                 let _ = link.requests.try_send(request);
             }
             None => tracing::debug!(?request, "no persistent store: request dropped"),

@@ -192,6 +192,11 @@ impl RedisStore {
         Self::builder(url).build()
     }
 
+    /// Where the store is, for people and logs: `host:port/db` (never the password).
+    pub fn target(&self) -> &str {
+        &self.target
+    }
+
     /// The key prefix.
     pub fn prefix(&self) -> &str {
         &self.prefix

@@ -3,6 +3,7 @@
 //! to the driver's inbox (DESIGN.md §3: the core decides, the adapter performs).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use flagsync_core::{Command, Persist};
 
@@ -10,13 +11,15 @@ use super::CachingStore;
 use crate::driver::{Msg, StoreReport, TaskGuard};
 
 /// Perform every request from `requests` against `store` until the driver drops the
-/// sending side (then finish what is queued and end). `_guard` keeps the client's
-/// "finished" mark unset until then, so `close()` waits (boundedly) for writes in
-/// flight.
+/// sending side (then finish what is queued and end). `check_pending` is cleared once
+/// an availability check is answered (the driver sends at most one at a time).
+/// `_guard` keeps the client's "finished" mark unset until then, so `close()` waits
+/// (boundedly) for writes in flight.
 pub(crate) async fn run(
     store: Arc<CachingStore>,
     requests: async_channel::Receiver<Persist>,
     inbox: async_channel::Sender<Msg<Command>>,
+    check_pending: Arc<AtomicBool>,
     _guard: Arc<TaskGuard>,
 ) {
     while let Ok(request) = requests.recv().await {
@@ -43,6 +46,7 @@ pub(crate) async fn run(
             },
             Persist::CheckAvailable => {
                 let available = store.is_available().await;
+                check_pending.store(false, Ordering::Release);
                 tracing::trace!(available, "persistent store availability");
                 Some(StoreReport::Available(available))
             }

@@ -15,6 +15,7 @@ pub struct RedisServer {
     child: Option<Child>,
     port: u16,
     dir: PathBuf,
+    password: Option<String>,
 }
 
 /// True if `redis-server` can be run; panics in CI when it cannot.
@@ -38,6 +39,11 @@ impl RedisServer {
     /// Start a server on a free port; `None` (the test should return) if redis-server
     /// is not installed outside CI.
     pub fn start() -> Option<Self> {
+        Self::start_with_password(None)
+    }
+
+    /// [`Self::start`], requiring `password` (`requirepass`) when given.
+    pub fn start_with_password(password: Option<&str>) -> Option<Self> {
         if !available() {
             return None;
         }
@@ -57,6 +63,7 @@ impl RedisServer {
                 child: None,
                 port,
                 dir: dir.clone(),
+                password: password.map(str::to_owned),
             };
             if server.spawn() {
                 return Some(server);
@@ -72,6 +79,11 @@ impl RedisServer {
             .args(["--protected-mode", "no", "--loglevel", "warning"])
             .arg("--dir")
             .arg(&self.dir)
+            .args(
+                self.password
+                    .iter()
+                    .flat_map(|p| ["--requirepass".to_owned(), p.clone()]),
+            )
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -99,13 +111,17 @@ impl RedisServer {
             return false;
         };
         let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-        let mut buf = [0u8; 7];
-        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+        // Any answer will do (without the password it is an error): it is listening.
+        let mut buf = [0u8; 1];
+        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok()
     }
 
-    /// `redis://127.0.0.1:<port>/0`.
+    /// `redis://[:password@]127.0.0.1:<port>/0`.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
+        match &self.password {
+            Some(p) => format!("redis://:{p}@127.0.0.1:{}/0", self.port),
+            None => format!("redis://127.0.0.1:{}/0", self.port),
+        }
     }
 
     /// The port.
@@ -117,6 +133,11 @@ impl RedisServer {
     pub fn cli(&self, args: &[&str]) -> String {
         let out = Command::new("redis-cli")
             .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(
+                self.password
+                    .iter()
+                    .flat_map(|p| ["--no-auth-warning".to_owned(), "-a".to_owned(), p.clone()]),
+            )
             .args(args)
             .output()
             .expect("run redis-cli");
