@@ -306,7 +306,7 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 enum ServeSource {
     File(PathBuf),
     /// Redis (read uncached), and `host:port/db (prefix p)` for people.
-    Redis(CachingStore, String),
+    Redis(Box<CachingStore>, String),
 }
 
 impl ServeSource {
@@ -320,7 +320,7 @@ impl ServeSource {
             let store = opts.store().map_err(CliError::usage)?;
             let name = format!("Redis {} (prefix {})", store.target(), store.prefix());
             return Ok(Self::Redis(
-                CachingStore::new(Arc::new(store), CacheConfig::disabled()),
+                Box::new(CachingStore::new(Arc::new(store), CacheConfig::disabled())),
                 name,
             ));
         }
