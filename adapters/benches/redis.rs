@@ -5,8 +5,10 @@
 //!   `redis-cli --pipe` loading the same items (DEL, one HSET per item, SET `$inited`)
 //!   from a prepared RESP file;
 //! - `daemon_read`: a cold daemon-mode read of every flag and segment through a fresh
-//!   `CachingStore` (HGETALL + decoding every item), against the floor: the same two
-//!   HGETALLs through the redis crate without decoding.
+//!   `CachingStore` (HGETALL + decoding every item), and a whole daemon-mode `Client`
+//!   from `start()` to serving every flag (the read plus building the snapshot it
+//!   serves), against the floor: the same two HGETALLs through the redis crate without
+//!   decoding.
 //!
 //! Run: `cargo bench -p flagsync --features redis --bench redis`. Needs redis-server
 //! and redis-cli on the PATH; the payload comes from `../shared/tools/gen_payload.py`
@@ -21,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use flagsync::Kind;
 use flagsync::persist::{CacheConfig, CachingStore, Item, PersistentStore, RedisStore};
+use flagsync::{Client, Kind};
 use flagsync_core::store::{ChangeSet, Store, split_all_data};
 
 fn payload(flags: usize) -> Bytes {
@@ -176,6 +178,24 @@ fn bench(c: &mut Criterion) {
                 let flags = cached.all(Kind::Flag).await.unwrap();
                 let segments = cached.all(Kind::Segment).await.unwrap();
                 assert_eq!(flags.len() + segments.len(), items.len());
+            })
+        });
+    });
+    g.bench_function("flagsync_daemon_client_ready", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                let client = Client::builder("sdk-key")
+                    .daemon(store.clone(), CacheConfig::default())
+                    .build()
+                    .unwrap();
+                client.start().unwrap();
+                assert!(
+                    client
+                        .wait_for_initialization(Duration::from_secs(30))
+                        .await
+                );
+                assert_eq!(client.snapshot().len(Kind::Flag), 50_001);
+                client.close().await;
             })
         });
     });

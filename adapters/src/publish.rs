@@ -456,7 +456,8 @@ impl Sink<DataSystem> for DataSink {
                 // Unbounded: the driver never waits for the store.
                 let _ = link.requests.try_send(request);
             }
-            None => tracing::debug!(?request, "no persistent store: request dropped"),
+            // Not `?request`: an init holds the whole data set.
+            None => tracing::debug!("no persistent store: request dropped"),
         }
     }
 

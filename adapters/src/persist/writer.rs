@@ -50,8 +50,8 @@ pub(crate) async fn run(
                 tracing::trace!(available, "persistent store availability");
                 Some(StoreReport::Available(available))
             }
-            other => {
-                tracing::debug!(request = ?other, "unsupported persistent store request");
+            _ => {
+                tracing::debug!("unsupported persistent store request");
                 None
             }
         };
