@@ -145,15 +145,13 @@ fn bench(c: &mut Criterion) {
         std::env::temp_dir().join(format!("flagsync-bench-{}.resp", std::process::id()));
     std::fs::write(&pipe_path, &pipe_file).unwrap();
 
-    let mut g = c.benchmark_group("redis_init_50k");
-    g.sample_size(10);
-    g.measurement_time(Duration::from_secs(20));
-    g.throughput(Throughput::Bytes(bytes));
-    g.bench_function("flagsync_init", |b| {
-        b.iter(|| rt.block_on(store.init(&items)).unwrap());
-    });
-    g.bench_function("redis_cli_pipe_floor", |b| {
-        b.iter(|| {
+    let redis_client = redis::Client::open(server.url()).unwrap();
+    let config =
+        redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(10)));
+    let n = items.len();
+    let ops = Ops {
+        init: &|| rt.block_on(store.init(&items)).unwrap(),
+        pipe: &|| {
             let input = std::fs::File::open(&pipe_path).unwrap();
             let out = Command::new("redis-cli")
                 .args(["-h", "127.0.0.1", "-p", &server.port.to_string(), "--pipe"])
@@ -161,28 +159,16 @@ fn bench(c: &mut Criterion) {
                 .output()
                 .expect("redis-cli on the PATH");
             assert!(out.status.success());
-        });
-    });
-    g.finish();
-
-    // The daemon reads what the writer left.
-    rt.block_on(store.init(&items)).unwrap();
-    let mut g = c.benchmark_group("redis_daemon_read_50k");
-    g.sample_size(10);
-    g.measurement_time(Duration::from_secs(15));
-    g.throughput(Throughput::Bytes(bytes));
-    g.bench_function("flagsync_cold_all", |b| {
-        b.iter(|| {
+        },
+        cold_all: &|| {
             rt.block_on(async {
                 let cached = CachingStore::new(store.clone(), CacheConfig::default());
                 let flags = cached.all(Kind::Flag).await.unwrap();
                 let segments = cached.all(Kind::Segment).await.unwrap();
-                assert_eq!(flags.len() + segments.len(), items.len());
+                assert_eq!(flags.len() + segments.len(), n);
             })
-        });
-    });
-    g.bench_function("flagsync_daemon_client_ready", |b| {
-        b.iter(|| {
+        },
+        daemon_client: &|| {
             rt.block_on(async {
                 let client = Client::builder("sdk-key")
                     .daemon(store.clone(), CacheConfig::default())
@@ -197,33 +183,97 @@ fn bench(c: &mut Criterion) {
                 assert_eq!(client.snapshot().len(Kind::Flag), 50_001);
                 client.close().await;
             })
-        });
-    });
-    let client = redis::Client::open(server.url()).unwrap();
-    let config =
-        redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(10)));
-    g.bench_function("hgetall_floor", |b| {
-        b.iter(|| {
+        },
+        hgetall: &|| {
             rt.block_on(async {
-                let mut conn = client
+                let mut conn = redis_client
                     .get_multiplexed_async_connection_with_config(&config)
                     .await
                     .unwrap();
-                let mut n = 0;
+                let mut got = 0;
                 for hash in ["launchdarkly:features", "launchdarkly:segments"] {
                     let v: Vec<(String, Bytes)> = redis::cmd("HGETALL")
                         .arg(hash)
                         .query_async(&mut conn)
                         .await
                         .unwrap();
-                    n += v.len();
+                    got += v.len();
                 }
-                assert_eq!(n, items.len());
+                assert_eq!(got, n);
             })
-        });
-    });
+        },
+    };
+
+    let mut g = c.benchmark_group("redis_init_50k");
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(20));
+    g.throughput(Throughput::Bytes(bytes));
+    g.bench_function("flagsync_init", |b| b.iter(ops.init));
+    g.bench_function("redis_cli_pipe_floor", |b| b.iter(ops.pipe));
     g.finish();
+
+    // The daemon reads what the writer left.
+    (ops.init)();
+    let mut g = c.benchmark_group("redis_daemon_read_50k");
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(15));
+    g.throughput(Throughput::Bytes(bytes));
+    g.bench_function("flagsync_cold_all", |b| b.iter(ops.cold_all));
+    g.bench_function("flagsync_daemon_client_ready", |b| {
+        b.iter(ops.daemon_client)
+    });
+    g.bench_function("hgetall_floor", |b| b.iter(ops.hgetall));
+    g.finish();
+
+    interleaved(&ops);
     let _ = std::fs::remove_file(&pipe_path);
+}
+
+/// The measured operations, shared by criterion and the interleaved summary.
+struct Ops<'a> {
+    init: &'a dyn Fn(),
+    pipe: &'a dyn Fn(),
+    cold_all: &'a dyn Fn(),
+    daemon_client: &'a dyn Fn(),
+    hgetall: &'a dyn Fn(),
+}
+
+/// Criterion measures one function after another, so a load that drifts (a shared
+/// machine) skews the ratios. Here every round times each operation once, in turn,
+/// and the medians and ratios of `REDIS_BENCH_ROUNDS` (default 11) rounds are printed.
+fn interleaved(ops: &Ops<'_>) {
+    let rounds: usize = std::env::var("REDIS_BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(11);
+    let named: [(&str, &dyn Fn()); 5] = [
+        ("flagsync init", ops.init),
+        ("redis-cli --pipe floor", ops.pipe),
+        ("flagsync cold all", ops.cold_all),
+        ("flagsync daemon client ready", ops.daemon_client),
+        ("HGETALL floor", ops.hgetall),
+    ];
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); named.len()];
+    for _ in 0..rounds {
+        for (i, (_, op)) in named.iter().enumerate() {
+            let start = Instant::now();
+            op();
+            times[i].push(start.elapsed());
+        }
+    }
+    let median = |v: &mut Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let medians: Vec<Duration> = times.iter_mut().map(median).collect();
+    eprintln!("\ninterleaved, {rounds} rounds (medians):");
+    for ((name, _), m) in named.iter().zip(&medians) {
+        eprintln!("  {name:<30} {:8.1} ms", m.as_secs_f64() * 1e3);
+    }
+    let ratio = |a: usize, b: usize| medians[a].as_secs_f64() / medians[b].as_secs_f64();
+    eprintln!("  init / redis-cli --pipe          {:.2}", ratio(0, 1));
+    eprintln!("  cold all / HGETALL               {:.2}", ratio(2, 4));
+    eprintln!("  daemon client ready / HGETALL    {:.2}", ratio(3, 4));
 }
 
 criterion_group!(benches, bench);
