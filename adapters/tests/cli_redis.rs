@@ -108,7 +108,7 @@ fn watch_writes_through_then_daemon_snapshot_and_serve_read_redis() {
         "watch",
         "--json",
         "--duration",
-        "1.5",
+        "3",
         "--stream-uri",
         &service.url,
         "--sdk-key",
