@@ -45,7 +45,7 @@
 //!   trusts the platform's certificates.
 //! - `server`: [`server`], a local LaunchDarkly-compatible flag server for offline
 //!   development and tests (std threads only, any runtime).
-//! - `redis`: [`persist::RedisStore`], a persistent store in Redis with the key layout
+//! - `redis`: `persist::RedisStore`, a persistent store in Redis with the key layout
 //!   of every LaunchDarkly SDK and the Relay Proxy (with any runtime feature).
 //! - `cli`: the `flagsync` command-line tool (`serve`, `demo`, `watch`, `snapshot`).
 //!

@@ -18,7 +18,7 @@
 //! [`PersistentStore`] is the whole contract of a database: six async operations that
 //! return boxed futures, so it is object safe and works on any runtime (no runtime type
 //! appears in it). [`CachingStore`] wraps one with the caching rules of the reference
-//! SDKs (B §4.3). [`RedisStore`] (feature `redis`) keeps the key layout every
+//! SDKs (B §4.3). `RedisStore` (feature `redis`) keeps the key layout every
 //! LaunchDarkly SDK and the Relay Proxy use (A.1, B §4.4), so they can share one store.
 
 mod cache;
