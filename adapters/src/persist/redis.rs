@@ -175,8 +175,8 @@ impl fmt::Debug for RedisStore {
 }
 
 impl RedisStore {
-    /// Settings for a store at `url` (`redis://[user:password@]host[:port][/db]`, or
-    /// `rediss://…` is not supported: this build has no Redis TLS).
+    /// Settings for a store at `url`: `redis://[user:password@]host[:port][/db]`
+    /// (`rediss://`, Redis over TLS, is not supported by this build).
     pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
         RedisStoreBuilder {
             url: url.into(),
