@@ -12,7 +12,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 use flagsync_core::source::{EventStream, StreamOutput};
-use flagsync_core::{Action, CloseCause, ConnId, DataSystem};
+use flagsync_core::{Action, CloseCause, ConnId, DataSystem, Persist};
 
 use crate::conn::{self, ConnConfig};
 use crate::runtime::{Runtime, race};
@@ -28,8 +28,19 @@ pub(crate) enum Msg<C> {
     Closed(ConnId, CloseCause),
     /// An application command.
     Command(C),
+    /// The persistent store's writer reports a failure or an availability answer.
+    Store(StoreReport),
     /// Stop the machine, close every connection and end the driver.
     Shutdown,
+}
+
+/// What the persistent store's writer tells the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StoreReport {
+    /// An operation failed (`Input::StoreFailed`).
+    Failed,
+    /// The answer to a `Persist::CheckAvailable` (`Input::StoreAvailable`).
+    Available(bool),
 }
 
 /// An input for a [`Machine`].
@@ -40,6 +51,7 @@ pub(crate) enum In<'a, C> {
     Data(ConnId, &'a [u8]),
     Closed(ConnId, CloseCause),
     Timeout,
+    Store(StoreReport),
 }
 
 /// An output of a [`Machine`].
@@ -47,6 +59,8 @@ pub(crate) enum In<'a, C> {
 pub(crate) enum Out<E> {
     Action(Action),
     Event(E),
+    /// A request for the persistent store, handed to the sink in order.
+    Persist(Persist),
     Wait(Option<Instant>),
 }
 
@@ -64,6 +78,12 @@ pub(crate) trait Machine: Send + 'static {
 /// Where a machine's events go.
 pub(crate) trait Sink<M: Machine>: Send + 'static {
     fn publish(&mut self, machine: &M, event: M::Event);
+    /// Perform a persistent-store request (in the order given) and report back
+    /// through the inbox; without a store it is dropped.
+    fn persist(&mut self, _request: Persist) {
+        // Not `?request`: an init holds the whole data set.
+        tracing::debug!("no persistent store: request dropped");
+    }
     /// `bytes` arrived on a connection (before the machine sees them).
     fn received(&mut self, _bytes: usize) {}
     /// The machine's outputs are drained: every event of this round was published.
@@ -86,20 +106,18 @@ impl Machine for DataSystem {
                 In::Data(conn, bytes) => Input::Data { conn, bytes },
                 In::Closed(conn, cause) => Input::Closed { conn, cause },
                 In::Timeout => Input::Timeout,
+                In::Store(StoreReport::Failed) => Input::StoreFailed,
+                In::Store(StoreReport::Available(available)) => Input::StoreAvailable(available),
             },
         );
     }
 
     fn poll(&mut self) -> Out<Self::Event> {
-        loop {
-            return match self.poll_output() {
-                flagsync_core::Output::Action(a) => Out::Action(a),
-                flagsync_core::Output::Event(e) => Out::Event(e),
-                flagsync_core::Output::Wait(w) => Out::Wait(w),
-                // The client configures no persistent store (`Config::persistence` is
-                // `None`), so the core asks for none of these.
-                flagsync_core::Output::Persist(_) => continue,
-            };
+        match self.poll_output() {
+            flagsync_core::Output::Action(a) => Out::Action(a),
+            flagsync_core::Output::Event(e) => Out::Event(e),
+            flagsync_core::Output::Persist(p) => Out::Persist(p),
+            flagsync_core::Output::Wait(w) => Out::Wait(w),
         }
     }
 
@@ -130,6 +148,8 @@ impl Machine for EventStream {
             In::Data(conn, bytes) => self.handle_data(now, conn, bytes),
             In::Closed(conn, cause) => self.handle_closed(now, conn, cause),
             In::Timeout => self.handle_timeout(now),
+            // A bare stream has no persistent store.
+            In::Store(_) => {}
         }
     }
 
@@ -250,6 +270,7 @@ pub(crate) async fn run<M: Machine, S: Sink<M>>(
                 }
                 Out::Action(other) => tracing::debug!(action = ?other, "unsupported action"),
                 Out::Event(e) => sink.publish(&machine, e),
+                Out::Persist(p) => sink.persist(p),
                 Out::Wait(w) => break w,
             }
         };
@@ -298,6 +319,7 @@ pub(crate) async fn run<M: Machine, S: Sink<M>>(
                 machine.handle(now, In::Closed(conn, cause));
             }
             Msg::Command(c) => machine.handle(now, In::Command(c)),
+            Msg::Store(report) => machine.handle(now, In::Store(report)),
             Msg::Shutdown => {
                 machine.stop(now);
                 shutting_down = true;
@@ -310,7 +332,8 @@ pub(crate) async fn run<M: Machine, S: Sink<M>>(
     tracing::debug!("driver ended");
 }
 
-/// Spawn [`run`] on `rt`; `finished` is marked once it and all its connections end.
+/// Spawn [`run`] on `rt`; the guard's `Finished` is marked once it, all its
+/// connections and every other holder of `guard` (the store tasks) end.
 pub(crate) fn spawn<M: Machine, S: Sink<M>>(
     rt: Arc<dyn Runtime>,
     conn_config: Arc<ConnConfig>,
@@ -318,9 +341,8 @@ pub(crate) fn spawn<M: Machine, S: Sink<M>>(
     sink: S,
     tx: async_channel::Sender<Msg<M::Command>>,
     inbox: async_channel::Receiver<Msg<M::Command>>,
-    finished: Arc<Finished>,
+    guard: Arc<TaskGuard>,
 ) {
-    let guard = Arc::new(TaskGuard(finished));
     rt.clone().spawn(Box::pin(run(
         rt,
         conn_config,

@@ -29,6 +29,13 @@
 //! recovery, and the server-directed FDv1 fallback. [`Client::data_availability`] and
 //! [`Client::active_source`] show where the data comes from.
 //!
+//! # Persistent stores
+//! [`ClientBuilder::persistent_store`] also keeps the flags in a database shared by
+//! many processes ([`persist`]): one writer keeps it fresh, a restarted service serves
+//! the last known flags at once (warm start), and [`ClientBuilder::daemon`] serves
+//! what another process wrote without connecting anywhere. [`Client::store_status`]
+//! shows outages; after one, the store is given the whole in-memory data again.
+//!
 //! # Features
 //! - `tokio` (default): run on tokio. `start()` must then be called inside a tokio
 //!   runtime with its I/O and time drivers enabled.
@@ -40,6 +47,8 @@
 //!   development and tests (std threads only, any runtime).
 //! - `eval` (default): flag evaluation ([`eval`], `Client::bool_variation` and friends)
 //!   with the official evaluation engine, and [`migration`] support.
+//! - `redis`: `persist::RedisStore`, a persistent store in Redis with the key layout
+//!   of every LaunchDarkly SDK and the Relay Proxy (with any runtime feature).
 //! - `cli`: the `flagsync` command-line tool (`serve`, `demo`, `watch`, `snapshot`).
 //!
 //! Nothing is logged above `debug`, and the SDK key is never logged.
@@ -54,6 +63,7 @@ pub mod eval;
 mod flag;
 #[cfg(feature = "eval")]
 pub mod migration;
+pub mod persist;
 mod proxy;
 mod publish;
 pub mod runtime;
@@ -68,7 +78,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use flagsync_core::{Command, Config, DataSystem};
+use flagsync_core::{Command, Config, DataSystem, PersistenceConfig};
 
 pub use flag::{Flag, Segment};
 pub use flagsync_core::config::{CoordinatorTiming, Fdv2Config, SourceSpec};
@@ -77,8 +87,9 @@ pub use flagsync_core::{DataAvailability, ErrorKind, Kind, Mode, Snapshot, State
 pub use proxy::ProxyError;
 pub use publish::{DataSourceError, DataSourceStatus, FlagChange, Subscription};
 
-use driver::{Finished, Msg, Sink};
-use publish::{Clock, DataSink, Published};
+use driver::{Finished, Msg, Sink, TaskGuard};
+use persist::{CacheConfig, CachingStore, PersistentStore, StoreMode, StoreStatus};
+use publish::{Clock, DataSink, Published, StoreLink};
 use runtime::Runtime;
 use transport::{Transport, transport_methods};
 
@@ -109,6 +120,7 @@ pub struct ClientBuilder {
     transport: Transport,
     close_timeout: Duration,
     seed: Option<u64>,
+    persistent: Option<(Arc<dyn PersistentStore>, CacheConfig)>,
 }
 
 impl ClientBuilder {
@@ -231,6 +243,73 @@ impl ClientBuilder {
         self
     }
 
+    /// Keep the flags in a persistent store shared with other processes as well
+    /// (PROTOCOL.md B §4, §5.8–5.9), behind a read cache configured by `cache`.
+    ///
+    /// - Until the first full data set arrives, reads are served from the store (a warm
+    ///   start: the last known flags at once), reloaded every cache TTL; from then on
+    ///   memory serves them and the cache is switched off.
+    /// - [`StoreMode::ReadWrite`]: every applied change is written through (a full data
+    ///   set in init order, then upserts); [`StoreMode::ReadOnly`]: nothing is written.
+    /// - A failed store operation marks the store unavailable
+    ///   ([`Client::store_status_changes`]) and the data-source status STORE_ERROR; the
+    ///   store is asked every 0.5 s whether it is back, and then given the whole
+    ///   in-memory data set again, so no update made during the outage is lost.
+    ///
+    /// For a process that only reads a store another process keeps current, see
+    /// [`ClientBuilder::daemon`].
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use flagsync::persist::{CacheConfig, InMemoryStore, StoreMode};
+    ///
+    /// let store = Arc::new(InMemoryStore::new()); // or a persist::RedisStore
+    /// let client = flagsync::Client::builder("sdk-key")
+    ///     .persistent_store(store, StoreMode::ReadWrite, CacheConfig::default())
+    ///     .build()?;
+    /// assert_eq!(client.store_status().map(|s| s.available), Some(true));
+    /// # Ok::<(), flagsync::Error>(())
+    /// ```
+    pub fn persistent_store(
+        mut self,
+        store: Arc<dyn PersistentStore>,
+        mode: StoreMode,
+        cache: CacheConfig,
+    ) -> Self {
+        let poll = self.config.persistence.map_or_else(
+            || PersistenceConfig::default().availability_poll,
+            |p| p.availability_poll,
+        );
+        self.config.persistence = Some(PersistenceConfig {
+            mode,
+            availability_poll: poll,
+        });
+        self.persistent = Some((store, cache));
+        self
+    }
+
+    /// Daemon mode: connect to no flag service and serve the flags another process
+    /// (a Relay Proxy, another SDK, a `flagsync watch --redis`) keeps in `store`,
+    /// read-only, reloaded every cache TTL. The FDv2 data system without sources
+    /// ([`Fdv2Config::daemon`]) with a read-only [`ClientBuilder::persistent_store`].
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use flagsync::DataAvailability;
+    /// use flagsync::persist::{CacheConfig, InMemoryStore};
+    ///
+    /// let store = Arc::new(InMemoryStore::new());
+    /// let client = flagsync::Client::builder("sdk-key")
+    ///     .daemon(store, CacheConfig::default())
+    ///     .build()?;
+    /// assert_eq!(client.target_availability(), DataAvailability::Cached);
+    /// # Ok::<(), flagsync::Error>(())
+    /// ```
+    pub fn daemon(self, store: Arc<dyn PersistentStore>, cache: CacheConfig) -> Self {
+        self.fdv2(Fdv2Config::daemon())
+            .persistent_store(store, StoreMode::ReadOnly, cache)
+    }
+
     /// Seed the reconnect jitter (default: random), for reproducible runs.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
@@ -252,7 +331,10 @@ impl ClientBuilder {
         let now = Instant::now();
         let seed = self.seed.unwrap_or_else(|| fastrand::u64(..));
         let system = DataSystem::new(self.config, seed, now)?;
-        let published = Arc::new(Published::new(&system, Clock::new(now)));
+        let store = self
+            .persistent
+            .map(|(store, cache)| Arc::new(CachingStore::new(store, cache)));
+        let published = Arc::new(Published::new(&system, Clock::new(now), store.is_some()));
         let (tx, rx) = async_channel::bounded(64);
         Ok(Client {
             inner: Arc::new(Inner {
@@ -265,6 +347,7 @@ impl ClientBuilder {
                     rx,
                     transport: self.transport,
                     conn_config,
+                    store,
                 }),
                 #[cfg(feature = "eval")]
                 models: eval::ModelCache::default(),
@@ -300,6 +383,7 @@ enum Life {
         rx: async_channel::Receiver<Msg<Command>>,
         transport: Transport,
         conn_config: Arc<conn::ConnConfig>,
+        store: Option<Arc<CachingStore>>,
     },
     Running(Arc<dyn Runtime>),
     Closed(Option<Arc<dyn Runtime>>),
@@ -313,6 +397,7 @@ impl Client {
             transport: Transport::default(),
             close_timeout: Duration::from_secs(5),
             seed: None,
+            persistent: None,
         }
     }
 
@@ -330,28 +415,68 @@ impl Client {
             system,
             rx,
             conn_config,
+            store,
             ..
         } = std::mem::replace(&mut *life, Life::Running(rt.clone()))
         else {
             unreachable!("checked above")
         };
         tracing::debug!(runtime = ?rt, "starting");
+        // Every task holds the guard: `close()` waits for the store tasks too.
+        let guard = Arc::new(TaskGuard(self.inner.finished.clone()));
+        let link = store.map(|store| self.start_store_tasks(&rt, store, &guard));
         // The inbox is empty: this cannot fail.
         let _ = self.inner.tx.try_send(Msg::Command(Command::Start));
         driver::spawn(
             rt,
             conn_config,
             *system,
-            DataSink(self.inner.published.clone()),
+            DataSink::new(self.inner.published.clone(), link),
             self.inner.tx.clone(),
             rx,
-            self.inner.finished.clone(),
+            guard,
         );
         Ok(())
     }
 
+    /// Spawn the store task (the core's requests, in order) and the store reader
+    /// (reads until memory holds data).
+    fn start_store_tasks(
+        &self,
+        rt: &Arc<dyn Runtime>,
+        store: Arc<CachingStore>,
+        guard: &Arc<TaskGuard>,
+    ) -> StoreLink {
+        let (requests, requests_rx) = async_channel::unbounded();
+        let (stop_reader, stop_rx) = async_channel::bounded(1);
+        let check_pending = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        rt.spawn(Box::pin(persist::writer::run(
+            store.clone(),
+            requests_rx,
+            self.inner.tx.clone(),
+            check_pending.clone(),
+            guard.clone(),
+        )));
+        rt.spawn(Box::pin(persist::reader::run(
+            rt.clone(),
+            store.clone(),
+            self.inner.published.clone(),
+            stop_rx,
+            self.inner.tx.clone(),
+            guard.clone(),
+        )));
+        StoreLink {
+            store,
+            requests,
+            stop_reader: Some(stop_reader),
+            check_pending,
+        }
+    }
+
     /// Wait until the client has a full data set (true), the source gives up for good,
-    /// or `timeout` passes (false).
+    /// or `timeout` passes (false). With a persistent store it also waits for the
+    /// first read of the store, and returns true as soon as that read found an
+    /// initialized store (a warm start, see [`Client::initialized`]).
     pub async fn wait_for_initialization(&self, timeout: Duration) -> bool {
         if self.initialized() {
             return true;
@@ -361,11 +486,27 @@ impl Client {
             _ => return false,
         };
         let deadline = rt.now() + timeout;
-        let _ = runtime::race(self.inner.published.ready(), rt.sleep_until(deadline)).await;
+        let published = &self.inner.published;
+        // With a persistent store, also the first read of it (daemon mode is ready at
+        // once, before any data is read); or that read alone if it found a full data
+        // set (a warm start).
+        let source_ready = async {
+            published.ready().await;
+            published.store_loaded().await;
+        };
+        let store_ready = async {
+            published.store_loaded().await;
+            if !published.initialized() {
+                std::future::pending::<()>().await;
+            }
+        };
+        let ready = runtime::race(source_ready, store_ready);
+        let _ = runtime::race(ready, rt.sleep_until(deadline)).await;
         self.initialized()
     }
 
-    /// True once a full data set has been received.
+    /// True once a full data set has been received, or, with a persistent store, while
+    /// reads come from a store that is initialized (warm start, daemon mode).
     ///
     /// The reference SDKs' `is_initialized()` is
     /// `data_availability().at_least(DataAvailability::Cached)` instead, which also
@@ -476,6 +617,18 @@ impl Client {
         self.inner.published.flag_subs.subscribe()
     }
 
+    /// The persistent store's status (`available`, `stale`), if one is configured. It
+    /// turns unavailable when a store operation fails and available again once the
+    /// store answers and has been given the in-memory data (PROTOCOL.md B §4.5, A.4.8).
+    pub fn store_status(&self) -> Option<StoreStatus> {
+        self.inner.published.store_status()
+    }
+
+    /// Every later change of [`Client::store_status`].
+    pub fn store_status_changes(&self) -> Subscription<StoreStatus> {
+        self.inner.published.store_status_subs.subscribe()
+    }
+
     /// The environment id the service reported, if any.
     pub fn environment_id(&self) -> Option<String> {
         self.inner.published.environment_id()
@@ -515,7 +668,7 @@ impl Inner {
         match std::mem::replace(&mut *life, Life::Closed(None)) {
             Life::Built { system, .. } => {
                 tracing::debug!("closed before start");
-                DataSink(self.published.clone()).finish(&system);
+                DataSink::new(self.published.clone(), None).finish(&system);
                 drop(driver::TaskGuard(self.finished.clone()));
                 None
             }

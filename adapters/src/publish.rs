@@ -8,9 +8,12 @@ use std::sync::{Mutex, RwLock};
 use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 
-use flagsync_core::{DataAvailability, DataSystem, ErrorKind, Event, Snapshot, State, Status};
+use flagsync_core::{
+    DataAvailability, DataSystem, ErrorKind, Event, Persist, Snapshot, State, Status, StoreStatus,
+};
 
 use crate::driver::Sink;
+use crate::persist::CachingStore;
 
 /// The data-source status, with wall-clock times.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,11 +171,28 @@ pub(crate) struct Published {
     ready_rx: async_channel::Receiver<()>,
     pub(crate) status_subs: Subscribers<DataSourceStatus>,
     pub(crate) flag_subs: Subscribers<FlagChange>,
+    /// True while reads are served from the persistent store (memory holds no full data
+    /// set yet). Changed only under the snapshot's write lock.
+    store_reads: AtomicBool,
+    /// The persistent store said it is initialized (`$inited`) when last read.
+    store_initialized: AtomicBool,
+    // Closed once the first read of the persistent store ended (or at once without
+    // persistent reads).
+    store_loaded_tx: async_channel::Sender<()>,
+    store_loaded_rx: async_channel::Receiver<()>,
+    store_status: RwLock<Option<StoreStatus>>,
+    pub(crate) store_status_subs: Subscribers<StoreStatus>,
 }
 
 impl Published {
-    pub(crate) fn new(system: &DataSystem, clock: Clock) -> Self {
+    /// What `system` shows now; `store_reads`: serve reads from the persistent store
+    /// until memory holds a full data set.
+    pub(crate) fn new(system: &DataSystem, clock: Clock, store_reads: bool) -> Self {
         let (ready_tx, ready_rx) = async_channel::bounded(1);
+        let (store_loaded_tx, store_loaded_rx) = async_channel::bounded(1);
+        if !store_reads {
+            store_loaded_tx.close();
+        }
         Self {
             clock,
             snapshot: RwLock::new(system.snapshot()),
@@ -188,6 +208,12 @@ impl Published {
             ready_rx,
             status_subs: Subscribers::new(),
             flag_subs: Subscribers::new(),
+            store_reads: AtomicBool::new(store_reads),
+            store_initialized: AtomicBool::new(false),
+            store_loaded_tx,
+            store_loaded_rx,
+            store_status: RwLock::new(system.store_status()),
+            store_status_subs: Subscribers::new(),
         }
     }
 
@@ -212,16 +238,78 @@ impl Published {
             .clone()
     }
 
+    /// Memory holds a full data set, or reads come from an initialized persistent
+    /// store.
     pub(crate) fn initialized(&self) -> bool {
         self.initialized.load(Ordering::Acquire)
+            || (self.reads_from_store() && self.store_initialized.load(Ordering::Acquire))
     }
 
     pub(crate) fn bytes_received(&self) -> u64 {
         self.bytes_received.load(Ordering::Relaxed)
     }
 
+    /// The core's answer, raised from DEFAULTS to CACHED while reads come from a
+    /// persistent store that is initialized (the core cannot know that, B §4.6, §5.10).
     pub(crate) fn data_availability(&self) -> DataAvailability {
-        availability_from_code(self.data_availability.load(Ordering::Acquire))
+        let core = availability_from_code(self.data_availability.load(Ordering::Acquire));
+        if core == DataAvailability::Defaults
+            && self.reads_from_store()
+            && self.store_initialized.load(Ordering::Acquire)
+        {
+            DataAvailability::Cached
+        } else {
+            core
+        }
+    }
+
+    /// True while reads are served from the persistent store.
+    pub(crate) fn reads_from_store(&self) -> bool {
+        self.store_reads.load(Ordering::Acquire)
+    }
+
+    /// Serve `snapshot`, read from the persistent store, unless memory took over
+    /// meanwhile; flag changes against the previous data are published.
+    pub(crate) fn publish_store_data(&self, snapshot: Snapshot, inited: bool) {
+        let changed = {
+            let mut current = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
+            if !self.reads_from_store() {
+                return;
+            }
+            let changed = crate::persist::changed_flags(&current, &snapshot);
+            *current = snapshot;
+            self.store_initialized.store(inited, Ordering::Release);
+            changed
+        };
+        tracing::debug!(
+            changed = changed.len(),
+            inited,
+            "serving data from the persistent store"
+        );
+        self.flag_subs
+            .send_all(changed.into_iter().map(|key| FlagChange { key }));
+    }
+
+    /// Memory holds a full data set: serve reads from it from now on.
+    fn hand_over(&self) {
+        let _guard = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
+        self.store_reads.store(false, Ordering::Release);
+    }
+
+    /// The first read of the persistent store ended (successfully or not).
+    pub(crate) fn store_load_done(&self) {
+        self.store_loaded_tx.close();
+    }
+
+    /// Completes once the first read of the persistent store ended (at once without
+    /// persistent reads).
+    pub(crate) async fn store_loaded(&self) {
+        let _ = self.store_loaded_rx.recv().await;
+    }
+
+    /// The persistent store's status, if one is configured.
+    pub(crate) fn store_status(&self) -> Option<StoreStatus> {
+        *self.store_status.read().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn target_availability(&self) -> DataAvailability {
@@ -273,18 +361,60 @@ impl Published {
 
 /// The driver's sink for the data system.
 #[derive(Debug)]
-pub(crate) struct DataSink(pub(crate) std::sync::Arc<Published>);
+pub(crate) struct DataSink {
+    published: std::sync::Arc<Published>,
+    store: Option<StoreLink>,
+}
+
+/// The driver's side of a persistent store.
+#[derive(Debug)]
+pub(crate) struct StoreLink {
+    /// The store, for the hand-over (its cache is switched off).
+    pub(crate) store: std::sync::Arc<CachingStore>,
+    /// Requests for the store task, in order.
+    pub(crate) requests: async_channel::Sender<Persist>,
+    /// Dropped at the hand-over: the store reader ends.
+    pub(crate) stop_reader: Option<async_channel::Sender<()>>,
+    /// An availability check is queued or running: another is not sent (a store that
+    /// hangs answers more slowly than the core asks).
+    pub(crate) check_pending: std::sync::Arc<AtomicBool>,
+}
+
+impl DataSink {
+    pub(crate) fn new(published: std::sync::Arc<Published>, store: Option<StoreLink>) -> Self {
+        Self { published, store }
+    }
+
+    /// Once memory holds a full data set, serve reads from it and stop reading (and
+    /// caching) the persistent store (PROTOCOL.md B §5.8–5.9).
+    fn hand_over(&mut self, system: &DataSystem) {
+        if !system.initialized() || !self.published.reads_from_store() {
+            return;
+        }
+        self.published.hand_over();
+        if let Some(link) = self.store.as_mut() {
+            link.store.disable_cache();
+            link.stop_reader = None;
+        }
+        tracing::debug!("reads served from memory");
+    }
+}
 
 impl Sink<DataSystem> for DataSink {
     fn publish(&mut self, system: &DataSystem, event: Event) {
-        let p = &*self.0;
+        self.hand_over(system);
+        let p = &*self.published;
         match event {
             Event::StoreChanged { changed_flags } => {
                 // Order matters: the snapshot, then the change events; `initialized`
                 // only once the drain ends or readiness is reported (after the status),
                 // so `wait_for_initialization` returning means every change event of
-                // the initial data is already in each earlier subscription.
-                *p.snapshot.write().unwrap_or_else(|e| e.into_inner()) = system.snapshot();
+                // the initial data is already in each earlier subscription. While reads
+                // come from a persistent store, memory holds no full data set (an FDv2
+                // delta before any payload): the store's data stays published.
+                if !p.reads_from_store() {
+                    *p.snapshot.write().unwrap_or_else(|e| e.into_inner()) = system.snapshot();
+                }
                 p.publish_availability(system);
                 tracing::debug!(changed = changed_flags.len(), "store changed");
                 p.flag_subs
@@ -305,27 +435,55 @@ impl Sink<DataSystem> for DataSink {
             Event::EnvironmentId(id) => {
                 *p.environment_id.write().unwrap_or_else(|e| e.into_inner()) = Some(id);
             }
+            Event::StoreStatusChanged(status) => {
+                tracing::debug!(status.available, status.stale, "data store status");
+                *p.store_status.write().unwrap_or_else(|e| e.into_inner()) = Some(status);
+                p.store_status_subs.send(&status);
+            }
             other => tracing::trace!(event = ?other, "ignored event"),
         }
     }
 
+    fn persist(&mut self, request: Persist) {
+        match &self.store {
+            Some(link) => {
+                if matches!(request, Persist::CheckAvailable)
+                    && link.check_pending.swap(true, Ordering::AcqRel)
+                {
+                    tracing::trace!("an availability check is already pending");
+                    return;
+                }
+                // Unbounded: the driver never waits for the store.
+                let _ = link.requests.try_send(request);
+            }
+            // Not `?request`: an init holds the whole data set.
+            None => tracing::debug!("no persistent store: request dropped"),
+        }
+    }
+
     fn received(&mut self, bytes: usize) {
-        self.0
+        self.published
             .bytes_received
             .fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
     fn drained(&mut self, system: &DataSystem) {
-        self.0.publish_availability(system);
-        self.0.publish_initialized(system);
+        self.hand_over(system);
+        self.published.publish_availability(system);
+        self.published.publish_initialized(system);
     }
 
     fn finish(&mut self, system: &DataSystem) {
-        self.0.publish_availability(system);
-        self.0.publish_initialized(system);
-        self.0.set_ready();
-        self.0.status_subs.close();
-        self.0.flag_subs.close();
+        let p = &*self.published;
+        p.publish_availability(system);
+        p.publish_initialized(system);
+        p.set_ready();
+        p.store_load_done();
+        p.status_subs.close();
+        p.flag_subs.close();
+        p.store_status_subs.close();
+        // The store task finishes what is queued, then ends; the reader ends.
+        self.store = None;
     }
 }
 

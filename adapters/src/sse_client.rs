@@ -184,7 +184,7 @@ impl EventSourceBuilder {
             },
             tx.clone(),
             rx,
-            finished.clone(),
+            Arc::new(driver::TaskGuard(finished.clone())),
         );
         Ok(EventSource {
             events: Subscription::new(events_rx),

@@ -3,6 +3,8 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod proxy;
+#[cfg(feature = "redis")]
+pub mod redis_server;
 pub mod server;
 #[cfg(feature = "rustls")]
 pub mod tls;
@@ -13,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use flagsync::runtime::Runtime;
 
+#[allow(unused_imports)] // not every test binary uses the HTTP server
 pub use server::{After, Server};
 
 /// The SDK key of every test (valid characters, so the core sends it).

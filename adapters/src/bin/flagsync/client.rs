@@ -1,7 +1,9 @@
 //! The CLI's view of a [`flagsync::Client`]: one stream of [`Update`]s.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use flagsync::persist::{CacheConfig, RedisStore, StoreMode, StoreStatus};
 use flagsync::{
     Client, DataAvailability, DataSourceStatus, ErrorKind, Fdv2Config, FlagChange, Snapshot, State,
     Subscription,
@@ -20,6 +22,33 @@ pub struct Options {
     pub filter: Option<String>,
     /// Use the FDv2 data system with this preset (instead of FDv1).
     pub fdv2: Option<Fdv2Preset>,
+    /// Also keep the flags in Redis (write-through), or with `daemon`, only read them
+    /// from there.
+    pub redis: Option<RedisOptions>,
+}
+
+/// Where the flags are kept in Redis.
+#[derive(Debug, Clone)]
+pub struct RedisOptions {
+    /// `redis://…` (may hold a password: never printed).
+    pub url: String,
+    /// The key prefix (default `launchdarkly`).
+    pub prefix: Option<String>,
+    /// Connect to no flag service: serve what another process keeps in Redis.
+    pub daemon: bool,
+}
+
+impl RedisOptions {
+    /// The store these options describe; errors as a message.
+    pub fn store(&self) -> Result<RedisStore, String> {
+        let mut builder = RedisStore::builder(self.url.clone());
+        if let Some(p) = &self.prefix {
+            builder = builder.prefix(p.clone());
+        }
+        builder.build().map_err(|e| {
+            format!("{e}. Expected --redis redis://[:password@]host[:port][/db], e.g. redis://127.0.0.1:6379")
+        })
+    }
 }
 
 /// An FDv2 data-system preset (PROTOCOL.md B §5.7).
@@ -102,6 +131,8 @@ pub enum Update {
     /// FDv2: the data availability or the active source changed (without a status
     /// change saying so).
     Source(SourceSummary),
+    /// The persistent store (Redis) became unavailable or available again.
+    Store(StoreStatus),
 }
 
 /// A running client.
@@ -109,6 +140,7 @@ pub struct Session {
     client: Client,
     statuses: Subscription<DataSourceStatus>,
     flags: Subscription<FlagChange>,
+    store_statuses: Subscription<StoreStatus>,
     waiting_ready: bool,
     fdv2: bool,
     /// FDv2: the source summary last reported.
@@ -129,17 +161,27 @@ impl Session {
         if let Some(preset) = opts.fdv2 {
             builder = builder.fdv2(preset.config());
         }
+        if let Some(redis) = &opts.redis {
+            let store = Arc::new(redis.store()?);
+            builder = if redis.daemon {
+                builder.daemon(store, CacheConfig::default())
+            } else {
+                builder.persistent_store(store, StoreMode::ReadWrite, CacheConfig::default())
+            };
+        }
         let client = builder.build().map_err(|e| e.to_string())?;
         // Subscribe before starting, so nothing is missed.
         let statuses = client.status_changes();
         let flags = client.flag_changes();
+        let store_statuses = client.store_status_changes();
         client.start().map_err(|e| e.to_string())?;
         let mut session = Self {
             client,
             statuses,
             flags,
+            store_statuses,
             waiting_ready: true,
-            fdv2: opts.fdv2.is_some(),
+            fdv2: opts.fdv2.is_some() || opts.redis.as_ref().is_some_and(|r| r.daemon),
             last_source: None,
         };
         // Report changes from here on (no data, no source yet), not the starting point.
@@ -160,6 +202,7 @@ impl Session {
             tokio::select! {
                 biased;
                 s = self.statuses.recv() => return s.map(|s| Update::Status(self.summarize(&s))),
+                Some(st) = self.store_statuses.recv() => return Some(Update::Store(st)),
                 // Flag changes before readiness: the initial data's changes come out first.
                 f = self.flags.recv() => return f.map(|f| Update::FlagChanged(f.key)),
                 ready = self.client.wait_for_initialization(Duration::from_secs(365 * 86400)),

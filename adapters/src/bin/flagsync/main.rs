@@ -18,7 +18,10 @@ use flagsync_core::config::{DEFAULT_POLLING_URI, DEFAULT_STREAM_URI};
 use flagsync_core::endpoint::Url;
 use serde_json::{Value, json};
 
-use client::{ErrorSummary, Fdv2Preset, Options, Session, SourceSummary, StatusSummary, Update};
+use client::{
+    ErrorSummary, Fdv2Preset, Options, RedisOptions, Session, SourceSummary, StatusSummary, Update,
+};
+use flagsync::persist::{CacheConfig, CachingStore, StoreStatus};
 
 /// Keep a feature-flag store in sync with a LaunchDarkly-compatible flag delivery
 /// service, or serve one locally.
@@ -31,15 +34,16 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve flags from a JSON file as a LaunchDarkly-compatible service (FDv1 and
-    /// FDv2), until Ctrl-C. Edits to the file are pushed to connected clients. Faults
-    /// can be injected to test clients.
+    /// Serve flags from a JSON file (or from Redis) as a LaunchDarkly-compatible
+    /// service (FDv1 and FDv2), until Ctrl-C. Edits to the file (or the Redis data) are
+    /// pushed to connected clients. Faults can be injected to test clients.
     Serve(ServeArgs),
     /// Run a local server with sample flags that change every few seconds, connect a
     /// client to it and print what it sees. Works offline.
     Demo(DemoArgs),
     /// Connect to a flag delivery service and print status changes and flag changes
-    /// (with FDv2, also the data availability and the active source).
+    /// (with FDv2, also the data availability and the active source). With --redis,
+    /// also keep the flags in Redis; with --redis and --daemon, only read them there.
     Watch(WatchArgs),
     /// Wait for the full flag data and print it as {"flags":{…},"segments":{…}}.
     Snapshot(SnapshotArgs),
@@ -49,8 +53,21 @@ enum Command {
 struct ServeArgs {
     /// The flag data: {"flags":{…},"segments":{…}} (as `flagsync snapshot` prints), or
     /// {"flagValues":{"key": value}} for simple flags.
-    #[arg(long, value_name = "FILE")]
-    data: PathBuf,
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "redis",
+        conflicts_with = "redis"
+    )]
+    data: Option<PathBuf>,
+    /// Serve the flags kept in Redis at URL (LaunchDarkly key layout, as the Relay
+    /// Proxy, other SDKs or `flagsync watch --redis` write them) instead of a file;
+    /// changes there are pushed to clients within a second.
+    #[arg(long, value_name = "URL")]
+    redis: Option<String>,
+    /// The Redis key prefix [default: launchdarkly].
+    #[arg(long, value_name = "PREFIX", requires = "redis")]
+    prefix: Option<String>,
     /// The port on 127.0.0.1 (0 picks a free one).
     #[arg(long, default_value_t = 8030)]
     port: u16,
@@ -154,6 +171,19 @@ struct ConnArgs {
     /// A payload filter key.
     #[arg(long, value_name = "KEY")]
     filter: Option<String>,
+    /// Also keep the flags in Redis at URL (redis://[:password@]host[:port][/db]), in
+    /// the key layout of the LaunchDarkly SDKs and Relay Proxy. Until the service
+    /// delivers, the flags already there are served; an outage of Redis is survived
+    /// and repaired when it returns.
+    #[arg(long, value_name = "URL")]
+    redis: Option<String>,
+    /// The Redis key prefix [default: launchdarkly].
+    #[arg(long, value_name = "PREFIX", requires = "redis")]
+    prefix: Option<String>,
+    /// Daemon mode: connect to no flag service; serve the flags another process keeps
+    /// in --redis (re-read every 15 s).
+    #[arg(long, requires = "redis", conflicts_with_all = ["polling", "fdv2", "filter", "stream_uri", "polling_uri"])]
+    daemon: bool,
 }
 
 #[derive(Debug, Args)]
@@ -272,19 +302,85 @@ fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// Where `serve` gets its flag data.
+enum ServeSource {
+    File(PathBuf),
+    /// Redis (read uncached), and `host:port/db (prefix p)` for people.
+    Redis(Box<CachingStore>, String),
+}
+
+impl ServeSource {
+    fn new(args: &ServeArgs) -> Result<Self, CliError> {
+        if let Some(url) = &args.redis {
+            let opts = RedisOptions {
+                url: url.clone(),
+                prefix: args.prefix.clone(),
+                daemon: true,
+            };
+            let store = opts.store().map_err(CliError::usage)?;
+            let name = format!("Redis {} (prefix {})", store.target(), store.prefix());
+            return Ok(Self::Redis(
+                Box::new(CachingStore::new(Arc::new(store), CacheConfig::disabled())),
+                name,
+            ));
+        }
+        match &args.data {
+            Some(path) => Ok(Self::File(path.clone())),
+            None => Err(CliError::usage(
+                "give the flag data with --data FILE or --redis URL",
+            )),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Self::File(path) => path.display().to_string(),
+            Self::Redis(_, name) => name.clone(),
+        }
+    }
+
+    /// The data as {"flags":{…},"segments":{…}}.
+    async fn load(&self) -> Result<Value, CliError> {
+        match self {
+            Self::File(path) => read_data(path),
+            Self::Redis(store, name) => {
+                let mut data = json!({"flags": {}, "segments": {}});
+                for (kind, field) in [(Kind::Flag, "flags"), (Kind::Segment, "segments")] {
+                    let items = store.all(kind).await.map_err(|e| {
+                        CliError::failed(format!("cannot read the flags from {name}: {e}. Is Redis running, and is --redis right?"))
+                    })?;
+                    for (key, item) in items.iter() {
+                        let value: Value = serde_json::from_slice(&item.raw).unwrap_or(Value::Null);
+                        data[field][key] = value;
+                    }
+                }
+                Ok(data)
+            }
+        }
+    }
+
+    fn error(&self, e: ServerError) -> CliError {
+        match self {
+            Self::File(path) => data_error(path, e),
+            Self::Redis(_, name) => CliError::failed(format!("{name}: {e}")),
+        }
+    }
+}
+
 async fn serve(args: ServeArgs) -> Result<(), CliError> {
-    let data = read_data(&args.data)?;
+    let source = ServeSource::new(&args)?;
+    let mut data = source.load().await?;
     let server = Server::builder()
         .port(args.port)
         .sdk_key(args.sdk_key.clone())
         .heartbeat(Duration::from_secs(args.heartbeat))
-        .data(data)
+        .data(data.clone())
         .start()
         .map_err(|e| match e {
             ServerError::Bind { port, source } => CliError::failed(format!(
                 "cannot listen on 127.0.0.1:{port}: {source}. Choose another port with --port (0 picks a free one)"
             )),
-            other => data_error(&args.data, other),
+            other => source.error(other),
         })?;
     let faults = apply_faults(&server, &args);
     let (flags, segments) = counts(&server);
@@ -294,7 +390,7 @@ async fn serve(args: ServeArgs) -> Result<(), CliError> {
         "  {} and {} from {}",
         plural(flags, "flag", "flags"),
         plural(segments, "segment", "segments"),
-        args.data.display()
+        source.describe()
     );
     println!("  FDv1 streaming: GET {url}/all");
     println!("  FDv1 polling:   GET {url}/sdk/latest-all");
@@ -310,9 +406,17 @@ async fn serve(args: ServeArgs) -> Result<(), CliError> {
         ""
     };
     println!("  try:            flagsync watch --stream-uri {url}{key_hint} [--fdv2 default]");
-    println!("Edits to the file are pushed to clients. Press Ctrl-C to stop.");
+    match source {
+        ServeSource::File(_) => {
+            println!("Edits to the file are pushed to clients. Press Ctrl-C to stop.")
+        }
+        ServeSource::Redis(..) => {
+            println!("Changes in Redis are pushed to clients. Press Ctrl-C to stop.")
+        }
+    }
 
-    let mut modified = file_mtime(&args.data);
+    let mut modified = args.data.as_deref().and_then(file_mtime);
+    let mut failing = false;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
@@ -320,19 +424,35 @@ async fn serve(args: ServeArgs) -> Result<(), CliError> {
         tokio::select! {
             _ = &mut ctrl_c => break,
             _ = tick.tick() => {
-                let now = file_mtime(&args.data);
-                if now == modified {
-                    continue;
+                if let ServeSource::File(path) = &source {
+                    let now = file_mtime(path);
+                    if now == modified {
+                        continue;
+                    }
+                    modified = now;
                 }
-                modified = now;
-                match read_data(&args.data).and_then(|d| {
-                    server.replace_all(d).map_err(|e| data_error(&args.data, e))
+                let loaded = source.load().await;
+                if let ServeSource::Redis(..) = &source {
+                    // Polled every second: report a failure once, and only changes.
+                    match &loaded {
+                        Err(e) if !failing => eprintln!("flagsync: {} (still serving the previous data)", e.message),
+                        Ok(_) if failing => eprintln!("flagsync: {} answers again", source.describe()),
+                        _ => {}
+                    }
+                    failing = loaded.is_err();
+                    if loaded.as_ref().is_ok_and(|d| *d == data) || failing {
+                        continue;
+                    }
+                }
+                match loaded.and_then(|d| {
+                    data = d.clone();
+                    server.replace_all(d).map_err(|e| source.error(e))
                 }) {
                     Ok(()) => {
                         let (f, s) = counts(&server);
                         println!(
                             "reloaded {}: {} and {}, sent to {}",
-                            args.data.display(),
+                            source.describe(),
                             plural(f, "flag", "flags"),
                             plural(s, "segment", "segments"),
                             plural(server.open_streams(), "stream", "streams"),
@@ -418,8 +538,9 @@ fn resolve(conn: ConnArgs) -> Result<Options, CliError> {
         .or(conn.stream_uri)
         .unwrap_or_else(|| DEFAULT_POLLING_URI.into());
     let sdk_key = conn.sdk_key.unwrap_or_default();
-    // FDv2 presets use both services (the FDv1 fallback polls).
+    // FDv2 presets use both services (the FDv1 fallback polls); a daemon uses none.
     let used: &[&String] = match (conn.fdv2, conn.polling) {
+        _ if conn.daemon => &[],
         (Some(_), _) => &[&stream_uri, &polling_uri],
         (None, true) => &[&polling_uri],
         (None, false) => &[&stream_uri],
@@ -439,6 +560,14 @@ fn resolve(conn: ConnArgs) -> Result<Options, CliError> {
             "the SDK key is malformed: it may only contain letters, digits, '.', '_' and '-' (check --sdk-key or FLAGSYNC_SDK_KEY)",
         ));
     }
+    let redis = conn.redis.map(|url| RedisOptions {
+        url,
+        prefix: conn.prefix,
+        daemon: conn.daemon,
+    });
+    if let Some(r) = &redis {
+        r.store().map_err(CliError::usage)?;
+    }
     Ok(Options {
         sdk_key,
         stream_uri,
@@ -446,7 +575,30 @@ fn resolve(conn: ConnArgs) -> Result<Options, CliError> {
         polling: conn.polling,
         filter: conn.filter,
         fdv2: conn.fdv2,
+        redis,
     })
+}
+
+/// Where the data comes from, for people: the service URI, or Redis in daemon mode
+/// (`host:port/db`, never the password).
+fn source_name(opts: &Options) -> String {
+    match &opts.redis {
+        Some(r) if r.daemon => r
+            .store()
+            .map_or_else(|_| "Redis".into(), |s| format!("Redis {}", s.target())),
+        _ => target(opts).to_owned(),
+    }
+}
+
+/// Where the flags are also kept, for people.
+fn describe_redis(opts: &Options) -> String {
+    match &opts.redis {
+        Some(r) if !r.daemon => r.store().map_or_else(
+            |_| String::new(),
+            |s| format!(", kept in Redis {} (prefix {})", s.target(), s.prefix()),
+        ),
+        _ => String::new(),
+    }
 }
 
 fn target(opts: &Options) -> &str {
@@ -460,6 +612,9 @@ fn target(opts: &Options) -> &str {
 
 /// The data system, for people.
 fn describe_mode(opts: &Options) -> &'static str {
+    if opts.redis.as_ref().is_some_and(|r| r.daemon) {
+        return "daemon mode: read-only, no flag service";
+    }
     match opts.fdv2 {
         Some(preset) => preset.describe(),
         None if opts.polling => "polling",
@@ -590,6 +745,22 @@ impl Printer {
             }));
         } else {
             self.line(&describe_source(s));
+        }
+    }
+
+    /// The persistent store became unavailable or available again.
+    fn store(&self, s: &StoreStatus) {
+        if self.json {
+            self.json_line(json!({"type": "store", "available": s.available, "stale": s.stale}));
+        } else {
+            let text = match (s.available, s.stale) {
+                (true, _) => "data store: available",
+                (false, true) => {
+                    "data store: unavailable (updates kept in memory, written when it returns)"
+                }
+                (false, false) => "data store: unavailable",
+            };
+            self.line(text);
         }
     }
 
@@ -784,6 +955,7 @@ async fn print_updates(
                 Some(Update::Ready) => printer.ready(&session.snapshot(), session.bytes_received()),
                 Some(Update::FlagChanged(key)) => printer.flag_changed(&key, &session.snapshot()),
                 Some(Update::Source(s)) => printer.source(&s),
+                Some(Update::Store(s)) => printer.store(&s),
             },
         }
     }
@@ -802,9 +974,10 @@ async fn watch(args: WatchArgs) -> Result<(), CliError> {
     let duration = seconds("--duration", args.duration)?;
     let opts = resolve(args.conn)?;
     eprintln!(
-        "connecting to {} ({})…",
-        target(&opts),
-        describe_mode(&opts)
+        "connecting to {} ({}{})…",
+        source_name(&opts),
+        describe_mode(&opts),
+        describe_redis(&opts)
     );
     let mut session = Session::start(&opts).map_err(CliError::usage)?;
     let mut printer = Printer::new(args.json);
@@ -860,6 +1033,7 @@ async fn demo(args: DemoArgs) -> Result<(), CliError> {
         polling: args.polling,
         filter: None,
         fdv2: args.fdv2,
+        redis: None,
     };
     let mut session = Session::start(&opts).map_err(CliError::failed)?;
     let mut printer = Printer::new(args.json);
@@ -914,7 +1088,7 @@ async fn demo(args: DemoArgs) -> Result<(), CliError> {
 async fn snapshot(args: SnapshotArgs) -> Result<(), CliError> {
     let timeout = seconds("--timeout", Some(args.timeout))?.unwrap_or_default();
     let opts = resolve(args.conn)?;
-    let uri = target(&opts).to_owned();
+    let uri = source_name(&opts);
     let mut session = Session::start(&opts).map_err(CliError::usage)?;
     let deadline = tokio::time::Instant::now() + timeout;
     let mut last: Option<StatusSummary> = None;
@@ -959,7 +1133,7 @@ async fn snapshot(args: SnapshotArgs) -> Result<(), CliError> {
                 }
                 last = Some(s);
             }
-            Some(Update::FlagChanged(_) | Update::Source(_)) => {}
+            Some(Update::FlagChanged(_) | Update::Source(_) | Update::Store(_)) => {}
             None => {
                 break Err(CliError::failed(
                     "the client stopped before it had the flag data",

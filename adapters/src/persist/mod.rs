@@ -1,0 +1,194 @@
+//! Persistent stores: a flag store shared by many processes, kept in a database.
+//!
+//! The protocol core decides *what* to write and *when* (DESIGN.md §3): a full data
+//! set in init order (segments first, prerequisites before the flags that need them,
+//! PROTOCOL.md B §4.2), one upsert per applied change, and after an outage one rewrite
+//! of everything held in memory (A.4.8). This module performs those requests:
+//!
+//! ```text
+//!   DataSystem ── Output::Persist(Init | Upsert | CheckAvailable) ──► driver
+//!                                                                      │
+//!        Input::StoreFailed / StoreAvailable(bool) ◄────────────────── │
+//!                                                                      ▼
+//!                               CachingStore (TTL cache, `$inited` latch, handover)
+//!                                                                      │
+//!                               dyn PersistentStore: RedisStore │ InMemoryStore │ yours
+//! ```
+//!
+//! [`PersistentStore`] is the whole contract of a database: six async operations that
+//! return boxed futures, so it is object safe and works on any runtime (no runtime type
+//! appears in it). [`CachingStore`] wraps one with the caching rules of the reference
+//! SDKs (B §4.3). `RedisStore` (feature `redis`) keeps the key layout every
+//! LaunchDarkly SDK and the Relay Proxy use (A.1, B §4.4), so they can share one store.
+
+mod cache;
+mod in_memory;
+pub(crate) mod reader;
+#[cfg(all(feature = "redis", any(feature = "tokio", feature = "async-io-net")))]
+mod redis;
+pub(crate) mod writer;
+
+use std::fmt::Debug;
+
+use bytes::Bytes;
+pub use flagsync_core::store::Item;
+use flagsync_core::{Kind, store};
+pub use flagsync_core::{PersistenceConfig, StoreMode, StoreStatus};
+
+pub use cache::{CacheConfig, CacheTtl, CachingStore, ItemMap};
+pub use in_memory::{InMemoryStore, OpCounts};
+pub(crate) use reader::changed_flags;
+#[cfg(all(feature = "redis", any(feature = "tokio", feature = "async-io-net")))]
+pub use redis::{DEFAULT_PREFIX, RedisStore, RedisStoreBuilder};
+
+use crate::runtime::BoxFuture;
+
+/// How many times an upsert that lost an optimistic-locking race is tried before it
+/// fails (the reference SDKs' `_MAX_UPSERT_RETRIES`, PROTOCOL.md B §4.4).
+pub const MAX_UPSERT_ATTEMPTS: u32 = 10;
+
+/// A database holding flags and segments for many processes.
+///
+/// The contract, checked for every implementation by the same tests:
+/// - [`init`](Self::init) replaces *everything* with the given items, written in the
+///   given order, then marks the store initialized (`$inited`). A kind with no items
+///   ends up empty. Tombstones are written too (as tombstones).
+/// - [`get`](Self::get) and [`all`](Self::all) return what is stored **including
+///   tombstones** (the version rules need them); an item that cannot be decoded is left
+///   out (and logged at `debug`).
+/// - [`upsert`](Self::upsert) writes the item unless the store holds the same key at
+///   the same or a higher version (a tombstone counts). It says which happened.
+/// - [`initialized`](Self::initialized) is true once any process ran `init` on this
+///   store (the `$inited` marker).
+/// - [`is_available`](Self::is_available) never fails: it answers whether the store
+///   can be reached now.
+///
+/// Errors are [`StoreError`]s; the caller reports them to the core, which keeps serving
+/// from memory and asks again later (PROTOCOL.md B §4.5).
+pub trait PersistentStore: Send + Sync + Debug + 'static {
+    /// Replace all data with `items`, in this order, then mark the store initialized.
+    fn init<'a>(
+        &'a self,
+        items: &'a [(Kind, String, Item)],
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// The item of `kind` named `key`, tombstones included; `None` if absent.
+    fn get<'a>(
+        &'a self,
+        kind: Kind,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Item>, StoreError>>;
+
+    /// Every item of `kind` with its key, tombstones included, in no particular order.
+    fn all(&self, kind: Kind) -> BoxFuture<'_, Result<Vec<(String, Item)>, StoreError>>;
+
+    /// Write `item` under `key` unless the stored item's version is the same or higher.
+    fn upsert<'a>(
+        &'a self,
+        kind: Kind,
+        key: &'a str,
+        item: &'a Item,
+    ) -> BoxFuture<'a, Result<Upserted, StoreError>>;
+
+    /// True once the store was initialized (by this or any other process).
+    fn initialized(&self) -> BoxFuture<'_, Result<bool, StoreError>>;
+
+    /// True if the store answers now. Never fails.
+    fn is_available(&self) -> BoxFuture<'_, bool>;
+}
+
+/// What an upsert did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Upserted {
+    /// The item was written.
+    Written,
+    /// The store already held this item at the same or a higher version; it is
+    /// returned, so that a cache can hold what is really stored.
+    Rejected {
+        /// The item the store keeps.
+        stored: Item,
+    },
+}
+
+/// Why a persistent-store operation failed.
+///
+/// Messages never contain the store's password.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The store could not be reached, or the connection broke or timed out.
+    #[error("persistent store unreachable: {0}")]
+    Unreachable(String),
+    /// The store answered with an error (wrong type at a key, authentication, …).
+    #[error("persistent store error: {0}")]
+    Backend(String),
+    /// Another writer changed the kind's data during every attempt of an upsert.
+    #[error("upsert lost {attempts} optimistic-locking races")]
+    Contended {
+        /// Attempts made ([`MAX_UPSERT_ATTEMPTS`]).
+        attempts: u32,
+    },
+    /// The store's settings cannot work (for example, a malformed URL).
+    #[error("invalid persistent store settings: {0}")]
+    Config(String),
+}
+
+/// The bytes to store for `item`: its raw JSON, or for a tombstone the placeholder the
+/// Go SDK and the Relay Proxy write, `{"key":"$deleted","version":N,"deleted":true}`.
+///
+/// The placeholder key satisfies readers that require a `key` (the Python SDK before
+/// its tombstone fix) and cannot collide with a real key; every SDK takes the key from
+/// the hash field, not from the JSON (PROTOCOL.md B §4.4, §7.8).
+pub fn stored_json(item: &Item) -> Bytes {
+    if item.deleted {
+        Bytes::from(format!(
+            r#"{{"key":"$deleted","version":{},"deleted":true}}"#,
+            item.version
+        ))
+    } else {
+        item.raw.clone()
+    }
+}
+
+/// Decode stored JSON of `kind` (any of the three tombstone shapes, PROTOCOL.md A.1);
+/// `None`, logged at `debug`, if it is not an item.
+pub(crate) fn decode_stored(kind: Kind, key: &str, raw: Bytes) -> Option<Item> {
+    match store::decode(kind, raw) {
+        Ok(d) => Some(d.item),
+        Err(error) => {
+            tracing::debug!(%kind, key, %error, "skipping an undecodable stored item");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tombstones_are_stored_as_the_go_sdk_writes_them() {
+        let t = Item::tombstone("f", 9);
+        assert_eq!(
+            &stored_json(&t)[..],
+            br#"{"key":"$deleted","version":9,"deleted":true}"#
+        );
+        let d = decode_stored(Kind::Flag, "f", stored_json(&t)).unwrap();
+        assert!(d.deleted);
+        assert_eq!(d.version, 9);
+        let live = Item {
+            version: 1,
+            deleted: false,
+            raw: Bytes::from_static(br#"{"key":"f","version":1}"#),
+        };
+        assert_eq!(stored_json(&live), live.raw);
+    }
+
+    #[test]
+    fn undecodable_items_are_skipped() {
+        assert_eq!(
+            decode_stored(Kind::Flag, "x", Bytes::from_static(b"{nope")),
+            None
+        );
+    }
+}

@@ -1,0 +1,480 @@
+//! A Redis persistent store with the LaunchDarkly key layout (feature `redis`).
+//!
+//! Layout (PROTOCOL.md A.1, B §4.4), shared with every LaunchDarkly server SDK and the
+//! Relay Proxy:
+//!
+//! | key | type | content |
+//! | --- | --- | --- |
+//! | `<prefix>:features` | hash | flag key → flag JSON |
+//! | `<prefix>:segments` | hash | segment key → segment JSON |
+//! | `<prefix>:$inited` | string | present once a full data set was written |
+//!
+//! The default prefix is `launchdarkly`. Tombstones are written in the Go SDK's shape
+//! (`{"key":"$deleted","version":N,"deleted":true}`); all three shapes are read.
+//! `init` is one `MULTI`/`EXEC` transaction sent as a single pipeline; `upsert` is
+//! `WATCH` + `HGET` + version compare + `MULTI`/`HSET`/`EXEC`, retried when another
+//! writer got in between (at most [`MAX_UPSERT_ATTEMPTS`] times).
+//!
+//! Connections come from a small pool, each used by one operation at a time (a
+//! `WATCH` belongs to its connection). A connection that fails is dropped and the next
+//! operation opens a new one, so an outage ends as soon as the server answers again.
+//! The redis crate runs on tokio inside a tokio runtime and on async-io (smol,
+//! async-std) elsewhere; nothing of either appears in this API.
+
+use std::fmt;
+use std::time::Duration;
+
+use bytes::Bytes;
+use flagsync_core::Kind;
+use redis::AsyncCommands;
+use redis::aio::MultiplexedConnection;
+
+use super::{
+    Item, MAX_UPSERT_ATTEMPTS, PersistentStore, StoreError, Upserted, decode_stored, stored_json,
+};
+use crate::runtime::BoxFuture;
+
+/// The default key prefix of every LaunchDarkly SDK.
+pub const DEFAULT_PREFIX: &str = "launchdarkly";
+
+/// Fields per `HSET` in an init: large enough to keep the command count low, small
+/// enough that no single command is huge.
+const HSET_BATCH: usize = 500;
+
+/// Settings for a [`RedisStore`]; made by [`RedisStore::builder`].
+#[derive(Clone)]
+#[must_use]
+pub struct RedisStoreBuilder {
+    url: String,
+    prefix: String,
+    pool_size: usize,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+}
+
+impl fmt::Debug for RedisStoreBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStoreBuilder")
+            .field("url", &redact_url(&self.url))
+            .field("prefix", &self.prefix)
+            .field("pool_size", &self.pool_size)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("response_timeout", &self.response_timeout)
+            .finish()
+    }
+}
+
+impl RedisStoreBuilder {
+    /// The key prefix (default `launchdarkly`). Stores with different prefixes in one
+    /// Redis database never see each other's data.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// At most this many connections (default 4; at least 1).
+    pub fn pool_size(mut self, size: usize) -> Self {
+        self.pool_size = size.max(1);
+        self
+    }
+
+    /// How long opening a connection may take (default 2 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long one command or pipeline may wait for its answer (default 10 s; an init
+    /// of a large data set is one pipeline).
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// Check the URL and make the store. No connection is opened until the first
+    /// operation.
+    pub fn build(self) -> Result<RedisStore, StoreError> {
+        let client = redis::Client::open(self.url.as_str())
+            .map_err(|e| StoreError::Config(format!("redis URL: {}", e.category())))?;
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(Some(self.response_timeout));
+        let (tx, rx) = async_channel::bounded(self.pool_size);
+        for _ in 0..self.pool_size {
+            // The channel has room for every slot.
+            let _ = tx.try_send(None);
+        }
+        let info = client.get_connection_info();
+        let target = format!("{}/{}", info.addr(), info.redis_settings().db());
+        Ok(RedisStore {
+            keys: Keys::new(&self.prefix),
+            prefix: self.prefix,
+            target,
+            pool: Pool {
+                client,
+                config,
+                tx,
+                rx,
+            },
+        })
+    }
+}
+
+/// The Redis keys of one prefix.
+#[derive(Debug, Clone)]
+struct Keys {
+    segments: String,
+    features: String,
+    inited: String,
+}
+
+impl Keys {
+    fn new(prefix: &str) -> Self {
+        Self {
+            segments: format!("{prefix}:{}", Kind::Segment.namespace()),
+            features: format!("{prefix}:{}", Kind::Flag.namespace()),
+            inited: format!("{prefix}:$inited"),
+        }
+    }
+
+    fn of(&self, kind: Kind) -> &str {
+        match kind {
+            Kind::Segment => &self.segments,
+            Kind::Flag => &self.features,
+        }
+    }
+}
+
+/// A [`PersistentStore`] in Redis, readable and writable by other LaunchDarkly SDKs and
+/// the Relay Proxy (see the module docs for the layout).
+///
+/// ```no_run
+/// # fn demo() -> Result<(), flagsync::persist::StoreError> {
+/// let store = flagsync::persist::RedisStore::builder("redis://127.0.0.1:6379/0")
+///     .prefix("my-env")
+///     .build()?;
+/// # Ok(()) }
+/// ```
+///
+/// Its `Debug` output and its errors never contain the URL's password.
+pub struct RedisStore {
+    prefix: String,
+    /// `host:port/db`, for logs.
+    target: String,
+    keys: Keys,
+    pool: Pool,
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("target", &self.target)
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// Settings for a store at `url`: `redis://[user:password@]host[:port][/db]`
+    /// (`rediss://`, Redis over TLS, is not supported by this build).
+    pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
+        RedisStoreBuilder {
+            url: url.into(),
+            prefix: DEFAULT_PREFIX.to_owned(),
+            pool_size: 4,
+            connect_timeout: Duration::from_secs(2),
+            response_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// A store at `url` with the default prefix and settings.
+    pub fn new(url: impl Into<String>) -> Result<Self, StoreError> {
+        Self::builder(url).build()
+    }
+
+    /// Where the store is, for people and logs: `host:port/db` (never the password).
+    pub fn target(&self) -> &str {
+        &self.target
+    }
+
+    /// The key prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The hash key holding items of `kind` (`<prefix>:features`, `<prefix>:segments`).
+    pub fn hash_key(&self, kind: Kind) -> &str {
+        self.keys.of(kind)
+    }
+
+    /// The key of the initialization marker (`<prefix>:$inited`).
+    pub fn inited_key(&self) -> &str {
+        &self.keys.inited
+    }
+
+    async fn init_items(&self, items: &[(Kind, String, Item)]) -> Result<(), StoreError> {
+        let mut conn = self.pool.get().await?;
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        pipe.del(&self.keys.segments).ignore();
+        pipe.del(&self.keys.features).ignore();
+        // Keep the given order (segments first, prerequisites first): consecutive items
+        // of one kind share an HSET.
+        let values: Vec<Bytes> = items.iter().map(|(_, _, item)| stored_json(item)).collect();
+        let mut batch: Vec<(&str, &[u8])> = Vec::with_capacity(HSET_BATCH);
+        let mut batch_kind = None;
+        for ((kind, key, _), value) in items.iter().zip(&values) {
+            if batch.len() == HSET_BATCH || batch_kind.is_some_and(|k| k != *kind) {
+                if let Some(k) = batch_kind {
+                    pipe.hset_multiple(self.keys.of(k), &batch).ignore();
+                }
+                batch.clear();
+            }
+            batch_kind = Some(*kind);
+            batch.push((key.as_str(), value.as_ref()));
+        }
+        if let Some(k) = batch_kind
+            && !batch.is_empty()
+        {
+            pipe.hset_multiple(self.keys.of(k), &batch).ignore();
+        }
+        pipe.set(&self.keys.inited, "").ignore();
+        let result: Result<(), _> = pipe.query_async(conn.get()).await;
+        conn.check(result)?;
+        tracing::debug!(target_db = %self.target, items = items.len(), "redis init");
+        Ok(())
+    }
+
+    async fn get_item(&self, kind: Kind, key: &str) -> Result<Option<Item>, StoreError> {
+        let mut conn = self.pool.get().await?;
+        let result: Result<Option<Bytes>, _> = conn.get().hget(self.keys.of(kind), key).await;
+        Ok(conn
+            .check(result)?
+            .and_then(|raw| decode_stored(kind, key, raw)))
+    }
+
+    async fn all_items(&self, kind: Kind) -> Result<Vec<(String, Item)>, StoreError> {
+        let mut conn = self.pool.get().await?;
+        let result: Result<Vec<(String, Bytes)>, _> = conn.get().hgetall(self.keys.of(kind)).await;
+        Ok(conn
+            .check(result)?
+            .into_iter()
+            .filter_map(|(key, raw)| decode_stored(kind, &key, raw).map(|item| (key, item)))
+            .collect())
+    }
+
+    async fn upsert_item(
+        &self,
+        kind: Kind,
+        key: &str,
+        item: &Item,
+    ) -> Result<Upserted, StoreError> {
+        let hash = self.keys.of(kind);
+        let json = stored_json(item);
+        for attempt in 1..=MAX_UPSERT_ATTEMPTS {
+            let mut conn = self.pool.get().await?;
+            let watched: Result<(), _> =
+                redis::cmd("WATCH").arg(hash).query_async(conn.get()).await;
+            conn.check(watched)?;
+            let old: Result<Option<Bytes>, _> = conn.get().hget(hash, key).await;
+            let old = conn
+                .check(old)?
+                .and_then(|raw| decode_stored(kind, key, raw));
+            if let Some(stored) = old
+                && stored.version >= item.version
+            {
+                let unwatched: Result<(), _> = redis::cmd("UNWATCH").query_async(conn.get()).await;
+                conn.check(unwatched)?;
+                return Ok(Upserted::Rejected { stored });
+            }
+            let mut pipe = redis::pipe();
+            pipe.atomic().hset(hash, key, json.as_ref()).ignore();
+            // `None`: EXEC answered nil, a watched key changed. Try again.
+            let exec: Result<Option<()>, _> = pipe.query_async(conn.get()).await;
+            if conn.check(exec)?.is_some() {
+                return Ok(Upserted::Written);
+            }
+            tracing::debug!(%kind, key, attempt, "redis upsert raced another writer; retrying");
+        }
+        Err(StoreError::Contended {
+            attempts: MAX_UPSERT_ATTEMPTS,
+        })
+    }
+
+    async fn inited(&self) -> Result<bool, StoreError> {
+        let mut conn = self.pool.get().await?;
+        let result: Result<bool, _> = conn.get().exists(&self.keys.inited).await;
+        conn.check(result)
+    }
+}
+
+impl PersistentStore for RedisStore {
+    fn init<'a>(
+        &'a self,
+        items: &'a [(Kind, String, Item)],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(self.init_items(items))
+    }
+
+    fn get<'a>(
+        &'a self,
+        kind: Kind,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Item>, StoreError>> {
+        Box::pin(self.get_item(kind, key))
+    }
+
+    fn all(&self, kind: Kind) -> BoxFuture<'_, Result<Vec<(String, Item)>, StoreError>> {
+        Box::pin(self.all_items(kind))
+    }
+
+    fn upsert<'a>(
+        &'a self,
+        kind: Kind,
+        key: &'a str,
+        item: &'a Item,
+    ) -> BoxFuture<'a, Result<Upserted, StoreError>> {
+        Box::pin(self.upsert_item(kind, key, item))
+    }
+
+    fn initialized(&self) -> BoxFuture<'_, Result<bool, StoreError>> {
+        Box::pin(self.inited())
+    }
+
+    fn is_available(&self) -> BoxFuture<'_, bool> {
+        Box::pin(async move {
+            let available = self.inited().await.is_ok();
+            tracing::trace!(target_db = %self.target, available, "redis availability");
+            available
+        })
+    }
+}
+
+/// At most `pool_size` connections; each is lent to one operation at a time.
+struct Pool {
+    client: redis::Client,
+    config: redis::AsyncConnectionConfig,
+    /// Slots: a connection, or `None` for one not opened yet (or dropped after a failure).
+    tx: async_channel::Sender<Option<MultiplexedConnection>>,
+    rx: async_channel::Receiver<Option<MultiplexedConnection>>,
+}
+
+impl Pool {
+    async fn get(&self) -> Result<Lent<'_>, StoreError> {
+        let slot = self
+            .rx
+            .recv()
+            .await
+            .map_err(|_| StoreError::Unreachable("connection pool closed".into()))?;
+        let mut lent = Lent {
+            conn: slot,
+            pool: self,
+        };
+        if lent.conn.is_none() {
+            let conn = self
+                .client
+                .get_multiplexed_async_connection_with_config(&self.config)
+                .await
+                .map_err(map_error)?;
+            lent.conn = Some(conn);
+        }
+        Ok(lent)
+    }
+}
+
+/// A connection lent by the [`Pool`]; it goes back when dropped (or its slot does,
+/// empty, after a failure).
+struct Lent<'a> {
+    conn: Option<MultiplexedConnection>,
+    pool: &'a Pool,
+}
+
+impl Lent<'_> {
+    fn get(&mut self) -> &mut MultiplexedConnection {
+        self.conn
+            .as_mut()
+            .expect("a lent connection is open until dropped")
+    }
+
+    /// Pass `result` on; after a failure the connection is not reused (it may be
+    /// broken, or hold a `WATCH`).
+    fn check<T>(&mut self, result: redis::RedisResult<T>) -> Result<T, StoreError> {
+        result.map_err(|e| {
+            self.conn = None;
+            map_error(e)
+        })
+    }
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        // The channel has a place for every slot.
+        let _ = self.pool.tx.try_send(self.conn.take());
+    }
+}
+
+fn map_error(e: redis::RedisError) -> StoreError {
+    // A RedisError's text holds the server's message or the I/O error, never the URL.
+    if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal() {
+        StoreError::Unreachable(e.to_string())
+    } else {
+        StoreError::Backend(e.to_string())
+    }
+}
+
+/// `url` with any password replaced by `***`.
+fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            format!("{scheme}://{user}:***@{host}{path}")
+        }
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_show() {
+        assert_eq!(
+            redact_url("redis://user:s3cret@h:6379/2"),
+            "redis://user:***@h:6379/2"
+        );
+        assert_eq!(redact_url("redis://:s3cret@h"), "redis://:***@h");
+        assert_eq!(redact_url("redis://h:1/0"), "redis://h:1/0");
+        let b = RedisStore::builder("redis://u:hunter2@127.0.0.1:1/3");
+        assert!(!format!("{b:?}").contains("hunter2"));
+        let store = b.build().unwrap();
+        let debug = format!("{store:?}");
+        assert!(!debug.contains("hunter2"), "{debug}");
+        assert!(debug.contains("127.0.0.1:1/3"), "{debug}");
+    }
+
+    #[test]
+    fn keys_follow_the_launchdarkly_layout() {
+        let store = RedisStore::new("redis://127.0.0.1:1").unwrap();
+        assert_eq!(store.hash_key(Kind::Flag), "launchdarkly:features");
+        assert_eq!(store.hash_key(Kind::Segment), "launchdarkly:segments");
+        assert_eq!(store.inited_key(), "launchdarkly:$inited");
+        let store = RedisStore::builder("redis://127.0.0.1:1")
+            .prefix("p")
+            .build()
+            .unwrap();
+        assert_eq!(store.hash_key(Kind::Flag), "p:features");
+    }
+
+    #[test]
+    fn malformed_urls_are_config_errors() {
+        assert!(matches!(
+            RedisStore::new("nonsense:/x"),
+            Err(StoreError::Config(_))
+        ));
+    }
+}

@@ -1,0 +1,166 @@
+//! The client with an in-process persistent store (`persist::InMemoryStore`, which
+//! can be taken offline), on every runtime feature: readiness checks that never raise
+//! while the store is down, a store that is down at start and gets the data when it
+//! returns, and FDv2 write-through. The same behaviours against Redis are in
+//! `redis_client.rs`.
+#![cfg_attr(
+    not(any(feature = "tokio", feature = "smol", feature = "async-std")),
+    allow(dead_code, unused_imports)
+)]
+
+#[macro_use]
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use flagsync::persist::{CacheConfig, InMemoryStore, StoreMode, StoreStatus};
+use flagsync::{DataAvailability, ErrorKind, Kind, State};
+
+const SEC: Duration = Duration::from_secs(1);
+
+runtime_tests!(
+    readiness_never_raises_while_the_store_is_down,
+    a_store_down_at_start_gets_the_data_when_it_returns,
+);
+
+#[cfg(feature = "server")]
+mod fdv2_rt {
+    use super::fdv2::*;
+    runtime_tests!(fdv2_payloads_and_deltas_are_written_through);
+}
+
+async fn readiness_never_raises_while_the_store_is_down(rt: Rt) {
+    let db = Arc::new(InMemoryStore::new());
+    db.put_raw(Kind::Flag, "f", r#"{"key":"f","version":3,"on":true}"#);
+    db.set_initialized(true);
+    db.set_available(false);
+    let client = builder(&rt, "http://127.0.0.1:1")
+        .daemon(db.clone(), CacheConfig::default())
+        .build()
+        .unwrap();
+    let store_statuses = client.store_status_changes();
+    client.start().unwrap();
+    // A failed read is "not initialized", never an error or a panic (A.4.4).
+    assert!(!client.wait_for_initialization(SEC / 2).await);
+    assert!(!client.initialized());
+    assert!(client.flag("f").is_none());
+    // Daemon mode: CACHED by definition (B §5.10), even before any data.
+    assert!(
+        client
+            .data_availability()
+            .at_least(DataAvailability::Cached)
+    );
+    let down = timeout(&rt, 3 * SEC, store_statuses.recv()).await.flatten();
+    // Read-only: nothing was missed, so not stale.
+    assert_eq!(
+        down,
+        Some(StoreStatus {
+            available: false,
+            stale: false
+        })
+    );
+    assert_eq!(
+        client.status().error.map(|e| e.kind),
+        Some(ErrorKind::StoreError)
+    );
+    db.set_available(true);
+    let up = timeout(&rt, 3 * SEC, store_statuses.recv()).await.flatten();
+    assert_eq!(
+        up,
+        Some(StoreStatus {
+            available: true,
+            stale: false
+        })
+    );
+    // The reader tries again and serves the data.
+    assert!(eventually(&rt, 3 * SEC, || client.flag("f").is_some()).await);
+    assert!(client.initialized());
+    assert_eq!(db.op_counts().init + db.op_counts().upsert, 0);
+    client.close().await;
+    assert!(client.is_closed());
+}
+
+async fn a_store_down_at_start_gets_the_data_when_it_returns(rt: Rt) {
+    let db = Arc::new(InMemoryStore::new());
+    db.set_available(false);
+    let server = Server::start(|_, r| {
+        r.send(SSE_HEAD);
+        r.pause(300);
+        r.send(put_event(&[("f1", 1, true)], &[("s1", 2)], None));
+        After::Hold
+    });
+    let client = builder(&rt, &server.url())
+        .persistent_store(db.clone(), StoreMode::ReadWrite, CacheConfig::default())
+        .build()
+        .unwrap();
+    let store_statuses = client.store_status_changes();
+    client.start().unwrap();
+    let down = timeout(&rt, 3 * SEC, store_statuses.recv()).await.flatten();
+    assert_eq!(down.map(|s| s.available), Some(false));
+    assert!(!client.initialized());
+    assert_eq!(client.data_availability(), DataAvailability::Defaults);
+    // The stream delivers; memory serves it while the store is still down.
+    assert!(client.wait_for_initialization(5 * SEC).await);
+    assert_eq!(client.flag("f1").unwrap().version, 1);
+    assert_eq!(client.data_availability(), DataAvailability::Refreshed);
+    assert_eq!(client.store_status().map(|s| s.available), Some(false));
+    assert!(db.raw(Kind::Flag).is_empty());
+    // The store returns and is given the data (A.4.8).
+    db.set_available(true);
+    let up = timeout(&rt, 3 * SEC, store_statuses.recv()).await.flatten();
+    assert_eq!(
+        up,
+        Some(StoreStatus {
+            available: true,
+            stale: false
+        })
+    );
+    assert!(eventually(&rt, 3 * SEC, || db.raw(Kind::Flag).contains_key("f1")).await);
+    assert!(db.raw(Kind::Segment).contains_key("s1"));
+    assert_eq!(client.status().state, State::Valid);
+    client.close().await;
+}
+
+#[cfg(feature = "server")]
+mod fdv2 {
+    use flagsync::Fdv2Config;
+    use flagsync::server::Server;
+    use serde_json::json;
+
+    use super::*;
+
+    pub(super) async fn fdv2_payloads_and_deltas_are_written_through(rt: Rt) {
+        let server = Server::builder()
+            .sdk_key(Some(SDK_KEY.into()))
+            .heartbeat(Duration::from_millis(200))
+            .data(json!({
+                "flags": {"f1": {"on": true, "variations": [true, false], "version": 3}},
+                "segments": {"s1": {"included": ["u1"]}}
+            }))
+            .start()
+            .unwrap();
+        let db = Arc::new(InMemoryStore::new());
+        let client = builder(&rt, &server.url())
+            .fdv2(Fdv2Config::streaming())
+            .persistent_store(db.clone(), StoreMode::ReadWrite, CacheConfig::default())
+            .build()
+            .unwrap();
+        client.start().unwrap();
+        assert!(client.wait_for_initialization(5 * SEC).await);
+        assert!(eventually(&rt, 3 * SEC, || db.op_counts().init == 1).await);
+        assert!(db.raw(Kind::Flag).contains_key("f1"));
+        assert!(db.raw(Kind::Segment).contains_key("s1"));
+        server.set_flag("f1", json!({"on": false})).unwrap();
+        server.delete_flag("f1");
+        assert!(eventually(&rt, 3 * SEC, || client.flag("f1").is_none()).await);
+        assert!(eventually(&rt, 3 * SEC, || db.op_counts().upsert >= 2).await);
+        let stored = db.raw(Kind::Flag)["f1"].clone();
+        let v: serde_json::Value = serde_json::from_slice(&stored).unwrap();
+        assert_eq!(v["deleted"], true);
+        assert_eq!(v["key"], "$deleted");
+        assert_eq!(db.op_counts().init, 1);
+        client.close().await;
+    }
+}

@@ -1,0 +1,461 @@
+//! The client with a Redis persistent store against a real redis-server and a scripted
+//! flag stream, on every runtime feature: write-through, read-only, warm start, daemon
+//! mode, and an outage of Redis in the middle of the stream.
+#![cfg(all(
+    feature = "redis",
+    any(feature = "tokio", feature = "smol", feature = "async-std")
+))]
+
+#[macro_use]
+mod common;
+
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+use common::redis_server::RedisServer;
+use common::*;
+use flagsync::persist::{CacheConfig, Item, PersistentStore, RedisStore, StoreMode, StoreStatus};
+use flagsync::{DataAvailability, ErrorKind, Kind, Snapshot, State};
+
+const SEC: Duration = Duration::from_secs(1);
+
+runtime_tests!(
+    write_through_keeps_redis_equal_to_the_stream,
+    read_only_never_writes,
+    warm_start_serves_the_stored_flags_until_the_stream_delivers,
+    daemon_mode_serves_data_another_process_wrote,
+    outage_mid_stream_ends_with_redis_equal_to_the_last_state,
+);
+
+/// A stream server whose one connection sends whatever the test feeds it, when it
+/// feeds it.
+fn feed_server() -> (mpsc::Sender<String>, Server) {
+    let (tx, rx) = mpsc::channel::<String>();
+    let rx = Arc::new(Mutex::new(rx));
+    let server = Server::start(move |_, r| {
+        let rx = rx.lock().unwrap();
+        while let Ok(chunk) = rx.recv() {
+            r.send(chunk);
+        }
+        After::Close
+    });
+    (tx, server)
+}
+
+fn patch(kind: Kind, key: &str, version: u64, on: bool) -> String {
+    let path = kind.fdv1_path_prefix();
+    format!(
+        "event: patch\ndata: {{\"path\":\"{path}{key}\",\"data\":{{\"key\":\"{key}\",\"version\":{version},\"on\":{on},\"variations\":[true,false]}}}}\n\n"
+    )
+}
+
+fn delete(kind: Kind, key: &str, version: u64) -> String {
+    let path = kind.fdv1_path_prefix();
+    format!("event: delete\ndata: {{\"path\":\"{path}{key}\",\"version\":{version}}}\n\n")
+}
+
+fn redis_store(server: &RedisServer) -> Arc<RedisStore> {
+    Arc::new(
+        RedisStore::builder(server.url())
+            .connect_timeout(Duration::from_millis(300))
+            .build()
+            .unwrap(),
+    )
+}
+
+/// (kind, key, version, deleted) of every item, tombstones included, sorted.
+type Listing = Vec<(Kind, String, u64, bool)>;
+
+async fn redis_listing(store: &RedisStore) -> Listing {
+    let mut out = Listing::new();
+    for kind in Kind::ALL {
+        for (key, item) in store.all(kind).await.unwrap() {
+            out.push((kind, key, item.version, item.deleted));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn snapshot_listing(s: &Snapshot) -> Listing {
+    let mut out = Listing::new();
+    for kind in Kind::ALL {
+        for (key, item) in s.iter_including_deleted(kind) {
+            out.push((kind, key.to_owned(), item.version, item.deleted));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn item(key: &str, version: u64, on: bool) -> Item {
+    Item {
+        version,
+        deleted: false,
+        raw: format!(
+            r#"{{"key":"{key}","version":{version},"on":{on},"variations":[true,false]}}"#
+        )
+        .into(),
+    }
+}
+
+async fn write_through_keeps_redis_equal_to_the_stream(rt: Rt) {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let (feed, server) = feed_server();
+    let store = redis_store(&redis);
+    let client = builder(&rt, &server.url())
+        .persistent_store(store.clone(), StoreMode::ReadWrite, CacheConfig::default())
+        .build()
+        .unwrap();
+    feed.send(SSE_HEAD.into()).unwrap();
+    feed.send(put_event(
+        &[("f1", 1, true), ("f2", 1, false)],
+        &[("s1", 1)],
+        None,
+    ))
+    .unwrap();
+    client.start().unwrap();
+    assert!(client.wait_for_initialization(5 * SEC).await);
+    for chunk in [
+        patch(Kind::Flag, "f1", 2, false),
+        delete(Kind::Flag, "f2", 2),
+        patch(Kind::Flag, "f3", 1, true),
+        patch(Kind::Segment, "s1", 3, true),
+        // Stale: rejected in memory, never written.
+        patch(Kind::Flag, "f1", 1, true),
+    ] {
+        feed.send(chunk).unwrap();
+    }
+    assert!(eventually(&rt, 5 * SEC, || client.flag("f3").is_some()).await);
+    let want = snapshot_listing(&client.snapshot());
+    let mut got = Listing::new();
+    for _ in 0..200 {
+        got = redis_listing(&store).await;
+        if got == want {
+            break;
+        }
+        sleep(&rt, Duration::from_millis(10)).await;
+    }
+    assert_eq!(got, want);
+    assert_eq!(
+        got,
+        [
+            (Kind::Segment, "s1".into(), 3, false),
+            (Kind::Flag, "f1".into(), 2, false),
+            (Kind::Flag, "f2".into(), 2, true),
+            (Kind::Flag, "f3".into(), 1, false),
+        ]
+    );
+    assert_eq!(redis.cli(&["EXISTS", "launchdarkly:$inited"]), "1");
+    assert_eq!(
+        client.store_status(),
+        Some(StoreStatus {
+            available: true,
+            stale: false
+        })
+    );
+    assert_eq!(client.data_availability(), DataAvailability::Refreshed);
+    client.close().await;
+    assert!(client.is_closed());
+}
+
+async fn read_only_never_writes(rt: Rt) {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    // Another process's data.
+    redis.cli(&[
+        "HSET",
+        "launchdarkly:features",
+        "f1",
+        r#"{"key":"f1","version":5,"on":false,"variations":[true,false]}"#,
+    ]);
+    redis.cli(&["SET", "launchdarkly:$inited", ""]);
+    redis.cli(&["CONFIG", "RESETSTAT"]);
+    let (feed, server) = feed_server();
+    let client = builder(&rt, &server.url())
+        .persistent_store(
+            redis_store(&redis),
+            StoreMode::ReadOnly,
+            CacheConfig::default(),
+        )
+        .build()
+        .unwrap();
+    feed.send(SSE_HEAD.into()).unwrap();
+    feed.send(put_event(
+        &[("f1", 1, true), ("f2", 1, true)],
+        &[("s", 1)],
+        None,
+    ))
+    .unwrap();
+    feed.send(patch(Kind::Flag, "f2", 2, false)).unwrap();
+    feed.send(delete(Kind::Flag, "f1", 9)).unwrap();
+    client.start().unwrap();
+    assert!(client.wait_for_initialization(5 * SEC).await);
+    assert!(eventually(&rt, 5 * SEC, || client.flag("f1").is_none()).await);
+    sleep(&rt, Duration::from_millis(200)).await;
+    let stats = redis.cli(&["INFO", "commandstats"]);
+    for write in ["hset", "hdel", "del", "set", "multi", "exec", "watch"] {
+        assert!(
+            !stats.contains(&format!("cmdstat_{write}:")),
+            "read-only client ran {write}: {stats}"
+        );
+    }
+    assert_eq!(
+        redis.cli(&["HGET", "launchdarkly:features", "f1"]),
+        r#"{"key":"f1","version":5,"on":false,"variations":[true,false]}"#
+    );
+    assert_eq!(redis.cli(&["HLEN", "launchdarkly:features"]), "1");
+    client.close().await;
+}
+
+async fn warm_start_serves_the_stored_flags_until_the_stream_delivers(rt: Rt) {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let store = redis_store(&redis);
+    // What the previous run of this service left.
+    store
+        .init(&[
+            (Kind::Segment, "s".into(), item("s", 1, true)),
+            (Kind::Flag, "f1".into(), item("f1", 5, false)),
+        ])
+        .await
+        .unwrap();
+    let (feed, server) = feed_server();
+    let client = builder(&rt, &server.url())
+        .persistent_store(store.clone(), StoreMode::ReadWrite, CacheConfig::default())
+        .build()
+        .unwrap();
+    let changes = client.flag_changes();
+    client.start().unwrap();
+    // Served from Redis at once, while the stream has sent nothing.
+    assert!(eventually(&rt, 3 * SEC, || client.flag("f1").is_some()).await);
+    let f1 = client.flag("f1").unwrap();
+    assert_eq!((f1.version, f1.on), (5, false));
+    assert!(client.segment("s").is_some());
+    assert_eq!(client.data_availability(), DataAvailability::Cached);
+    assert!(client.initialized());
+    assert_eq!(changes.recv().await.unwrap().key, "f1");
+    // The stream delivers: memory takes over and Redis follows it.
+    feed.send(SSE_HEAD.into()).unwrap();
+    feed.send(put_event(&[("f1", 6, true), ("f2", 1, true)], &[], None))
+        .unwrap();
+    assert!(client.wait_for_initialization(5 * SEC).await);
+    assert!(
+        eventually(&rt, 5 * SEC, || client
+            .flag("f1")
+            .is_some_and(|f| f.version == 6))
+        .await
+    );
+    assert!(client.segment("s").is_none());
+    assert_eq!(client.data_availability(), DataAvailability::Refreshed);
+    let want = snapshot_listing(&client.snapshot());
+    let mut got = Listing::new();
+    for _ in 0..200 {
+        got = redis_listing(&store).await;
+        if got == want {
+            break;
+        }
+        sleep(&rt, Duration::from_millis(10)).await;
+    }
+    assert_eq!(got, want);
+    // A later change in Redis by someone else no longer shows: memory serves reads.
+    store
+        .upsert(Kind::Flag, "f1", &item("f1", 99, false))
+        .await
+        .unwrap();
+    sleep(&rt, Duration::from_millis(100)).await;
+    assert_eq!(client.flag("f1").unwrap().version, 6);
+    client.close().await;
+    assert!(client.is_closed());
+}
+
+async fn daemon_mode_serves_data_another_process_wrote(rt: Rt) {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    // The writer: another process (here a second store on its own connections).
+    let writer = redis_store(&redis);
+    writer
+        .init(&[
+            (Kind::Segment, "s".into(), item("s", 1, true)),
+            (Kind::Flag, "f1".into(), item("f1", 1, true)),
+            (Kind::Flag, "gone".into(), Item::tombstone("gone", 4)),
+        ])
+        .await
+        .unwrap();
+    // No flag service at all: nothing listens on port 1.
+    let client = builder(&rt, "http://127.0.0.1:1")
+        .daemon(
+            redis_store(&redis),
+            CacheConfig::ttl(Duration::from_millis(200)),
+        )
+        .build()
+        .unwrap();
+    let changes = client.flag_changes();
+    client.start().unwrap();
+    assert!(client.wait_for_initialization(5 * SEC).await);
+    assert_eq!(client.flag("f1").unwrap().version, 1);
+    assert!(client.flag("gone").is_none());
+    assert!(client.segment("s").is_some());
+    assert_eq!(client.data_availability(), DataAvailability::Cached);
+    assert_eq!(client.target_availability(), DataAvailability::Cached);
+    assert_eq!(changes.recv().await.unwrap().key, "f1");
+    // The writer changes the store: the daemon serves it within a TTL or so.
+    writer
+        .upsert(Kind::Flag, "f1", &item("f1", 2, false))
+        .await
+        .unwrap();
+    writer
+        .upsert(Kind::Flag, "f9", &item("f9", 1, true))
+        .await
+        .unwrap();
+    assert!(eventually(&rt, 5 * SEC, || client.flag("f9").is_some()).await);
+    assert_eq!(client.flag("f1").unwrap().version, 2);
+    let mut keys = vec![
+        timeout(&rt, SEC, changes.recv())
+            .await
+            .flatten()
+            .unwrap()
+            .key,
+        timeout(&rt, SEC, changes.recv())
+            .await
+            .flatten()
+            .unwrap()
+            .key,
+    ];
+    keys.sort();
+    assert_eq!(keys, ["f1", "f9"]);
+    // The daemon never writes.
+    assert_eq!(
+        redis.cli(&["HGET", "launchdarkly:features", "f9"]),
+        item("f9", 1, true).raw_str()
+    );
+    client.close().await;
+    assert!(client.is_closed());
+}
+
+async fn outage_mid_stream_ends_with_redis_equal_to_the_last_state(rt: Rt) {
+    let Some(mut redis) = RedisServer::start() else {
+        return;
+    };
+    let store = redis_store(&redis);
+    let (feed, server) = feed_server();
+    let client = builder(&rt, &server.url())
+        .persistent_store(store.clone(), StoreMode::ReadWrite, CacheConfig::default())
+        .build()
+        .unwrap();
+    let store_statuses = client.store_status_changes();
+    let statuses = client.status_changes();
+    feed.send(SSE_HEAD.into()).unwrap();
+    feed.send(put_event(
+        &[("f1", 1, true), ("f2", 1, true), ("f3", 1, true)],
+        &[("s1", 1)],
+        None,
+    ))
+    .unwrap();
+    client.start().unwrap();
+    assert!(client.wait_for_initialization(5 * SEC).await);
+    assert!(
+        eventually(&rt, 5 * SEC, || redis
+            .cli(&["EXISTS", "launchdarkly:$inited"])
+            == "1")
+        .await
+    );
+
+    // Redis goes away; the stream goes on.
+    redis.stop();
+    feed.send(patch(Kind::Flag, "f1", 2, false)).unwrap();
+    let down = timeout(&rt, 5 * SEC, store_statuses.recv()).await.flatten();
+    assert_eq!(
+        down,
+        Some(StoreStatus {
+            available: false,
+            stale: true
+        })
+    );
+    assert_eq!(client.store_status(), down);
+    for chunk in [
+        delete(Kind::Flag, "f2", 2),
+        patch(Kind::Flag, "f4", 1, true),
+        patch(Kind::Segment, "s1", 2, false),
+        patch(Kind::Flag, "f3", 7, false),
+    ] {
+        feed.send(chunk).unwrap();
+    }
+    assert!(
+        eventually(&rt, 5 * SEC, || client
+            .flag("f3")
+            .is_some_and(|f| f.version == 7))
+        .await
+    );
+    // Memory serves every update meanwhile.
+    assert_eq!(client.flag("f1").unwrap().version, 2);
+    assert!(client.flag("f2").is_none());
+    sleep(&rt, Duration::from_millis(600)).await;
+    assert_eq!(client.store_status().map(|s| s.available), Some(false));
+
+    // Redis returns, empty: the client gives it the whole data set again.
+    redis.restart();
+    let up = timeout(&rt, 5 * SEC, store_statuses.recv()).await.flatten();
+    assert_eq!(
+        up,
+        Some(StoreStatus {
+            available: true,
+            stale: false
+        })
+    );
+    let want = snapshot_listing(&client.snapshot());
+    let mut got = Listing::new();
+    for _ in 0..300 {
+        got = redis_listing(&store).await;
+        if got == want {
+            break;
+        }
+        sleep(&rt, Duration::from_millis(10)).await;
+    }
+    assert_eq!(got, want);
+    assert_eq!(
+        want,
+        [
+            (Kind::Segment, "s1".to_owned(), 2, false),
+            (Kind::Flag, "f1".to_owned(), 2, false),
+            (Kind::Flag, "f2".to_owned(), 2, true),
+            (Kind::Flag, "f3".to_owned(), 7, false),
+            (Kind::Flag, "f4".to_owned(), 1, false),
+        ]
+    );
+    assert_eq!(redis.cli(&["EXISTS", "launchdarkly:$inited"]), "1");
+    // Updates after the recovery are written through again.
+    feed.send(patch(Kind::Flag, "f5", 1, true)).unwrap();
+    assert!(
+        eventually(&rt, 5 * SEC, || redis.cli(&[
+            "HEXISTS",
+            "launchdarkly:features",
+            "f5"
+        ]) == "1")
+        .await
+    );
+
+    // The data-source status showed the store error, and the recovery.
+    let mut seen = Vec::new();
+    while let Some(s) = statuses.try_recv() {
+        seen.push((s.state, s.error.map(|e| e.kind)));
+    }
+    let interrupted = seen
+        .iter()
+        .position(|s| *s == (State::Interrupted, Some(ErrorKind::StoreError)));
+    assert!(interrupted.is_some(), "{seen:?}");
+    assert!(
+        seen[interrupted.unwrap()..]
+            .iter()
+            .any(|s| s.0 == State::Valid),
+        "{seen:?}"
+    );
+    assert_eq!(client.status().state, State::Valid);
+    client.close().await;
+    assert!(client.is_closed());
+}
