@@ -43,10 +43,10 @@
 //!   in favour of smol; it is kept working through the async-io path it shares with smol.
 //! - `rustls` (default): `https` with rustls and the webpki roots; `native-roots` also
 //!   trusts the platform's certificates.
-//! - `server`: [`server`], a local LaunchDarkly-compatible flag server for offline
+//! - `server`: the `server` module, a local LaunchDarkly-compatible flag server for offline
 //!   development and tests (std threads only, any runtime).
-//! - `eval` (default): flag evaluation ([`eval`], `Client::bool_variation` and friends)
-//!   with the official evaluation engine, and [`migration`] support.
+//! - `eval` (default): flag evaluation (the `eval` module, `Client::bool_variation` and friends)
+//!   with the official evaluation engine, and the `migration` module.
 //! - `redis`: `persist::RedisStore`, a persistent store in Redis with the key layout
 //!   of every LaunchDarkly SDK and the Relay Proxy (with any runtime feature).
 //! - `cli`: the `flagsync` command-line tool (`serve`, `demo`, `watch`, `snapshot`).
