@@ -3,7 +3,7 @@
 //! removal and the directed, terminal FDv1 fallback. Every timing rule is computed from
 //! `now`; the reference's threads and timers become one deadline.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::sources::{AnySource, Factory, Role};
 use super::{Command, Input, Output, Shared};
@@ -313,7 +313,7 @@ impl Coordinator {
         if now < *check_at {
             return;
         }
-        *check_at = next_on_grid(*check_at, self.fdv2.timing.check_interval, now);
+        *check_at = super::next_on_grid(*check_at, self.fdv2.timing.check_interval, now);
         let index = *index;
         let Some(active) = &self.active else { return };
         let status = shared.status.status();
@@ -395,16 +395,4 @@ impl Coordinator {
             }
         }
     }
-}
-
-/// The first point of the grid `start + k·interval` that is after `now` (`start <= now`),
-/// in one step however long the gap (a loop would stall after a long sleep).
-pub(crate) fn next_on_grid(start: Instant, interval: Duration, now: Instant) -> Instant {
-    let interval = interval.max(Duration::from_nanos(1));
-    let steps = (now.saturating_duration_since(start).as_nanos() / interval.as_nanos()) + 1;
-    let steps = u32::try_from(steps).unwrap_or(u32::MAX);
-    start
-        .checked_add(interval.saturating_mul(steps))
-        .filter(|t| *t > now)
-        .unwrap_or(now + interval)
 }

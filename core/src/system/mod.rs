@@ -7,7 +7,7 @@ mod persist;
 mod sources;
 
 use std::collections::VecDeque;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub use availability::DataAvailability;
 pub use persist::{Persist, PersistenceConfig, StoreMode, StoreStatus};
@@ -20,8 +20,6 @@ use crate::store::{ChangeSet, Item, Kind, Snapshot, Store, Transfer};
 use coordinator::Coordinator;
 use persist::Persistence;
 
-#[cfg(test)]
-pub(crate) use coordinator::next_on_grid as next_on_grid_for_tests;
 use sources::{AnySource, Factory};
 
 /// An instruction from the application.
@@ -452,4 +450,16 @@ fn pump_fdv1(source: &mut AnySource, shared: &mut Shared, now: Instant) {
             SourceOutput::FallbackToFdv1 => {}
         }
     }
+}
+
+/// The first point of the grid `start + k·interval` that is after `now` (`start <= now`),
+/// in one step however long the gap (a loop would stall after a long sleep).
+pub(crate) fn next_on_grid(start: Instant, interval: Duration, now: Instant) -> Instant {
+    let interval = interval.max(Duration::from_nanos(1));
+    let steps = (now.saturating_duration_since(start).as_nanos() / interval.as_nanos()) + 1;
+    let steps = u32::try_from(steps).unwrap_or(u32::MAX);
+    start
+        .checked_add(interval.saturating_mul(steps))
+        .filter(|t| *t > now)
+        .unwrap_or(now + interval)
 }

@@ -170,11 +170,7 @@ impl Persistence {
             && now >= at
         {
             fx.writes.push(Persist::CheckAvailable);
-            self.next_check = Some(super::coordinator::next_on_grid(
-                at,
-                self.config.availability_poll,
-                now,
-            ));
+            self.next_check = Some(super::next_on_grid(at, self.config.availability_poll, now));
         }
         fx
     }

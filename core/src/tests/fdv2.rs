@@ -973,7 +973,7 @@ fn a_long_gap_catches_up_the_check_grid_at_once() {
 
 #[test]
 fn grid_points_are_exact() {
-    use crate::system::next_on_grid_for_tests as next;
+    use crate::system::next_on_grid as next;
     let t0 = origin();
     assert_eq!(next(t0, secs(10), t0), t0 + secs(10));
     assert_eq!(next(t0, secs(10), t0 + secs(10)), t0 + secs(20));
