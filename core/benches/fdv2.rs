@@ -22,8 +22,11 @@
 //! `valgrind --tool=callgrind --toggle-collect='fdv2::to_ready'
 //! --toggle-collect='fdv2::fdv1_events_to_store' --toggle-collect='fdv2::fdv2_events_to_store'`.
 
+mod common;
+
+use common::{payload, put_event};
+
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -34,32 +37,6 @@ use flagsync_core::sse::{self, Item};
 use flagsync_core::store::{ChangeSet, Selector, Store};
 use flagsync_core::{Action as IoAction, Command, Config, DataSystem, Input, Mode, Output};
 use serde_json::value::RawValue;
-
-fn payload(flags: usize) -> Vec<u8> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/payloads");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("flags-{flags}.json"));
-    if !path.exists() {
-        let script =
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/tools/gen_payload.py");
-        let status = std::process::Command::new("python3")
-            .arg(script)
-            .args(["--flags", &flags.to_string(), "-o"])
-            .arg(&path)
-            .status()
-            .expect("python3 runs gen_payload.py");
-        assert!(status.success());
-    }
-    std::fs::read(path).unwrap()
-}
-
-/// The FDv1 stream: one `put` event.
-fn fdv1_stream(all: &[u8]) -> Vec<u8> {
-    let mut v = b"event: put\ndata: {\"path\":\"/\",\"data\":".to_vec();
-    v.extend_from_slice(all);
-    v.extend_from_slice(b"}\n\n");
-    v
-}
 
 #[derive(serde::Deserialize)]
 struct AllData<'a> {
@@ -213,7 +190,7 @@ struct Inputs {
 
 fn inputs() -> Inputs {
     let all = payload(50_000);
-    let v1 = fdv1_stream(&all);
+    let v1 = put_event(&all);
     let events = fdv2_events(&all);
     let v2 = fdv2_stream(&events);
     let mut fdv1 = Config::new("bench-key");

@@ -11,9 +11,12 @@
 //! Payloads come from `../shared/tools/gen_payload.py` (generated into
 //! `target/payloads/` on first run). Run: `cargo bench -p flagsync-core --bench store`.
 
+mod common;
+
+use common::{payload, put_event};
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -58,31 +61,6 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
-
-fn payload(flags: usize) -> Vec<u8> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/payloads");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("flags-{flags}.json"));
-    if !path.exists() {
-        let script =
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/tools/gen_payload.py");
-        let status = std::process::Command::new("python3")
-            .arg(script)
-            .args(["--flags", &flags.to_string(), "-o"])
-            .arg(&path)
-            .status()
-            .expect("python3 runs gen_payload.py");
-        assert!(status.success());
-    }
-    std::fs::read(path).unwrap()
-}
-
-fn put_event(all: &[u8]) -> Vec<u8> {
-    let mut v = b"event: put\ndata: {\"path\":\"/\",\"data\":".to_vec();
-    v.extend_from_slice(all);
-    v.extend_from_slice(b"}\n\n");
-    v
-}
 
 /// Feed `bytes` in 16 KiB reads through SSE, FDv1 and the store.
 fn apply_stream(store: &mut Store, bytes: &[u8]) -> usize {
