@@ -114,7 +114,7 @@ impl Store {
                 .flags
                 .iter()
                 .filter(|(_, i)| visible_new(i))
-                .map(|(k, _)| k.clone())
+                .map(|(k, _)| k.to_owned())
                 .collect();
             changed.sort_unstable();
             self.data = new;
@@ -138,12 +138,12 @@ impl Store {
                     },
                 };
                 if changed {
-                    self.deps.add_affected(&(kind, key.clone()), &mut affected);
+                    self.deps.add_affected(&(kind, key.to_owned()), &mut affected);
                 }
             }
             for (key, _) in old_map.iter().filter(|(_, i)| !i.deleted) {
                 if !new_map.get(key).is_some_and(visible_new) {
-                    self.deps.add_affected(&(kind, key.clone()), &mut affected);
+                    self.deps.add_affected(&(kind, key.to_owned()), &mut affected);
                 }
             }
         }
