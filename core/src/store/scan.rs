@@ -489,6 +489,54 @@ pub(super) fn decode_item(kind: Kind, raw: Bytes) -> Result<Decoded> {
     })
 }
 
+/// The usual shape of FDv1 `patch` data, `{"path":"/KIND/KEY","data":{…}}`, in one
+/// pass: the path, and the data decoded as an item of the kind `kind_of` reads from the
+/// path (the data's raw JSON is a slice of `data`). `None` for anything else, valid or
+/// not (other member orders, extra members, a path of no known kind, deep nesting,
+/// any error): the caller's general parse then decides, errors included. When this
+/// returns an item, the general parse would have returned the same one.
+pub(crate) fn patch<'a>(
+    data: &'a Bytes,
+    kind_of: impl FnOnce(&str) -> Option<Kind>,
+) -> Option<(Cow<'a, str>, Kind, Decoded)> {
+    std::str::from_utf8(data).ok()?;
+    let mut s = Scan::new(data);
+    // Start half way down: deep data goes to the general parse, whose limit counts
+    // the same levels differently.
+    s.depth = MAX_DEPTH / 2;
+    s.eat(b'{').ok()?;
+    let member = |s: &mut Scan<'a>, name: &[u8]| {
+        let key = s.string().ok()?;
+        (s.raw_text(key).ok()?.as_ref() == name && s.eat(b':').is_ok()).then_some(())
+    };
+    member(&mut s, b"path")?;
+    let path = s.string_value().ok()?;
+    let kind = kind_of(&path)?;
+    s.eat(b',').ok()?;
+    member(&mut s, b"data")?;
+    s.peek();
+    let start = s.i;
+    let mut depends_on = Vec::new();
+    let (key, version, deleted) = s.item(kind, &mut depends_on).ok()?;
+    let end = s.i;
+    s.eat(b'}').ok()?;
+    s.end().ok()?;
+    let item = Item {
+        version,
+        deleted,
+        raw: data.slice(start..end),
+    };
+    Some((
+        path,
+        kind,
+        Decoded {
+            key,
+            item,
+            depends_on,
+        },
+    ))
+}
+
 /// Split a full data set `{"flags":{…},"segments":{…}}`, or with `envelope`, an FDv1
 /// `put` body `{"path":…,"data":{…}}`, into changes whose raw JSON are slices of
 /// `whole` (no copy).
