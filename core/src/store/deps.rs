@@ -73,6 +73,11 @@ impl DependencyIndex {
         }
     }
 
+    /// True if some item depends on `item`.
+    pub(crate) fn has_dependents(&self, item: &ItemRef) -> bool {
+        self.parents.contains_key(item)
+    }
+
     /// What `item` depends on directly.
     pub fn dependencies(&self, item: &ItemRef) -> &[ItemRef] {
         self.children.get(item).map_or(&[], Vec::as_slice)

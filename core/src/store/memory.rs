@@ -138,12 +138,14 @@ impl Store {
                     },
                 };
                 if changed {
-                    self.deps.add_affected(&(kind, key.to_owned()), &mut affected);
+                    self.deps
+                        .add_affected(&(kind, key.to_owned()), &mut affected);
                 }
             }
             for (key, _) in old_map.iter().filter(|(_, i)| !i.deleted) {
                 if !new_map.get(key).is_some_and(visible_new) {
-                    self.deps.add_affected(&(kind, key.to_owned()), &mut affected);
+                    self.deps
+                        .add_affected(&(kind, key.to_owned()), &mut affected);
                 }
             }
         }
@@ -158,7 +160,10 @@ impl Store {
     }
 
     fn apply_changes(&mut self, cs: ChangeSet) -> Applied {
+        // Items nothing depends on (most of them) go straight to `direct`; the index
+        // walk and its set are only for the others.
         let mut affected = BTreeSet::new();
+        let mut direct = Vec::new();
         let mut written = 0;
         for c in cs.changes {
             let map = self.data.map_mut(c.kind);
@@ -174,15 +179,26 @@ impl Store {
                     c.depends_on
                 },
             );
-            self.deps.add_affected(&r, &mut affected);
+            if self.deps.has_dependents(&r) {
+                self.deps.add_affected(&r, &mut affected);
+            } else if r.0 == Kind::Flag {
+                direct.push(r.1.clone());
+            }
             self.data.map_mut(r.0).insert(r.1, c.item);
             written += 1;
         }
         if let Some(sel) = cs.selector {
             self.selector = sel;
         }
+        if !affected.is_empty() {
+            direct.extend(flags_of(affected));
+        }
+        if direct.len() > 1 {
+            direct.sort_unstable();
+            direct.dedup();
+        }
         Applied {
-            changed_flags: flags_of(affected),
+            changed_flags: direct,
             written,
         }
     }
