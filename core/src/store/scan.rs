@@ -27,6 +27,8 @@ const SYNTAX: DecodeError = DecodeError::MalformedJson;
 const SCHEMA: DecodeError = DecodeError::Schema;
 
 struct Scan<'a> {
+    /// The input, checked to be UTF-8 once, so string slices need no second check.
+    t: &'a str,
     b: &'a [u8],
     i: usize,
     depth: usize,
@@ -37,9 +39,10 @@ struct Scan<'a> {
 }
 
 impl<'a> Scan<'a> {
-    fn new(b: &'a [u8]) -> Self {
+    fn new(t: &'a str) -> Self {
         Self {
-            b,
+            t,
+            b: t.as_bytes(),
             i: 0,
             depth: 0,
             block: usize::MAX,
@@ -169,16 +172,6 @@ impl<'a> Scan<'a> {
         Ok(())
     }
 
-    /// A string's bytes, unescaped when needed (the input was checked to be UTF-8).
-    fn raw_text(&self, (start, end, escaped): (usize, usize, bool)) -> Result<Cow<'a, [u8]>> {
-        if escaped {
-            self.text((start, end, escaped))
-                .map(|t| Cow::Owned(t.into_owned().into_bytes()))
-        } else {
-            Ok(Cow::Borrowed(&self.b[start..end]))
-        }
-    }
-
     /// A string's text, unescaped when needed.
     fn text(&self, (start, end, escaped): (usize, usize, bool)) -> Result<Cow<'a, str>> {
         if escaped {
@@ -186,9 +179,9 @@ impl<'a> Scan<'a> {
                 .map(Cow::Owned)
                 .map_err(|_| SYNTAX)
         } else {
-            std::str::from_utf8(&self.b[start..end])
-                .map(Cow::Borrowed)
-                .map_err(|_| SYNTAX)
+            // Both ends are next to a quote: character boundaries of text already
+            // checked, so slicing costs no second check.
+            self.t.get(start..end).map(Cow::Borrowed).ok_or(SYNTAX)
         }
     }
 
@@ -354,11 +347,11 @@ impl<'a> Scan<'a> {
     /// which `member` must consume).
     fn object(
         &mut self,
-        mut member: impl FnMut(&mut Self, Cow<'a, [u8]>) -> Result<()>,
+        mut member: impl FnMut(&mut Self, Cow<'a, str>) -> Result<()>,
     ) -> Result<()> {
         self.sequence(b'{', b'}', |s| {
             let key = s.string()?;
-            let key = s.raw_text(key)?;
+            let key = s.text(key)?;
             s.eat(b':')?;
             member(s, key)
         })
@@ -389,7 +382,7 @@ impl<'a> Scan<'a> {
 
     fn optional_object(
         &mut self,
-        member: impl FnMut(&mut Self, Cow<'a, [u8]>) -> Result<()>,
+        member: impl FnMut(&mut Self, Cow<'a, str>) -> Result<()>,
     ) -> Result<()> {
         if self.peek() == Some(b'n') {
             return self.literal(b"null");
@@ -408,8 +401,8 @@ impl<'a> Scan<'a> {
         match self.peek() {
             Some(b'-' | b'0'..=b'9') => {
                 let (start, end) = self.number()?;
-                std::str::from_utf8(&self.b[start..end])
-                    .ok()
+                self.t
+                    .get(start..end)
                     .and_then(|s| s.parse::<u64>().ok())
                     .ok_or(SCHEMA)
             }
@@ -436,19 +429,19 @@ impl<'a> Scan<'a> {
         let (mut key, mut version, mut deleted) = (None, None, false);
         self.object(|s, field| {
             match field.as_ref() {
-                b"key" => {
+                "key" => {
                     key = if s.peek() == Some(b'n') {
                         s.literal(b"null").map(|()| None)?
                     } else {
                         Some(s.string_value()?.into_owned())
                     }
                 }
-                b"version" => version = Some(s.u64_value()?),
-                b"deleted" => deleted = s.bool_or_null()?,
-                b"prerequisites" if kind == Kind::Flag => s.optional_array(|s| {
+                "version" => version = Some(s.u64_value()?),
+                "deleted" => deleted = s.bool_or_null()?,
+                "prerequisites" if kind == Kind::Flag => s.optional_array(|s| {
                     s.shape(b'{')?;
                     s.object(|s, f| {
-                        if f.as_ref() == b"key" {
+                        if f.as_ref() == "key" {
                             let k = s.string_value()?;
                             deps.push((Kind::Flag, k.into_owned()));
                             Ok(())
@@ -457,9 +450,9 @@ impl<'a> Scan<'a> {
                         }
                     })
                 })?,
-                b"rules" => s.optional_array(|s| {
+                "rules" => s.optional_array(|s| {
                     s.optional_object(|s, f| {
-                        if f.as_ref() == b"clauses" {
+                        if f.as_ref() == "clauses" {
                             s.optional_array(|s| s.clause(deps))
                         } else {
                             s.value()
@@ -486,7 +479,7 @@ impl<'a> Scan<'a> {
         let mut segment_match = None;
         let mut early: Vec<String> = Vec::new();
         self.optional_object(|s, f| match f.as_ref() {
-            b"op" => {
+            "op" => {
                 segment_match = Some(if s.peek() == Some(b'"') {
                     s.string_value()? == "segmentMatch"
                 } else {
@@ -495,7 +488,7 @@ impl<'a> Scan<'a> {
                 });
                 Ok(())
             }
-            b"values" if segment_match != Some(false) => s.optional_array(|s| {
+            "values" if segment_match != Some(false) => s.optional_array(|s| {
                 if s.peek() == Some(b'"') {
                     let v = s.string_value()?.into_owned();
                     match segment_match {
@@ -525,7 +518,7 @@ impl<'a> Scan<'a> {
             let (_, version, deleted) = s.item(kind, &mut depends_on)?;
             out.push(Change {
                 kind,
-                key: String::from_utf8(key.into_owned()).map_err(|_| SYNTAX)?,
+                key: key.into_owned(),
                 item: Item {
                     version,
                     deleted,
@@ -542,11 +535,11 @@ impl<'a> Scan<'a> {
         let (mut flags, mut segments) = (false, false);
         self.shape(b'{')?;
         self.object(|s, key| match key.as_ref() {
-            b"flags" => {
+            "flags" => {
                 flags = true;
                 s.items(whole, Kind::Flag, out)
             }
-            b"segments" => {
+            "segments" => {
                 segments = true;
                 s.items(whole, Kind::Segment, out)
             }
@@ -584,9 +577,9 @@ fn special_mask(block: &[u8]) -> u64 {
 
 /// Decode one item from `raw` (the store's rules for what is read; see [`super::decode`]).
 pub(super) fn decode_item(kind: Kind, raw: Bytes) -> Result<Decoded> {
-    std::str::from_utf8(&raw).map_err(|_| SYNTAX)?;
+    let text = std::str::from_utf8(&raw).map_err(|_| SYNTAX)?;
     let mut depends_on = Vec::new();
-    let mut s = Scan::new(&raw);
+    let mut s = Scan::new(text);
     let (key, version, deleted) = s.item(kind, &mut depends_on)?;
     s.end()?;
     Ok(Decoded {
@@ -610,21 +603,20 @@ pub(crate) fn patch<'a>(
     data: &'a Bytes,
     kind_of: impl FnOnce(&str) -> Option<Kind>,
 ) -> Option<(Cow<'a, str>, Kind, Decoded)> {
-    std::str::from_utf8(data).ok()?;
-    let mut s = Scan::new(data);
+    let mut s = Scan::new(std::str::from_utf8(data).ok()?);
     // Start half way down: deep data goes to the general parse, whose limit counts
     // the same levels differently.
     s.depth = MAX_DEPTH / 2;
     s.eat(b'{').ok()?;
-    let member = |s: &mut Scan<'a>, name: &[u8]| {
+    let member = |s: &mut Scan<'a>, name: &str| {
         let key = s.string().ok()?;
-        (s.raw_text(key).ok()?.as_ref() == name && s.eat(b':').is_ok()).then_some(())
+        (s.text(key).ok()?.as_ref() == name && s.eat(b':').is_ok()).then_some(())
     };
-    member(&mut s, b"path")?;
+    member(&mut s, "path")?;
     let path = s.string_value().ok()?;
     let kind = kind_of(&path)?;
     s.eat(b',').ok()?;
-    member(&mut s, b"data")?;
+    member(&mut s, "data")?;
     s.peek();
     let start = s.i;
     let mut depends_on = Vec::new();
@@ -653,14 +645,13 @@ pub(crate) fn patch<'a>(
 /// `whole` (no copy).
 pub fn split_all_data(whole: &Bytes, envelope: bool) -> Result<Vec<Change>> {
     // One UTF-8 check of everything (vectorised); string slices are then valid text.
-    std::str::from_utf8(whole).map_err(|_| SYNTAX)?;
     let mut out = Vec::new();
-    let mut s = Scan::new(whole);
+    let mut s = Scan::new(simdutf8::basic::from_utf8(whole).map_err(|_| SYNTAX)?);
     if envelope {
         let mut data = false;
         s.shape(b'{')?;
         s.object(|s, key| {
-            if key.as_ref() == b"data" {
+            if key.as_ref() == "data" {
                 data = true;
                 s.all_data(whole, &mut out)
             } else {
@@ -703,8 +694,8 @@ mod tests {
         /// The scanner agrees with serde_json on which inputs are JSON at all.
         #[test]
         fn syntax_verdicts_match_serde_json(s in "[\\[\\]{}\",:0-9a-z\\\\ .eE+-]{0,24}") {
-            let ours = Scan::new(s.as_bytes()).value().and_then(|()| Scan::new(s.as_bytes()).value().map(|_| ()));
-            let mut scan = Scan::new(s.as_bytes());
+            let ours = Scan::new(&s).value().and_then(|()| Scan::new(&s).value().map(|_| ()));
+            let mut scan = Scan::new(&s);
             let ours_full = scan.value().and_then(|()| scan.end()).is_ok();
             let theirs = serde_json::from_str::<serde::de::IgnoredAny>(&s).is_ok();
             let _ = ours;
@@ -721,7 +712,7 @@ mod tests {
             s in "[\\[\\]{}\",:0-9a-fu\\\\ \\n\\t\\x01é]{0,160}",
         ) {
             let text = format!("{}{s}", " ".repeat(pad));
-            let mut scan = Scan::new(text.as_bytes());
+            let mut scan = Scan::new(&text);
             let ours = scan.value().and_then(|()| scan.end()).is_ok();
             let theirs = serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok();
             prop_assert_eq!(ours, theirs, "{:?}", text);
@@ -734,7 +725,7 @@ mod tests {
             body in proptest::collection::vec(prop_oneof![Just("\\\""), Just("\\\\"), Just("\\u00e9"), Just("é"), Just("a"), Just("\\n")], 0..80),
         ) {
             let text = format!("{}[\"{}\",1]", " ".repeat(pad), body.concat());
-            let mut scan = Scan::new(text.as_bytes());
+            let mut scan = Scan::new(&text);
             prop_assert!(scan.value().and_then(|()| scan.end()).is_ok(), "{:?}", text);
             prop_assert!(serde_json::from_str::<Vec<serde_json::Value>>(&text).is_ok());
         }
@@ -785,7 +776,7 @@ mod tests {
             (".5", false),
             ("1e", false),
         ] {
-            let mut s = Scan::new(n.as_bytes());
+            let mut s = Scan::new(n);
             assert_eq!(s.value().and_then(|()| s.end()).is_ok(), ok, "{n}");
         }
     }
