@@ -103,6 +103,21 @@ impl<'a> Scan<'a> {
         self.string_body()
     }
 
+    /// A string's text, unescaped when needed; a slice of the input when it has no
+    /// escapes (the usual case, handled inline).
+    #[inline(always)]
+    fn string_text(&mut self) -> Result<Cow<'a, str>> {
+        self.eat(b'"')?;
+        let start = self.i;
+        let end = self.next_special(start).ok_or(SYNTAX)?;
+        if self.b[end] == b'"' {
+            self.i = end + 1;
+            return self.t.get(start..end).map(Cow::Borrowed).ok_or(SYNTAX);
+        }
+        let span = self.string_body()?;
+        self.text(span)
+    }
+
     /// The rest of a string whose opening quote was just consumed.
     #[inline]
     fn string_body(&mut self) -> Result<(usize, usize, bool)> {
@@ -350,8 +365,7 @@ impl<'a> Scan<'a> {
         mut member: impl FnMut(&mut Self, Cow<'a, str>) -> Result<()>,
     ) -> Result<()> {
         self.sequence(b'{', b'}', |s| {
-            let key = s.string()?;
-            let key = s.text(key)?;
+            let key = s.string_text()?;
             s.eat(b':')?;
             member(s, key)
         })
@@ -393,8 +407,7 @@ impl<'a> Scan<'a> {
 
     fn string_value(&mut self) -> Result<Cow<'a, str>> {
         self.shape(b'"')?;
-        let s = self.string()?;
-        self.text(s)
+        self.string_text()
     }
 
     fn u64_value(&mut self) -> Result<u64> {
