@@ -49,9 +49,9 @@ impl ItemMap {
         self.0.get_key_value(key).map(|(e, ())| &e.0.1)
     }
 
-    /// Store `item` under `key`, replacing any item stored there.
-    pub(crate) fn insert(&mut self, key: String, item: Item) {
-        self.0.insert(Entry(Arc::new((key, item))), ());
+    /// Store `item` under `key`, replacing any item stored there; true if one was.
+    pub(crate) fn insert(&mut self, key: String, item: Item) -> bool {
+        self.0.insert(Entry(Arc::new((key, item))), ()).is_some()
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &Item)> + '_ {
