@@ -49,10 +49,17 @@ impl DependencyIndex {
             return;
         }
         for child in &to {
-            self.parents
-                .entry(child.clone())
-                .or_default()
-                .insert(from.clone());
+            // Clone the child's key only for a new entry.
+            match self.parents.get_mut(child) {
+                Some(set) => {
+                    set.insert(from.clone());
+                }
+                None => {
+                    let mut set = HashSet::default();
+                    set.insert(from.clone());
+                    self.parents.insert(child.clone(), set);
+                }
+            }
         }
         self.children.insert(from.clone(), to);
     }
