@@ -2,7 +2,9 @@
 //! (BENCHMARKS.md): `valgrind --tool=callgrind target/release/examples/count_put MODE FILE`
 //! with MODE `ignore` (serde_json skipping the payload: a floor), `official` (serde_json
 //! into the official evaluation model), `put` (our FDv1 put parse), `apply` (parse and
-//! store) or `pipeline` (SSE framing in 16 KiB reads, parse and store).
+//! store), `pipeline` (SSE framing in 16 KiB reads, parse and store) or `patches` (the
+//! store from FILE, then 10,000 `patch` events through SSE, FDv1 and the store, as in the
+//! `patches` bench; count only the patches with `--toggle-collect='*apply_patches*'`).
 use bytes::Bytes;
 fn main() {
     let mode = std::env::args().nth(1).unwrap();
@@ -53,6 +55,57 @@ fn main() {
             }
             assert!(store.initialized());
         }
+        "patches" => {
+            let flagsync_core::fdv1::Event::Put(c) =
+                flagsync_core::fdv1::parse_event("put", &data).unwrap()
+            else {
+                panic!()
+            };
+            let mut s = flagsync_core::store::Store::new();
+            s.apply(flagsync_core::store::ChangeSet::fdv1_full(c));
+            let keys: Vec<String> = s
+                .data()
+                .iter(flagsync_core::Kind::Flag)
+                .map(|(k, _)| k.to_owned())
+                .collect();
+            let mut ev = Vec::new();
+            for i in 0..10_000 {
+                let key = &keys[i % keys.len()];
+                ev.extend_from_slice(
+                    format!(
+                        "event: patch\ndata: {{\"path\":\"/flags/{key}\",\"data\":{{\"key\":\"{key}\",\"version\":{},\"on\":true,\"variations\":[true,false],\"fallthrough\":{{\"variation\":0}},\"offVariation\":1,\"salt\":\"s\"}}}}\n\n",
+                        1_000_000 + i
+                    )
+                    .as_bytes(),
+                );
+            }
+            // As in the bench: the patches land on a clone, so shared parts get copied.
+            let before = s.clone();
+            let n = apply_patches(&mut s, &ev);
+            assert_eq!(n, 10_000);
+            drop(before);
+        }
         _ => panic!("mode"),
     }
+}
+
+/// 10,000 patches through SSE, FDv1 and the store (a function of its own so that
+/// callgrind can count it alone).
+#[inline(never)]
+fn apply_patches(s: &mut flagsync_core::store::Store, ev: &[u8]) -> usize {
+    let mut parser = flagsync_core::sse::Parser::new(Default::default());
+    let mut n = 0;
+    for chunk in ev.chunks(16 * 1024) {
+        parser.handle_bytes(chunk);
+        while let Some(Ok(flagsync_core::sse::Item::Event(e))) = parser.poll_item() {
+            if let Ok(flagsync_core::fdv1::Event::Patch(c)) =
+                flagsync_core::fdv1::parse_event(&e.event_type, &e.data)
+            {
+                n += s
+                    .apply(flagsync_core::store::ChangeSet::fdv1_upsert(c))
+                    .written;
+            }
+        }
+    }
+    n
 }

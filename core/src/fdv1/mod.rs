@@ -24,7 +24,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::status::ErrorKind;
-use crate::store::{Change, DecodeError, Item, Kind, decode, split_all_data};
+use crate::store::{Change, DecodeError, Item, Kind, decode, split_all_data, split_patch};
 pub(crate) use raw_items::slice_of;
 
 /// One FDv1 stream event, parsed.
@@ -140,6 +140,22 @@ struct Patch<'a> {
 }
 
 fn parse_patch(data: &Bytes) -> Result<Event, Error> {
+    // One pass over the usual shape; anything else takes the general way below.
+    if let Some((path, kind, d)) = split_patch(data, |p| parse_path(p).map(|(k, _)| k))
+        && let Some((_, path_key)) = parse_path(&path)
+    {
+        return Ok(Event::Patch(Change {
+            kind,
+            key: d.key.unwrap_or_else(|| path_key.to_owned()),
+            item: d.item,
+            depends_on: d.depends_on,
+        }));
+    }
+    parse_patch_general(data)
+}
+
+/// Any `patch` data, through serde_json: the reference for [`split_patch`].
+fn parse_patch_general(data: &Bytes) -> Result<Event, Error> {
     let patch: Patch<'_> =
         serde_json::from_slice(data).map_err(|e| Error::from_json("patch", &e))?;
     let Some((kind, path_key)) = parse_path(&patch.path) else {

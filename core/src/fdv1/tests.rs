@@ -155,3 +155,56 @@ fn poll_payload() {
         Err(Error::MalformedJson { event: "poll" })
     );
 }
+
+/// The one-pass patch reading agrees with the general serde_json way on every shape,
+/// errors included.
+#[test]
+fn patch_fast_path_agrees_with_the_general_parse() {
+    let deep = format!(
+        r#"{{"path":"/flags/d","data":{{"key":"d","version":1,"x":{}{}}}}}"#,
+        "[".repeat(126),
+        "]".repeat(126)
+    );
+    let cases = [
+        r#"{"path":"/flags/f","data":{"key":"f","version":2,"prerequisites":[{"key":"p"}]}}"#,
+        r#"{"path":"/segments/s","data":{"key":"s","version":2,"rules":[{"clauses":[{"op":"segmentMatch","values":["t"]}]}]}}"#,
+        r#" { "path" : "/flags/f" , "data" : {"version":2} } "#,
+        r#"{"data":{"key":"f","version":2},"path":"/flags/f"}"#,
+        r#"{"path":"/flags/f","data":{"key":"f","version":2},"extra":1}"#,
+        r#"{"path":"/flags/f","path":"/flags/g","data":{"key":"f","version":2}}"#,
+        r#"{"path":"/flags/f","data":{"key":"f","version":2},"data":{"version":3}}"#,
+        r#"{"p\u0061th":"/fl\u0061gs/\u00e9","data":{"version":2}}"#,
+        r#"["/flags/f",{"key":"f","version":2}]"#,
+        r#"{"path":"/other/f","data":{"key":"f","version":2}}"#,
+        r#"{"path":"/other/f","data":{"key":"f","version":2}"#,
+        r#"{"path":"/flags/f","data":{"key":"f","version":"2"}}"#,
+        r#"{"path":"/flags/f","data":{"key":"f","version":2,}}"#,
+        r#"{"path":"/flags/f","data":{"key":"f"}} x"#,
+        r#"{"path":"/flags/f","data":{"key":"f","version":2}} x"#,
+        r#"{"path":"/flags/f","data":[]}"#,
+        r#"{"path":7,"data":{"key":"f","version":2}}"#,
+        r#"{"path":"/flags/f"}"#,
+        &deep,
+    ];
+    for data in cases {
+        let data = Bytes::copy_from_slice(data.as_bytes());
+        assert_eq!(parse_patch(&data), parse_patch_general(&data), "{data:?}");
+    }
+    let bad_utf8 = Bytes::from_static(b"{\"path\":\"/flags/\xff\",\"data\":{\"version\":2}}");
+    assert_eq!(parse_patch(&bad_utf8), parse_patch_general(&bad_utf8));
+}
+
+proptest::proptest! {
+    /// Same agreement on patch data cut or corrupted at any point.
+    #[test]
+    fn patch_fast_path_agrees_on_damaged_data(cut in 0usize..120, byte in 0u8..128, at in 0usize..120) {
+        let good = br#"{"path":"/flags/f","data":{"key":"f","version":2,"rules":[{"clauses":[{"op":"segmentMatch","values":["s"]}]}]}}"#;
+        let mut v = good[..cut.min(good.len())].to_vec();
+        if let Some(b) = v.get_mut(at) {
+            *b = byte;
+        }
+        for data in [Bytes::from(v), Bytes::from_static(good)] {
+            proptest::prop_assert_eq!(parse_patch(&data), parse_patch_general(&data));
+        }
+    }
+}

@@ -49,10 +49,17 @@ impl DependencyIndex {
             return;
         }
         for child in &to {
-            self.parents
-                .entry(child.clone())
-                .or_default()
-                .insert(from.clone());
+            // Clone the child's key only for a new entry.
+            match self.parents.get_mut(child) {
+                Some(set) => {
+                    set.insert(from.clone());
+                }
+                None => {
+                    let mut set = HashSet::default();
+                    set.insert(from.clone());
+                    self.parents.insert(child.clone(), set);
+                }
+            }
         }
         self.children.insert(from.clone(), to);
     }
@@ -71,6 +78,11 @@ impl DependencyIndex {
             }
             out.insert(next);
         }
+    }
+
+    /// True if some item depends on `item`.
+    pub(crate) fn has_dependents(&self, item: &ItemRef) -> bool {
+        self.parents.contains_key(item)
     }
 
     /// What `item` depends on directly.

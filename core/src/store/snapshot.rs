@@ -1,14 +1,75 @@
 //! Cheap immutable views of the store for readers in other threads.
 
+use std::borrow::Borrow;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
 use imbl::shared_ptr::DefaultSharedPtr;
 use rustc_hash::FxBuildHasher;
 
 use super::{Item, Kind};
 
-/// A persistent hash map with structural sharing: cloning is O(1), and a write after a
-/// clone copies only the path to the changed entry. The hasher is unseeded (Fx) so the
-/// core stays deterministic; keys come from the flag service, not from strangers.
-pub(crate) type ItemMap = imbl::GenericHashMap<String, Item, FxBuildHasher, DefaultSharedPtr>;
+/// The items of one kind: a persistent hash map with structural sharing. Cloning is
+/// O(1), and a write after a clone copies only the path to the changed entry. The
+/// hasher is unseeded (Fx) so the core stays deterministic; keys come from the flag
+/// service, not from strangers.
+///
+/// Each entry is one shared pointer to its key and item, so a map node copied on write
+/// clones one pointer per entry (not a key string and an item), and nodes stay small.
+#[derive(Clone, Default)]
+pub(crate) struct ItemMap(imbl::GenericHashMap<Entry, (), FxBuildHasher, DefaultSharedPtr>);
+
+/// A stored key and item, shared between every map that holds them.
+#[derive(Clone)]
+struct Entry(Arc<(String, Item)>);
+
+impl Borrow<str> for Entry {
+    fn borrow(&self) -> &str {
+        &self.0.0
+    }
+}
+
+impl Hash for Entry {
+    /// Hashes as the key's `str` does, so lookups by `&str` find the entry.
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.0.as_str().hash(state);
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.0 == other.0.0
+    }
+}
+
+impl Eq for Entry {}
+
+impl ItemMap {
+    pub(crate) fn get(&self, key: &str) -> Option<&Item> {
+        self.0.get_key_value(key).map(|(e, ())| &e.0.1)
+    }
+
+    /// Store `item` under `key`, replacing any item stored there; true if one was.
+    pub(crate) fn insert(&mut self, key: String, item: Item) -> bool {
+        self.0.insert(Entry(Arc::new((key, item))), ()).is_some()
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &Item)> + '_ {
+        self.0.keys().map(|e| (e.0.0.as_str(), &e.0.1))
+    }
+
+    pub(crate) fn values(&self) -> impl Iterator<Item = &Item> + '_ {
+        self.0.keys().map(|e| &e.0.1)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
 
 /// An immutable view of the whole store at one moment.
 ///
@@ -54,15 +115,12 @@ impl Snapshot {
 
     /// Every live item of `kind`, in no particular order.
     pub fn iter(&self, kind: Kind) -> impl Iterator<Item = (&str, &Item)> + '_ {
-        self.map(kind)
-            .iter()
-            .filter(|(_, i)| !i.deleted)
-            .map(|(k, i)| (k.as_str(), i))
+        self.map(kind).iter().filter(|(_, i)| !i.deleted)
     }
 
     /// Every item of `kind`, tombstones included, in no particular order.
     pub fn iter_including_deleted(&self, kind: Kind) -> impl Iterator<Item = (&str, &Item)> + '_ {
-        self.map(kind).iter().map(|(k, i)| (k.as_str(), i))
+        self.map(kind).iter()
     }
 
     /// The number of live items of `kind`.

@@ -295,3 +295,35 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn first_put_reports_a_repeated_key_by_its_last_item() {
+    let mut s = Store::new();
+    let a = s.apply(ChangeSet::fdv1_full(vec![
+        flag("x", 1),
+        delete(Kind::Flag, "x", 2),
+        flag("y", 1),
+        flag("y", 2),
+    ]));
+    assert_eq!(a.changed_flags, ["y"]);
+    assert_eq!(version(&s, Kind::Flag, "y"), Some(2));
+}
+
+proptest! {
+    /// The prefix-keyed sort of a first put's keys orders them as `sort_unstable`.
+    #[test]
+    fn first_put_reports_keys_sorted(keys in proptest::collection::vec("(abcdefghijklmnop){0,2}[a\\x00b]{0,3}", 0..30)) {
+        let mut s = Store::new();
+        let changes = keys.iter().map(|k| Change {
+            kind: Kind::Flag,
+            key: k.clone(),
+            item: Item { version: 1, deleted: false, raw: Bytes::from_static(b"{}") },
+            depends_on: Vec::new(),
+        });
+        let a = s.apply(ChangeSet::fdv1_full(changes.collect()));
+        let mut expected = keys.clone();
+        expected.sort_unstable();
+        expected.dedup();
+        prop_assert_eq!(a.changed_flags, expected);
+    }
+}
