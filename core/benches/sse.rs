@@ -8,9 +8,12 @@
 //! - `flagsync` / `sse_stream`: one parser lives across iterations, as on one long-lived
 //!   connection; every iteration feeds it the same bytes again (the stream ends on an
 //!   event boundary, so each iteration starts in the same state). flagsync's parser is
-//!   fed with `handle_bytes`; sse-stream's `SseByteStream` reads an input stream that is
-//!   refilled each iteration and is `Pending` (not ended) in between, so neither parser
-//!   is rebuilt. Each consumer drops every event right away.
+//!   fed with `handle_chunk`, as `EventStream` feeds it the HTTP body's `Bytes`;
+//!   sse-stream's `SseByteStream` reads an input stream that is refilled each iteration
+//!   and is `Pending` (not ended) in between, so neither parser is rebuilt. Each consumer
+//!   drops every event right away.
+//! - `flagsync_handle_bytes`: the same kept-alive parser fed with borrowed `&[u8]` reads
+//!   (`handle_bytes`), for callers without `Bytes`.
 //! - `*_fresh_parser`: a new parser per iteration, so every buffer is allocated (and, for
 //!   the 50 MB line, page-faulted) again.
 
@@ -74,6 +77,19 @@ fn reads(stream: Vec<u8>) -> Vec<Bytes> {
 }
 
 fn flagsync(parser: &mut Parser, chunks: &[Bytes]) -> usize {
+    let mut events = 0;
+    for chunk in chunks {
+        parser.handle_chunk(chunk);
+        while let Some(item) = parser.poll_item() {
+            if let Ok(Item::Event(event)) = black_box(item) {
+                events += usize::from(!event.data.is_empty());
+            }
+        }
+    }
+    events
+}
+
+fn flagsync_borrowed(parser: &mut Parser, chunks: &[Bytes]) -> usize {
     let mut events = 0;
     for chunk in chunks {
         parser.handle_bytes(chunk);
@@ -160,6 +176,7 @@ fn workload(c: &mut Criterion, name: &str, stream: Vec<u8>, expected_events: usi
     let len = stream.len() as u64;
     let chunks = reads(stream);
     let mut parser = Parser::new(Config::default());
+    let mut borrowing_parser = Parser::new(Config::default());
     let queue = Reads::default();
     let mut stream = pin!(persistent_sse_stream(Rc::clone(&queue)));
     for _ in 0..2 {
@@ -172,6 +189,11 @@ fn workload(c: &mut Criterion, name: &str, stream: Vec<u8>, expected_events: usi
             sse_stream_persistent(&mut stream, &queue, &chunks),
             expected_events,
             "sse-stream event count"
+        );
+        assert_eq!(
+            flagsync_borrowed(&mut borrowing_parser, &chunks),
+            expected_events,
+            "flagsync event count"
         );
     }
     assert_eq!(
@@ -195,6 +217,9 @@ fn workload(c: &mut Criterion, name: &str, stream: Vec<u8>, expected_events: usi
     });
     group.bench_function("sse_stream", |b| {
         b.iter(|| sse_stream_persistent(&mut stream, &queue, black_box(&chunks)))
+    });
+    group.bench_function("flagsync_handle_bytes", |b| {
+        b.iter(|| flagsync_borrowed(&mut borrowing_parser, black_box(&chunks)))
     });
     group.bench_function("flagsync_fresh_parser", |b| {
         b.iter(|| flagsync_fresh(black_box(&chunks)))

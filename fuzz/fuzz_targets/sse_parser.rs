@@ -1,18 +1,24 @@
-//! Feeding the SSE parser in pieces gives the same transcript as feeding it whole.
+//! Feeding the SSE parser in pieces gives the same transcript as feeding it whole, whether
+//! each piece is borrowed (`handle_bytes`) or shared (`handle_chunk`).
 #![no_main]
 
+use bytes::Bytes;
 use flagsync_core::sse::{Config, Parser};
 
-/// Feed each piece, draining after every call, then EOF.
-fn transcript<'a>(pieces: impl IntoIterator<Item = &'a [u8]>) -> (Vec<String>, String) {
+/// Feed each piece (shared if flagged), draining after every call, then EOF.
+fn transcript<'a>(pieces: impl IntoIterator<Item = (&'a [u8], bool)>) -> (Vec<String>, String) {
     let config = Config {
         max_line_len: 256,
         max_event_len: 256,
     };
     let mut parser = Parser::new(config);
     let mut out = Vec::new();
-    for piece in pieces {
-        parser.handle_bytes(piece);
+    for (piece, shared) in pieces {
+        if shared {
+            parser.handle_chunk(&Bytes::copy_from_slice(piece));
+        } else {
+            parser.handle_bytes(piece);
+        }
         out.extend(std::iter::from_fn(|| parser.poll_item()).map(|item| format!("{item:?}")));
     }
     parser.handle_eof();
@@ -21,7 +27,7 @@ fn transcript<'a>(pieces: impl IntoIterator<Item = &'a [u8]>) -> (Vec<String>, S
 }
 
 libfuzzer_sys::fuzz_target!(|input: &[u8]| {
-    // The first two bytes seed the piece sizes (1 to 64 bytes each).
+    // The first two bytes seed the piece sizes (1 to 64 bytes each) and kinds.
     let (seed, bytes) = match input {
         [a, b, rest @ ..] => (u16::from_le_bytes([*a, *b]), rest),
         _ => return,
@@ -34,8 +40,10 @@ libfuzzer_sys::fuzz_target!(|input: &[u8]| {
         state ^= state >> 17;
         state ^= state << 5;
         let (piece, tail) = rest.split_at((state % 64 + 1).min(rest.len() as u32) as usize);
-        pieces.push(piece);
+        pieces.push((piece, state & 0x100 != 0));
         rest = tail;
     }
-    assert_eq!(transcript([bytes]), transcript(pieces));
+    let whole = transcript([(bytes, false)]);
+    assert_eq!(whole, transcript([(bytes, true)]));
+    assert_eq!(whole, transcript(pieces));
 });

@@ -336,7 +336,7 @@ impl EventStream {
             match p {
                 Progress::Head(head) => self.on_head(now, head),
                 Progress::Body(bytes) => {
-                    self.parser.handle_bytes(&bytes);
+                    self.parser.handle_chunk(&bytes);
                     self.drain_parser(now);
                 }
                 Progress::End => {

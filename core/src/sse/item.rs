@@ -34,8 +34,10 @@ pub struct Event {
     /// The `data` field values joined with LF (the final LF removed).
     ///
     /// Always valid UTF-8 when built by the parser; see [`Event::data_str`]. The data of
-    /// small events may share one allocation of up to 16 KiB with the events around it,
-    /// which is freed when the last of them is dropped; copy it to keep it long-term.
+    /// an event shares an allocation with the events around it: the read it arrived in
+    /// (the buffer passed to [`Parser::handle_chunk`](super::Parser::handle_chunk), or a
+    /// copy of a read's whole lines), or a block of up to 16 KiB. The allocation is freed
+    /// when the last of them is dropped; copy the data to keep it long-term.
     pub data: Bytes,
     /// The last event id at dispatch time (`""` if none): ids persist across events.
     pub id: SharedStr,

@@ -13,19 +13,21 @@
 //! - comments are surfaced as [`Item::Comment`] (LaunchDarkly heartbeats are comments);
 //! - every buffer has a [`Config`] limit, and going over it is a typed [`Error`].
 //!
-//! The parser borrows each read, copies only the bytes it must keep, and scans every
-//! input byte once for line terminators, so its cost is linear in the input however the
-//! stream is split into reads. Splitting never changes the output, errors included.
+//! The parser scans every input byte once for line terminators, eight bytes at a time,
+//! so its cost is linear in the input however the stream is split into reads. Splitting
+//! never changes the output, errors included. Reads passed as [`bytes::Bytes`] to
+//! [`Parser::handle_chunk`] are not copied: an event's data is a slice of its read.
 //!
 //! # Example
 //!
 //! ```
+//! use bytes::Bytes;
 //! use flagsync_core::sse::{Config, Item, Parser};
 //!
 //! let mut parser = Parser::new(Config::default());
 //! // The event arrives in two reads; the CRLF is split between them.
 //! parser.handle_bytes(b":hi\nevent: put\r");
-//! parser.handle_bytes(b"\nid: 7\ndata: {\"flags\":{}}\n\n");
+//! parser.handle_chunk(&Bytes::from_static(b"\nid: 7\ndata: {\"flags\":{}}\n\n"));
 //!
 //! assert_eq!(parser.poll_item(), Some(Ok(Item::Comment("hi".to_owned()))));
 //! let Some(Ok(Item::Event(event))) = parser.poll_item() else {
@@ -46,6 +48,7 @@
 
 mod item;
 mod parser;
+mod queue;
 mod utf8;
 
 #[cfg(test)]

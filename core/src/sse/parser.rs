@@ -3,37 +3,35 @@
 //! Spec: <https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation>.
 
 use std::borrow::Cow;
-use std::collections::VecDeque;
 use std::mem;
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 
+use super::queue::{EventType, Queue, known_type};
 use super::utf8::Utf8Progress;
-use super::{Config, Error, Event, Item, SharedStr};
+use super::{Config, Error, Item, SharedStr};
 
 /// The UTF-8 byte order mark, stripped once at the start of a stream.
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
-/// Size of the shared allocation that small events' data is carved from.
+/// Size of the shared allocation that the data of small events is copied into when it
+/// cannot be a slice of the read (several `data` lines, an event across reads, invalid
+/// UTF-8).
 const DATA_ARENA_LEN: usize = 16 * 1024;
 
 /// Line buffers larger than this are released after their line instead of being kept.
 const MAX_RETAINED_LINE_CAPACITY: usize = 64 * 1024;
 
-/// Event types that need no allocation (FDv1 and FDv2 names, and the default).
-const KNOWN_TYPES: [&str; 11] = [
-    "put",
-    "patch",
-    "delete",
-    "message",
-    "server-intent",
-    "put-object",
-    "delete-object",
-    "payload-transferred",
-    "heart-beat",
-    "goodbye",
-    "error",
-];
+/// Where the bytes passed to `Parser::feed` come from.
+#[derive(Debug, Clone, Copy)]
+enum Source {
+    /// The end of the shared read, which ends at offset `end`.
+    Shared { end: usize },
+    /// The end of a borrowed read.
+    Borrowed,
+    /// Bytes held back while the start of the stream looked like a BOM.
+    Held,
+}
 
 /// Whether the start of the stream may still be a BOM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,10 +44,16 @@ enum BomState {
 
 /// An incremental parser for one `text/event-stream` connection after another.
 ///
-/// Drive it with [`handle_bytes`](Self::handle_bytes) for every read and
+/// Drive it with [`handle_chunk`](Self::handle_chunk) (or
+/// [`handle_bytes`](Self::handle_bytes)) for every read and
 /// [`handle_eof`](Self::handle_eof) when the connection closes, and drain
 /// [`poll_item`](Self::poll_item) after each call. Before the next connection, call
 /// [`reset`](Self::reset); the last event id survives it.
+///
+/// The hot path is an event whose `data` is one line inside one read, the shape of every
+/// LaunchDarkly `patch`: its line ends are found eight bytes at a time, the blank line
+/// that ends it is taken with the `data` line, it is queued as a few numbers, and its
+/// data is handed out as a slice of the read (a reference count, no copy).
 #[derive(Debug, Clone)]
 pub struct Parser {
     config: Config,
@@ -60,14 +64,28 @@ pub struct Parser {
     line: BytesMut,
     /// UTF-8 validation progress over `line`.
     line_utf8: Utf8Progress,
-    /// The data buffer without its final LF (valid UTF-8); meaningful when `has_data`.
+    /// The data arena. Its first `done` bytes are the data of events already queued
+    /// (handed to the queue before the next poll); after them, the current event's data
+    /// buffer without its final LF (valid UTF-8), meaningful when `has_data`.
     data: BytesMut,
+    /// Bytes at the front of `data` that belong to queued events.
+    done: usize,
     /// At least one `data` field since the last dispatch (the spec's buffer is non-empty).
     has_data: bool,
+    /// The pending event's data is this range of `read` (one `data` line, no copy).
+    slice: Option<(usize, usize)>,
+    /// During `handle_*`: the shared read being parsed (`handle_chunk`'s, or a copy of
+    /// the whole lines of `handle_bytes`'s).
+    read: Option<Bytes>,
+    /// `read` has been passed to the queue.
+    read_queued: bool,
     /// `data` is the allocation of a large line (moved in by `take_data_line`).
     data_is_line: bool,
-    /// The event type buffer (`""`: none, dispatched as `message`).
-    event_type: SharedStr,
+    /// The type of the pending event: the event type buffer, or `message` when the
+    /// buffer is empty (the type it is dispatched with).
+    event_type: EventType,
+    /// The pending event's type when `event_type` is `EventType::OTHER`.
+    other_type: SharedStr,
     /// The last event type that was allocated, reused while the stream repeats it.
     last_type: SharedStr,
     /// The spec's "last event ID buffer": set by `id` fields, committed at dispatch.
@@ -76,11 +94,13 @@ pub struct Parser {
     id_changed: bool,
     /// The committed last event id.
     last_event_id: SharedStr,
+    /// `last_event_id` may differ from the id of the last queued event.
+    id_dirty: bool,
     /// The allocation of the last large line, kept after its event was dispatched: once
     /// the consumer drops that event's data, the next large line reuses it instead of
     /// faulting in a fresh buffer (a `put` of tens of MB per connection).
     retained: BytesMut,
-    items: VecDeque<Result<Item, Error>>,
+    items: Queue,
     /// A limit was exceeded: input is ignored until `reset`.
     failed: bool,
 }
@@ -95,28 +115,64 @@ impl Parser {
             line: BytesMut::new(),
             line_utf8: Utf8Progress::default(),
             data: BytesMut::new(),
+            done: 0,
             has_data: false,
+            slice: None,
+            read: None,
+            read_queued: false,
             data_is_line: false,
-            event_type: SharedStr::default(),
+            event_type: EventType::MESSAGE,
+            other_type: SharedStr::default(),
             last_type: SharedStr::default(),
             id_buffer: SharedStr::default(),
             id_changed: false,
             last_event_id: SharedStr::default(),
+            id_dirty: false,
             retained: BytesMut::new(),
-            items: VecDeque::new(),
+            items: Queue::default(),
             failed: false,
         }
     }
 
-    /// Feed the next bytes of the stream, any size (borrowed; copy only what is kept).
+    /// Feed the next bytes of the stream, any size (borrowed).
     ///
     /// Drain [`poll_item`](Self::poll_item) afterwards. How the stream is split into
     /// reads never changes the items produced. Ignored after an [`Error`] until
     /// [`reset`](Self::reset).
+    ///
+    /// The whole lines of `bytes` are copied once, and the data of events among them is
+    /// handed out as slices of that copy; the start of a line that continues in the next
+    /// read is kept in a line buffer. Prefer [`handle_chunk`](Self::handle_chunk) when the
+    /// read is a [`Bytes`] already.
     pub fn handle_bytes(&mut self, bytes: &[u8]) {
+        self.handle(bytes, None);
+    }
+
+    /// Feed the next bytes of the stream as a shared buffer, any size.
+    ///
+    /// The same items as [`handle_bytes`](Self::handle_bytes), but nothing is copied for
+    /// an event whose one `data` line lies inside `chunk`: its data is a slice of
+    /// `chunk`, which keeps the allocation behind `chunk` alive while the data lives.
+    /// Reads mixed with `handle_bytes` reads parse the same.
+    pub fn handle_chunk(&mut self, chunk: &Bytes) {
+        self.handle(chunk, Some(chunk));
+    }
+
+    /// Parse `bytes`, which are `shared` if given (else borrowed).
+    fn handle(&mut self, bytes: &[u8], shared: Option<&Bytes>) {
         if self.failed || bytes.is_empty() {
             return;
         }
+        self.read = shared.cloned();
+        self.read_queued = false;
+        self.handle_read(bytes, shared.is_some());
+        // A slice of this read cannot outlive the call unqueued: copy it.
+        self.copy_slice();
+        self.read = None;
+        self.freeze_done();
+    }
+
+    fn handle_read(&mut self, bytes: &[u8], shared: bool) {
         let mut input = bytes;
         if let BomState::Matching(matched) = self.bom {
             let expected = BOM.get(matched..).unwrap_or_default();
@@ -134,10 +190,16 @@ impl Parser {
             } else {
                 // Not a BOM after all: the bytes held back so far are ordinary input.
                 self.bom = BomState::Done;
-                self.feed(BOM.get(..matched).unwrap_or_default());
+                self.feed(BOM.get(..matched).unwrap_or_default(), Source::Held);
             }
         }
-        self.feed(input);
+        let source = if shared {
+            // `input` is the end of `bytes`.
+            Source::Shared { end: bytes.len() }
+        } else {
+            Source::Borrowed
+        };
+        self.feed(input, source);
     }
 
     /// End of the stream (connection closed).
@@ -161,8 +223,11 @@ impl Parser {
     pub fn reset(&mut self) {
         self.discard_pending();
         self.line = BytesMut::new();
+        self.read = None;
         self.bom = BomState::Matching(0);
         self.items.clear();
+        // The queue forgot the id of the last queued event.
+        self.id_dirty = true;
         self.failed = false;
     }
 
@@ -171,8 +236,9 @@ impl Parser {
     /// Errors are in-band: items completed before the offending line come first, then the
     /// error. After an error the parser is failed: it ignores input until
     /// [`reset`](Self::reset), and this returns `None` once the error has been returned.
+    #[inline]
     pub fn poll_item(&mut self) -> Option<Result<Item, Error>> {
-        self.items.pop_front()
+        self.items.pop()
     }
 
     /// The last event id committed so far (`""` if none).
@@ -188,12 +254,24 @@ impl Parser {
         self.pending_cr = false;
         self.clear_line();
         self.line_utf8 = Utf8Progress::default();
+        self.freeze_done();
         self.data = BytesMut::new();
         self.has_data = false;
+        self.slice = None;
         self.data_is_line = false;
-        self.event_type = SharedStr::default();
+        self.event_type = EventType::MESSAGE;
+        self.other_type = SharedStr::default();
         self.id_buffer.clone_from(&self.last_event_id);
         self.id_changed = false;
+    }
+
+    /// Hand the data of the events queued so far to the queue, in one block.
+    fn freeze_done(&mut self) {
+        if self.done > 0 {
+            let done = self.data.split_to(self.done.min(self.data.len()));
+            self.items.push_block(done.freeze());
+            self.done = 0;
+        }
     }
 
     fn clear_line(&mut self) {
@@ -206,7 +284,9 @@ impl Parser {
     }
 
     fn fail(&mut self, error: Error) {
-        self.items.push_back(Err(error));
+        self.slice = None;
+        self.freeze_done();
+        self.items.push_other(Err(error));
         self.failed = true;
         self.line = BytesMut::new();
         self.data = BytesMut::new();
@@ -214,7 +294,10 @@ impl Parser {
     }
 
     /// Split input (after the BOM) into lines. Each byte is scanned once.
-    fn feed(&mut self, mut input: &[u8]) {
+    fn feed(&mut self, mut input: &[u8], source: Source) {
+        if self.failed {
+            return;
+        }
         if self.pending_cr
             && let Some((&first, rest)) = input.split_first()
         {
@@ -223,26 +306,113 @@ impl Parser {
                 input = rest;
             }
         }
-        while !self.failed {
-            let Some(end) = find_line_end(input) else {
+        if !self.line.is_empty() {
+            // The end of a line carried over from earlier reads.
+            let Some((content, rest)) = LineEnds::new(input)
+                .next()
+                .and_then(|end| input.split_at_checked(end))
+            else {
                 self.buffer_partial_line(input);
                 return;
             };
-            let Some((content, rest)) = input.split_at_checked(end) else {
+            input = self.skip_terminator(rest);
+            self.complete_line(content);
+            if self.failed {
                 return;
-            };
-            let Some((&terminator, rest)) = rest.split_first() else {
-                return;
-            };
-            input = rest;
-            if terminator == b'\r' {
-                match input.split_first() {
-                    Some((b'\n', after_lf)) => input = after_lf,
+            }
+        }
+        match source {
+            Source::Shared { end } => self.feed_lines(input, Some(end - input.len())),
+            Source::Borrowed if !input.is_empty() => {
+                // Whole lines follow: copy them once, so that the data of the events
+                // among them can be handed out in slices of the copy.
+                let read = Bytes::copy_from_slice(input);
+                self.read = Some(read.clone());
+                self.feed_lines(&read, Some(0));
+            }
+            Source::Borrowed | Source::Held => self.feed_lines(input, None),
+        }
+    }
+
+    /// Split input that starts at a line start: complete lines are parsed in place.
+    ///
+    /// `base` is the offset of `input` in the shared read, if it is part of one.
+    fn feed_lines(&mut self, input: &[u8], base: Option<usize>) {
+        let mut ends = LineEnds::new(input);
+        let mut start = 0;
+        while let Some(end) = ends.next() {
+            if end < start {
+                // The LF of a CRLF, consumed with its CR, or of a blank line consumed
+                // with the event it ends.
+                continue;
+            }
+            let content = input.get(start..end).unwrap_or_default();
+            start = end + 1;
+            if input.get(end) == Some(&b'\r') {
+                match input.get(start) {
+                    Some(b'\n') => start += 1,
                     Some(_) => {}
                     None => self.pending_cr = true,
                 }
             }
-            self.complete_line(content);
+            if content.len() > self.config.max_line_len {
+                self.fail(Error::LineTooLong {
+                    limit: self.config.max_line_len,
+                });
+                return;
+            }
+            // The lines of a typical event first (`process_line` handles all lines).
+            match content {
+                [] => self.dispatch(),
+                [b'd', b'a', b't', b'a', b':', value @ ..] => {
+                    let value = strip_space(value);
+                    let ascii = ends.take_high() & HIGH == 0;
+                    match base {
+                        Some(base) if !self.has_data && self.shareable(value, ascii) => {
+                            let value_start = base + end - value.len();
+                            if start == end + 1 && input.get(start) == Some(&b'\n') {
+                                // LF LF: the whole event is here. Dispatch it at once.
+                                ends.consume(start);
+                                start += 1;
+                                self.queue_shared(value_start, base + end);
+                            } else {
+                                self.slice = Some((value_start, base + end));
+                                self.has_data = true;
+                            }
+                        }
+                        _ => {
+                            self.append_data(value);
+                            if self.failed {
+                                return;
+                            }
+                        }
+                    }
+                }
+                [b'e', b'v', b'e', b'n', b't', b':', value @ ..] => {
+                    self.set_event_type(strip_space(value));
+                }
+                _ => {
+                    self.process_line(content);
+                    if self.failed {
+                        return;
+                    }
+                }
+            }
+        }
+        self.buffer_partial_line(input.get(start..).unwrap_or_default());
+    }
+
+    /// Drop the terminator at the start of `rest` (CR, LF or CRLF); remember a CR that
+    /// ends the read, whose LF may come next.
+    fn skip_terminator<'a>(&mut self, rest: &'a [u8]) -> &'a [u8] {
+        match rest {
+            [b'\r', b'\n', after @ ..] => after,
+            [b'\r'] => {
+                self.pending_cr = true;
+                &[]
+            }
+            [_, after @ ..] => after,
+            [] => rest,
         }
     }
 
@@ -326,17 +496,19 @@ impl Parser {
             self.fail(Error::EventTooLarge { limit });
             return;
         }
+        self.freeze_done();
         self.data = line;
         self.data_is_line = true;
         self.has_data = true;
     }
 
     /// Interpret one complete line (without its terminator).
+    #[inline(never)]
     fn process_line(&mut self, line: &[u8]) {
         if let Some((b':', text)) = line.split_first() {
             // A comment: everything after the leading colon, spaces included.
             let text = decode(text).into_owned();
-            self.items.push_back(Ok(Item::Comment(text)));
+            self.items.push_other(Ok(Item::Comment(text)));
             return;
         }
         let Some((name, value_start)) = split_field(line) else {
@@ -356,34 +528,86 @@ impl Parser {
             }
             [b'r', b'e', b't', b'r', b'y'] => {
                 if let Some(millis) = parse_retry(value) {
-                    self.items.push_back(Ok(Item::Retry(millis)));
+                    self.items.push_other(Ok(Item::Retry(millis)));
                 }
             }
             _ => {}
         }
     }
 
-    /// An `event` field: set the type buffer, reusing a known or repeated type's string.
+    /// An `event` field: set the type buffer. A known type needs no string; another
+    /// type reuses the previous allocation while the stream repeats it.
     ///
     /// Raw bytes equal to a valid string are that string, so a repeated type is
     /// recognised without decoding it.
+    #[inline]
     fn set_event_type(&mut self, value: &[u8]) {
-        if self.event_type.as_bytes() == value {
+        match known_type(value) {
+            Some(known) => self.event_type = known,
+            None => self.set_other_event_type(value),
+        }
+    }
+
+    /// An `event` field with a type that is not one of the known ones.
+    #[inline(never)]
+    fn set_other_event_type(&mut self, value: &[u8]) {
+        self.event_type = EventType::OTHER;
+        if self.other_type.as_bytes() == value {
             return;
         }
-        self.event_type =
-            if let Some(known) = KNOWN_TYPES.iter().find(|known| known.as_bytes() == value) {
-                SharedStr::from_static(known)
-            } else if self.last_type.as_bytes() == value {
-                self.last_type.clone()
-            } else {
-                self.last_type = SharedStr::from(&*decode(value));
-                self.last_type.clone()
-            };
+        self.other_type = if self.last_type.as_bytes() == value {
+            self.last_type.clone()
+        } else {
+            self.last_type = SharedStr::from(&*decode(value));
+            self.last_type.clone()
+        };
+    }
+
+    /// Whether the first `data` value of an event can stay where it is in the shared
+    /// read: it is valid UTF-8 (then it is the data as it is) and within the limit.
+    /// `ascii`: the value is known to be ASCII.
+    #[inline]
+    fn shareable(&self, value: &[u8], ascii: bool) -> bool {
+        value.len() < self.config.max_event_len
+            && (ascii || value.is_ascii() || std::str::from_utf8(value).is_ok())
+    }
+
+    /// Copy the pending event's data out of the shared read into the data buffer.
+    #[inline(never)]
+    fn copy_slice(&mut self) {
+        let Some((start, end)) = self.slice.take() else {
+            return;
+        };
+        let value = self
+            .read
+            .as_ref()
+            .map(|read| read.slice(start..end))
+            .unwrap_or_default();
+        self.reserve_data(value.len() + 1);
+        self.data.extend_from_slice(&value);
     }
 
     /// Append a `data` value and its LF to the data buffer.
+    #[inline]
     fn append_data(&mut self, value: &[u8]) {
+        if self.slice.is_some() {
+            self.copy_slice();
+        }
+        // The first data line of an event, in ASCII (JSON): copied as it is. The spec's
+        // buffer is the value and an LF; the data buffer is empty (handed to the queue
+        // at dispatch).
+        if !self.has_data && value.len() < self.config.max_event_len && value.is_ascii() {
+            self.reserve_data(value.len() + 1);
+            self.data.extend_from_slice(value);
+            self.has_data = true;
+            return;
+        }
+        self.append_more_data(value);
+    }
+
+    /// Append a `data` value and its LF to the data buffer: any line.
+    #[inline(never)]
+    fn append_more_data(&mut self, value: &[u8]) {
         let value: Cow<'_, [u8]> = if value.is_ascii() {
             Cow::Borrowed(value)
         } else {
@@ -394,7 +618,7 @@ impl Parser {
         };
         // The spec's buffer holds every value plus one LF each; `data` omits the last LF.
         let current = if self.has_data {
-            self.data.len() + 1
+            self.data.len() - self.done + 1
         } else {
             0
         };
@@ -413,15 +637,15 @@ impl Parser {
 
     /// Make room for `additional` more data bytes.
     ///
-    /// Small events share one arena allocation: each dispatch splits its data off the
-    /// front (a reference count, no copy), so a burst of `patch` events costs no
-    /// allocation per event.
+    /// Copied small events share one arena allocation, frozen once per read and handed
+    /// out in slices (a reference count, no copy): no allocation per event.
     fn reserve_data(&mut self, additional: usize) {
         let spare = self.data.capacity() - self.data.len();
         if spare >= additional {
             return;
         }
         if !self.has_data && additional < DATA_ARENA_LEN {
+            self.freeze_done();
             self.data = BytesMut::with_capacity(DATA_ARENA_LEN);
         } else {
             self.data.reserve(additional);
@@ -429,31 +653,97 @@ impl Parser {
     }
 
     /// A blank line: commit the id, and dispatch the event if there is data.
+    #[inline]
     fn dispatch(&mut self) {
-        if self.id_changed {
-            self.id_changed = false;
-            self.last_event_id.clone_from(&self.id_buffer);
-        }
-        let event_type = mem::take(&mut self.event_type);
         if !self.has_data {
+            if self.id_changed {
+                self.commit_id();
+            }
+            self.event_type = EventType::MESSAGE;
             return;
         }
         self.has_data = false;
-        let data = self.data.split().freeze();
-        if mem::take(&mut self.data_is_line) {
-            // The rest of a large line's allocation: reusable once `data` is dropped.
-            self.retained = mem::take(&mut self.data);
+        if let Some((start, end)) = self.slice.take() {
+            self.queue_shared(start, end);
+            return;
         }
-        let event_type = if event_type.is_empty() {
-            SharedStr::from_static("message")
+        let len = if self.data_is_line {
+            self.push_line_data()
         } else {
-            event_type
+            let len = self.data.len() - self.done;
+            self.done = self.data.len();
+            len
         };
-        self.items.push_back(Ok(Item::Event(Event {
-            event_type,
-            data,
-            id: self.last_event_id.clone(),
-        })));
+        let (event_type, new_id) = self.take_event_parts();
+        self.items.push_block_event(len, event_type, new_id);
+    }
+
+    /// Dispatch the pending event with data `start..end` of the shared read.
+    #[inline(always)]
+    fn queue_shared(&mut self, start: usize, end: usize) {
+        let next_read = !self.read_queued;
+        if next_read {
+            self.queue_read();
+        }
+        let (event_type, new_id) = self.take_event_parts();
+        self.items
+            .push_shared(start, end, event_type, new_id, next_read);
+    }
+
+    #[inline(never)]
+    fn queue_read(&mut self) {
+        self.read_queued = true;
+        self.items.push_read(self.read.clone().unwrap_or_default());
+    }
+
+    /// The spec's dispatch steps besides the data: commit the id, reset the type. Pass
+    /// the type and id along (returns the type and whether the id was passed).
+    #[inline(always)]
+    fn take_event_parts(&mut self) -> (EventType, bool) {
+        let event_type = mem::replace(&mut self.event_type, EventType::MESSAGE);
+        if self.id_changed || self.id_dirty || event_type == EventType::OTHER {
+            return (event_type, self.pass_event_parts(event_type));
+        }
+        (event_type, false)
+    }
+
+    /// Commit the id and pass the type and id along with the event (returns whether the
+    /// id was passed).
+    #[inline(never)]
+    fn pass_event_parts(&mut self, event_type: EventType) -> bool {
+        if self.id_changed {
+            self.commit_id();
+        }
+        if event_type == EventType::OTHER {
+            self.items.push_type(mem::take(&mut self.other_type));
+        }
+        let new_id = self.id_dirty;
+        if new_id {
+            self.id_dirty = false;
+            self.items.push_id(self.last_event_id.clone());
+        }
+        new_id
+    }
+
+    /// Commit the last event id buffer.
+    #[inline(never)]
+    fn commit_id(&mut self) {
+        self.id_changed = false;
+        self.last_event_id.clone_from(&self.id_buffer);
+        self.id_dirty = true;
+    }
+
+    /// Queue the data of an event whose data buffer is the allocation of a large line;
+    /// return its length.
+    #[inline(never)]
+    fn push_line_data(&mut self) -> usize {
+        self.data_is_line = false;
+        let data = self.data.split().freeze();
+        // The rest of the line's allocation: reusable once `data` is dropped.
+        self.retained = mem::take(&mut self.data);
+        let len = data.len();
+        self.items.push_block(data);
+        len
     }
 }
 
@@ -499,40 +789,163 @@ fn decode(bytes: &[u8]) -> Cow<'_, str> {
     }
 }
 
+/// Bytes scanned a word at a time without finding a terminator before handing over to
+/// `memchr`: most SSE lines (blank lines, `event: patch`, small `data`) are shorter.
+const DRY_BYTES: usize = 128;
+
+/// The CR and LF positions of one read, in order, found a word (8 bytes) at a time.
+///
+/// Each word is loaded once and all the terminators in it are taken from one bit mask,
+/// so short lines cost a few instructions each; a long line hands over to `memchr`.
+struct LineEnds<'a> {
+    bytes: &'a [u8],
+    /// Offset of the word that `mask` describes.
+    word: usize,
+    /// The high bit of each byte of that word that may be an unreturned CR or LF.
+    mask: u64,
+    /// The bytes of that word.
+    bits: u64,
+    /// The bytes of the words loaded since the last [`take_high`](Self::take_high) and of
+    /// the word then current, OR-ed: its high bits are clear if all are ASCII.
+    seen: u64,
+}
+
+impl<'a> LineEnds<'a> {
+    fn new(bytes: &'a [u8]) -> Self {
+        let bits = load_word(bytes, 0);
+        Self {
+            bytes,
+            word: 0,
+            mask: candidates(bits),
+            bits,
+            seen: bits,
+        }
+    }
+
+    /// The OR of the bytes looked at since the last call: its high bits are clear if the
+    /// text since the end returned before the last call is ASCII (padding past the end
+    /// of the read and a `memchr` scan count as not ASCII).
+    #[inline(always)]
+    fn take_high(&mut self) -> u64 {
+        mem::replace(&mut self.seen, self.bits)
+    }
+
+    /// The caller consumed the terminator at `at`, the byte after the one returned last.
+    ///
+    /// Only a shortcut: the terminator is skipped if it is in the current word (then it
+    /// is the lowest candidate left); otherwise the caller skips it when it comes.
+    #[inline(always)]
+    fn consume(&mut self, at: usize) {
+        if at < self.word + 8 {
+            self.mask &= self.mask.wrapping_sub(1);
+        }
+    }
+}
+
+impl Iterator for LineEnds<'_> {
+    type Item = usize;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<usize> {
+        loop {
+            while self.mask != 0 {
+                let at = self.word + (self.mask.trailing_zeros() / 8) as usize;
+                self.mask &= self.mask - 1;
+                if let Some(b'\n' | b'\r') = self.bytes.get(at) {
+                    return Some(at);
+                }
+            }
+            // The next word with a candidate, within `DRY_BYTES`.
+            let start = self.word + 8;
+            let rest = self.bytes.get(start..).unwrap_or_default();
+            let window = rest.get(..DRY_BYTES).unwrap_or(rest);
+            let mut words = window.chunks_exact(8);
+            let mut at = start;
+            for word in words.by_ref() {
+                let bits = u64::from_le_bytes(word.try_into().unwrap_or_default());
+                self.seen |= bits;
+                let mask = candidates(bits);
+                if mask != 0 {
+                    self.word = at;
+                    self.mask = mask;
+                    self.bits = bits;
+                    break;
+                }
+                at += 8;
+            }
+            if self.mask != 0 {
+                continue;
+            }
+            let tail = words.remainder();
+            if !tail.is_empty() {
+                // The end of the read: pad the last partial word.
+                self.word = at;
+                self.bits = load_word(tail, 0);
+                self.seen |= self.bits;
+                self.mask = candidates(self.bits);
+                if self.mask != 0 {
+                    continue;
+                }
+                return None;
+            }
+            if at >= self.bytes.len() {
+                self.word = at;
+                return None;
+            }
+            // A long line: continue with memchr's vector scan.
+            let Some(end) = memchr::memchr2(b'\n', b'\r', rest) else {
+                self.word = self.bytes.len();
+                return None;
+            };
+            self.word = start + end;
+            self.bits = load_word(self.bytes, self.word);
+            // The bytes memchr skipped were not looked at.
+            self.seen |= self.bits | HIGH;
+            self.mask = candidates(self.bits);
+        }
+    }
+}
+
+/// The high bit of every byte of a word.
+const HIGH: u64 = u64::from_le_bytes([0x80; 8]);
+
+/// The 8 bytes at `at` as a little-endian word, padded with zeros past the end.
+#[inline]
+fn load_word(bytes: &[u8], at: usize) -> u64 {
+    if let Some(word) = bytes.get(at..at + 8) {
+        return u64::from_le_bytes(word.try_into().unwrap_or_default());
+    }
+    let mut word = [0xFF; 8];
+    let tail = bytes.get(at..).unwrap_or_default();
+    if let Some(dst) = word.get_mut(..tail.len()) {
+        dst.copy_from_slice(tail);
+    }
+    u64::from_le_bytes(word)
+}
+
+/// The high bit of each byte of `word` that may be a CR or LF: every CR and LF, and
+/// possibly other bytes (checked by the caller).
+///
+/// The classic "has a byte less than n" test (here n = 0x0E, above CR and LF) flags every
+/// byte below n, plus bytes that a borrow from a flagged byte below them makes look
+/// small: no byte is missed, and false candidates are rare in text.
+#[inline]
+fn candidates(word: u64) -> u64 {
+    const BELOW: u64 = u64::from_le_bytes([0x0E; 8]);
+    word.wrapping_sub(BELOW) & !word & HIGH
+}
+
+/// A field value without the one space that may follow the colon.
+fn strip_space(value: &[u8]) -> &[u8] {
+    match value {
+        [b' ', rest @ ..] => rest,
+        _ => value,
+    }
+}
+
 /// Bytes scanned one by one before handing over to `memchr`: its dispatch costs more
 /// than a short scalar scan, and field names are short.
 const SCALAR_HEAD: usize = 16;
-
-/// Bytes scanned a word at a time before handing over to `memchr`: most SSE lines
-/// (blank lines, `event: patch`, small `data`) are shorter.
-const WORD_HEAD: usize = 128;
-
-/// Index of the first CR or LF. Each byte is looked at once.
-fn find_line_end(bytes: &[u8]) -> Option<usize> {
-    const HIGH: u64 = u64::from_le_bytes([0x80; 8]);
-    const LF: u64 = u64::from_le_bytes([b'\n'; 8]);
-    const CR: u64 = u64::from_le_bytes([b'\r'; 8]);
-    let head = bytes.get(..WORD_HEAD).unwrap_or(bytes);
-    let mut words = head.chunks_exact(8);
-    let mut offset = 0;
-    for word in words.by_ref() {
-        let word = u64::from_le_bytes(word.try_into().unwrap_or_default());
-        // Exact zero-byte test (no false positives): a byte of `x` is zero iff the
-        // high bit of `!(((x & 0x7F..) + 0x7F..) | x) & 0x80..` is set.
-        let zero = |x: u64| !(((x & !HIGH).wrapping_add(!HIGH)) | x) & HIGH;
-        let found = zero(word ^ LF) | zero(word ^ CR);
-        if found != 0 {
-            return Some(offset + (found.trailing_zeros() / 8) as usize);
-        }
-        offset += 8;
-    }
-    let rest = words.remainder();
-    if let Some(end) = rest.iter().position(|&b| b == b'\n' || b == b'\r') {
-        return Some(offset + end);
-    }
-    let tail = bytes.get(head.len()..)?;
-    memchr::memchr2(b'\n', b'\r', tail).map(|end| end + head.len())
-}
 
 /// Index of the first colon (field names are short).
 fn find_colon(bytes: &[u8]) -> Option<usize> {

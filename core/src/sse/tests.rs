@@ -23,6 +23,22 @@ fn run_with<'a>(
     (out, parser.last_event_id().to_owned())
 }
 
+/// The same as `run_with`, through `handle_chunk`.
+fn run_shared<'a>(
+    config: Config,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+) -> (Transcript, String) {
+    let mut parser = Parser::new(config);
+    let mut out = Vec::new();
+    for chunk in chunks {
+        parser.handle_chunk(&Bytes::copy_from_slice(chunk));
+        out.extend(std::iter::from_fn(|| parser.poll_item()));
+    }
+    parser.handle_eof();
+    out.extend(std::iter::from_fn(|| parser.poll_item()));
+    (out, parser.last_event_id().to_owned())
+}
+
 fn run(chunks: &[&[u8]]) -> Transcript {
     run_with(Config::default(), chunks.iter().copied()).0
 }
@@ -465,6 +481,14 @@ fn event_larger_than_limit_in_one_buffered_line_is_an_error() {
 }
 
 #[test]
+fn held_back_bom_bytes_over_the_limit_fail_once() {
+    // The held-back byte alone is over the limit; the rest of the read is ignored.
+    let expected = vec![Err(Error::LineTooLong { limit: 0 })];
+    assert_eq!(run_with(small(0, 0), [&b"\xEF"[..], b":"]).0, expected);
+    assert_eq!(run_shared(small(0, 0), [&b"\xEF"[..], b":"]).0, expected);
+}
+
+#[test]
 fn error_is_sticky_until_reset() {
     let mut parser = Parser::new(small(4, 100));
     parser.handle_bytes(b":abcdef\n");
@@ -514,6 +538,91 @@ fn fourteen_mb_message_in_16_kib_reads() {
     assert_eq!(put.event_type, "put");
     assert_eq!(put.data.len(), value.len());
     assert!(put.data_str() == value);
+}
+
+// ---- Shared reads ----------------------------------------------------------------------
+
+#[test]
+fn shared_read_hands_out_single_line_data_without_a_copy() {
+    let chunk = Bytes::from_static(b"event: patch\ndata: {\"a\":1}\n\ndata: x\ndata: y\n\n");
+    let mut parser = Parser::new(Config::default());
+    parser.handle_chunk(&chunk);
+    let Some(Ok(Item::Event(first))) = parser.poll_item() else {
+        panic!("expected an event");
+    };
+    assert_eq!(first.event_type, "patch");
+    assert_eq!(first.data_str(), r#"{"a":1}"#);
+    let range = chunk.as_ptr_range();
+    assert!(range.contains(&first.data.as_ptr()), "sliced from the read");
+    assert_eq!(parser.poll_item(), Some(message("x\ny")));
+    assert_eq!(parser.poll_item(), None);
+}
+
+#[test]
+fn drained_parser_holds_no_shared_read() {
+    let chunk = Bytes::from(b"data: a\n\n".to_vec());
+    let mut parser = Parser::new(Config::default());
+    parser.handle_chunk(&chunk);
+    let Some(Ok(Item::Event(event))) = parser.poll_item() else {
+        panic!("expected an event");
+    };
+    assert_eq!(parser.poll_item(), None);
+    drop(event);
+    // Only the caller's handle is left: the allocation can be reclaimed for the next read.
+    assert!(chunk.is_unique());
+}
+
+#[test]
+fn shared_read_data_continued_in_the_next_read_is_copied() {
+    let mut parser = Parser::new(Config::default());
+    parser.handle_chunk(&Bytes::from_static(b"data: a\n"));
+    parser.handle_chunk(&Bytes::from_static(b"data: b\n\ndata: c\n"));
+    parser.handle_chunk(&Bytes::from_static(b"\n"));
+    let items: Transcript = std::iter::from_fn(|| parser.poll_item()).collect();
+    assert_eq!(items, vec![message("a\nb"), message("c")]);
+}
+
+#[test]
+fn shared_read_items_can_be_polled_after_later_reads() {
+    let mut parser = Parser::new(Config::default());
+    parser.handle_chunk(&Bytes::from_static(b"id: 1\ndata: a\n\n"));
+    parser.handle_bytes(b"id: 2\ndata: b\n\n");
+    parser.handle_chunk(&Bytes::from_static(b"event: x\ndata: c\n\n:hi\n"));
+    let items: Transcript = std::iter::from_fn(|| parser.poll_item()).collect();
+    assert_eq!(
+        items,
+        vec![
+            event("message", "a", "1"),
+            event("message", "b", "2"),
+            event("x", "c", "2"),
+            comment("hi"),
+        ]
+    );
+}
+
+#[test]
+fn polling_part_of_the_items_after_each_read_loses_nothing() {
+    let mut parser = Parser::new(Config::default());
+    let mut items = Vec::new();
+    let mut expected = Vec::new();
+    for i in 0..500 {
+        let read = format!("id: {i}\ndata: a{i}\n\n:c{i}\ndata: b{i}\n\n");
+        parser.handle_chunk(&Bytes::from(read));
+        expected.extend([
+            event("message", &format!("a{i}"), &i.to_string()),
+            comment(&format!("c{i}")),
+            event("message", &format!("b{i}"), &i.to_string()),
+        ]);
+        items.extend(std::iter::from_fn(|| parser.poll_item()).take(2));
+    }
+    items.extend(std::iter::from_fn(|| parser.poll_item()));
+    assert_eq!(items, expected);
+}
+
+#[test]
+fn invalid_utf8_in_a_shared_read_becomes_replacement_character() {
+    let (items, _) = run_shared(Config::default(), [&b"data: a\xFFb\n\n"[..]]);
+    assert_eq!(items, vec![message("a\u{FFFD}b")]);
 }
 
 // ---- Event ---------------------------------------------------------------------------
@@ -645,6 +754,7 @@ proptest! {
     #[test]
     fn matches_the_reference_algorithm(stream in sse_bytes()) {
         prop_assert_eq!(run_with(Config::default(), [&stream[..]]), reference(&stream));
+        prop_assert_eq!(run_shared(Config::default(), [&stream[..]]), reference(&stream));
     }
 
     #[test]
@@ -653,7 +763,8 @@ proptest! {
         cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
     ) {
         let whole = run_with(Config::default(), [&stream[..]]);
-        prop_assert_eq!(run_with(Config::default(), split(&stream, &cuts)), whole);
+        prop_assert_eq!(run_with(Config::default(), split(&stream, &cuts)), whole.clone());
+        prop_assert_eq!(run_shared(Config::default(), split(&stream, &cuts)), whole);
     }
 
     #[test]
@@ -665,6 +776,35 @@ proptest! {
     ) {
         let config = small(max_line_len, max_event_len);
         let whole = run_with(config, [&stream[..]]);
-        prop_assert_eq!(run_with(config, split(&stream, &cuts)), whole);
+        prop_assert_eq!(run_with(config, split(&stream, &cuts)), whole.clone());
+        prop_assert_eq!(run_shared(config, split(&stream, &cuts)), whole);
+    }
+
+    #[test]
+    fn shared_reads_mixed_with_borrowed_reads_give_the_same_transcript(
+        stream in sse_bytes(),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
+        shared in prop::collection::vec(any::<bool>(), 13),
+        max_line_len in 0_usize..24,
+        max_event_len in 0_usize..32,
+    ) {
+        let config = if max_line_len == 0 { Config::default() } else { small(max_line_len, max_event_len) };
+        let whole = run_with(config, [&stream[..]]);
+        let mut parser = Parser::new(config);
+        let mut out = Vec::new();
+        for (chunk, shared) in split(&stream, &cuts).into_iter().zip(&shared) {
+            if *shared {
+                parser.handle_chunk(&Bytes::copy_from_slice(chunk));
+            } else {
+                parser.handle_bytes(chunk);
+            }
+            // Poll only now and then: queued items survive later reads.
+            if chunk.len() % 3 == 0 {
+                out.extend(std::iter::from_fn(|| parser.poll_item()));
+            }
+        }
+        parser.handle_eof();
+        out.extend(std::iter::from_fn(|| parser.poll_item()));
+        prop_assert_eq!((out, parser.last_event_id().to_owned()), whole);
     }
 }
