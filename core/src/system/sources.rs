@@ -12,11 +12,12 @@ use crate::source::{
 };
 use crate::store::Selector;
 
-/// Any data source.
+/// Any data source. Both are boxed: each is over a kilobyte (parser and reader state),
+/// and sources move when the coordinator swaps them.
 #[derive(Debug)]
 pub(crate) enum AnySource {
-    Stream(StreamSource),
-    Poll(Poller),
+    Stream(Box<StreamSource>),
+    Poll(Box<Poller>),
 }
 
 macro_rules! each {
@@ -164,11 +165,11 @@ impl Factory {
                 sc.unrecoverable = unrecoverable;
                 sc.sse = c.limits.sse;
                 sc.http = c.limits.http;
-                Ok(AnySource::Stream(if role == Role::Fdv1 {
+                Ok(AnySource::Stream(Box::new(if role == Role::Fdv1 {
                     StreamSource::fdv1(sc, seed, first_conn_id)
                 } else {
                     StreamSource::fdv2(sc, seed, first_conn_id)
-                }))
+                })))
             }
             SourceSpec::Polling { base_uri, interval }
             | SourceSpec::Fdv1Polling { base_uri, interval } => {
@@ -185,7 +186,7 @@ impl Factory {
                 let interval: Duration = interval
                     .filter(|d| !d.is_zero())
                     .unwrap_or_else(|| c.poll_interval.max(c.min_poll_interval));
-                Ok(AnySource::Poll(Poller::new(
+                Ok(AnySource::Poll(Box::new(Poller::new(
                     PollConfig {
                         url,
                         headers: c.identity.headers(),
@@ -201,7 +202,7 @@ impl Factory {
                     },
                     seed,
                     first_conn_id,
-                )))
+                ))))
             }
         }
     }
