@@ -1,28 +1,45 @@
 //! Feeding the SSE parser in pieces gives the same transcript as feeding it whole, whether
-//! each piece is borrowed (`handle_bytes`) or shared (`handle_chunk`).
+//! each piece is borrowed (`handle_bytes`) or shared (`handle_chunk`), and whether the
+//! items are taken owned (`poll_item`) or read in place (`poll_ref`).
 #![no_main]
 
 use bytes::Bytes;
 use flagsync_core::sse::{Config, Parser};
 
-/// Feed each piece (shared if flagged), draining after every call, then EOF.
-fn transcript<'a>(pieces: impl IntoIterator<Item = (&'a [u8], bool)>) -> (Vec<String>, String) {
+/// Drain `parser`, owned or in place.
+fn drain(parser: &mut Parser, in_place: bool, out: &mut Vec<String>) {
+    if in_place {
+        while let Some(item) = parser.poll_ref() {
+            out.push(format!("{:?}", item.map(|item| item.to_item())));
+        }
+    } else {
+        out.extend(std::iter::from_fn(|| parser.poll_item()).map(|item| format!("{item:?}")));
+    }
+}
+
+/// Feed each piece (shared if flagged), draining after every call (in place if flagged),
+/// then EOF.
+fn transcript<'a>(
+    pieces: impl IntoIterator<Item = (&'a [u8], bool, bool)>,
+) -> (Vec<String>, String) {
     let config = Config {
         max_line_len: 256,
         max_event_len: 256,
     };
     let mut parser = Parser::new(config);
     let mut out = Vec::new();
-    for (piece, shared) in pieces {
+    let mut last_in_place = false;
+    for (piece, shared, in_place) in pieces {
         if shared {
             parser.handle_chunk(&Bytes::copy_from_slice(piece));
         } else {
             parser.handle_bytes(piece);
         }
-        out.extend(std::iter::from_fn(|| parser.poll_item()).map(|item| format!("{item:?}")));
+        drain(&mut parser, in_place, &mut out);
+        last_in_place = in_place;
     }
     parser.handle_eof();
-    out.extend(std::iter::from_fn(|| parser.poll_item()).map(|item| format!("{item:?}")));
+    drain(&mut parser, last_in_place, &mut out);
     (out, parser.last_event_id().to_owned())
 }
 
@@ -40,10 +57,10 @@ libfuzzer_sys::fuzz_target!(|input: &[u8]| {
         state ^= state >> 17;
         state ^= state << 5;
         let (piece, tail) = rest.split_at((state % 64 + 1).min(rest.len() as u32) as usize);
-        pieces.push((piece, state & 0x100 != 0));
+        pieces.push((piece, state & 0x100 != 0, state & 0x200 != 0));
         rest = tail;
     }
-    let whole = transcript([(bytes, false)]);
-    assert_eq!(whole, transcript([(bytes, true)]));
+    let whole = transcript([(bytes, false, false)]);
+    assert_eq!(whole, transcript([(bytes, true, true)]));
     assert_eq!(whole, transcript(pieces));
 });

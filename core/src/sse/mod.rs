@@ -46,6 +46,7 @@
 #![deny(missing_docs)]
 #![warn(unreachable_pub, clippy::use_self, elided_lifetimes_in_paths)]
 
+mod borrowed;
 mod item;
 mod parser;
 mod queue;
@@ -54,6 +55,7 @@ mod utf8;
 #[cfg(test)]
 mod tests;
 
+pub use borrowed::{EventRef, ItemRef};
 pub use item::{Event, Item, SharedStr};
 pub use parser::Parser;
 

@@ -9,7 +9,7 @@ use bytes::{Buf, Bytes, BytesMut};
 
 use super::queue::{EventType, Queue, known_type};
 use super::utf8::Utf8Progress;
-use super::{Config, Error, Item, SharedStr};
+use super::{Config, Error, Item, ItemRef, SharedStr};
 
 /// The UTF-8 byte order mark, stripped once at the start of a stream.
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -239,6 +239,38 @@ impl Parser {
     #[inline]
     pub fn poll_item(&mut self) -> Option<Result<Item, Error>> {
         self.items.pop()
+    }
+
+    /// Return the next parsed item or error, read in place.
+    ///
+    /// The same items, in the same order, as [`poll_item`](Self::poll_item) (the two can
+    /// be mixed), but an event is lent as an [`EventRef`](super::EventRef) borrowing the parser's buffers
+    /// until the next call on the parser: nothing is allocated, cloned or reference
+    /// counted for it. Take what you keep with [`EventRef::data_bytes`](super::EventRef::data_bytes) (a slice, no
+    /// copy) or [`EventRef::to_event`](super::EventRef::to_event).
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use flagsync_core::sse::{Config, ItemRef, Parser};
+    ///
+    /// let mut parser = Parser::new(Config::default());
+    /// parser.handle_chunk(&Bytes::from_static(b"event: patch\ndata: {\"v\":1}\n\n:hb\n"));
+    /// let mut patches = 0;
+    /// while let Some(item) = parser.poll_ref() {
+    ///     match item {
+    ///         Ok(ItemRef::Event(event)) if event.event_type() == "patch" => {
+    ///             assert_eq!(event.data(), b"{\"v\":1}");
+    ///             patches += 1;
+    ///         }
+    ///         Ok(other) => assert_eq!(other, ItemRef::Comment("hb".to_owned())),
+    ///         Err(error) => panic!("{error}"),
+    ///     }
+    /// }
+    /// assert_eq!(patches, 1);
+    /// ```
+    #[inline]
+    pub fn poll_ref(&mut self) -> Option<Result<ItemRef<'_>, Error>> {
+        self.items.pop_ref()
     }
 
     /// The last event id committed so far (`""` if none).

@@ -9,9 +9,9 @@
 
 use std::collections::VecDeque;
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 
-use super::{Error, Event, Item, SharedStr};
+use super::{Error, Event, EventRef, Item, ItemRef, SharedStr};
 
 /// Event types that need no allocation: the default, and the FDv1 and FDv2 names.
 ///
@@ -28,6 +28,21 @@ const KNOWN_TYPES: [&str; 11] = [
     "heart-beat",
     "goodbye",
     "error",
+];
+
+/// [`KNOWN_TYPES`] as shared strings, for events read in place.
+static KNOWN_SHARED: [SharedStr; 11] = [
+    SharedStr::from_static("message"),
+    SharedStr::from_static("put"),
+    SharedStr::from_static("patch"),
+    SharedStr::from_static("delete"),
+    SharedStr::from_static("server-intent"),
+    SharedStr::from_static("put-object"),
+    SharedStr::from_static("delete-object"),
+    SharedStr::from_static("payload-transferred"),
+    SharedStr::from_static("heart-beat"),
+    SharedStr::from_static("goodbye"),
+    SharedStr::from_static("error"),
 ];
 
 /// The type of a pending event: an index into `KNOWN_TYPES`, or [`EventType::OTHER`].
@@ -114,6 +129,12 @@ pub(super) struct Queue {
     reads: VecDeque<Bytes>,
     /// The shared read the event polled last points into.
     read: Bytes,
+    /// The type of the event polled last, when not a known one (for events read in
+    /// place).
+    polled_type: SharedStr,
+    /// Bytes at the front of `blocks` lent to the event read in place last: they are
+    /// dropped at the next poll.
+    lent: usize,
 }
 
 impl Queue {
@@ -208,6 +229,7 @@ impl Queue {
     /// The next item, built now.
     #[inline]
     pub(super) fn pop(&mut self) -> Option<Result<Item, Error>> {
+        self.settle();
         let Some(&entry) = self.entries.get(self.polled) else {
             return self.drained();
         };
@@ -235,6 +257,76 @@ impl Queue {
             data,
             id: self.polled_id.clone(),
         })))
+    }
+
+    /// The next item, read in place: nothing is built, cloned or allocated for an event.
+    #[inline]
+    pub(super) fn pop_ref(&mut self) -> Option<Result<ItemRef<'_>, Error>> {
+        self.settle();
+        let Some(&entry) = self.entries.get(self.polled) else {
+            self.drained();
+            return None;
+        };
+        self.polled += 1;
+        if entry.kind == Kind::Other {
+            return self
+                .others
+                .pop_front()
+                .map(|item| item.map(ItemRef::from_other));
+        }
+        if entry.new_id {
+            self.next_id();
+        }
+        let known = KNOWN_SHARED.get(usize::from(entry.event_type.0));
+        if known.is_none() {
+            self.polled_type = self.next_type();
+        }
+        if entry.kind == Kind::Shared {
+            if entry.next_read {
+                self.next_read();
+            }
+            let range = entry.start..entry.end;
+            return Some(Ok(ItemRef::Event(EventRef::new(
+                known.unwrap_or(&self.polled_type),
+                &self.read,
+                range,
+                &self.polled_id,
+            ))));
+        }
+        let (owner, range) = match self.blocks.front() {
+            Some(block) if entry.end > 0 => {
+                let len = entry.end.min(block.len());
+                self.lent = len;
+                (block, 0..len)
+            }
+            _ => (&self.read, 0..0),
+        };
+        Some(Ok(ItemRef::Event(EventRef::new(
+            known.unwrap_or(&self.polled_type),
+            owner,
+            range,
+            &self.polled_id,
+        ))))
+    }
+
+    /// Drop the bytes lent to the event read in place last.
+    #[inline(always)]
+    fn settle(&mut self) {
+        if self.lent != 0 {
+            self.return_lent();
+        }
+    }
+
+    #[inline(never)]
+    fn return_lent(&mut self) {
+        let lent = std::mem::take(&mut self.lent);
+        if let Some(block) = self.blocks.front_mut() {
+            if lent < block.len() {
+                block.advance(lent);
+            } else {
+                self.blocks.pop_front();
+            }
+        }
     }
 
     /// Every entry has been polled: reuse the space, and release the last read (the
@@ -289,6 +381,7 @@ impl Queue {
         self.blocks.clear();
         self.reads.clear();
         self.read = Bytes::new();
+        self.lent = 0;
     }
 }
 

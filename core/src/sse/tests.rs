@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use proptest::prelude::*;
 
-use super::{Config, Error, Event, Item, Parser, SharedStr};
+use super::{Config, Error, Event, Item, ItemRef, Parser, SharedStr};
 
 type Transcript = Vec<Result<Item, Error>>;
 
@@ -625,6 +625,95 @@ fn invalid_utf8_in_a_shared_read_becomes_replacement_character() {
     assert_eq!(items, vec![message("a\u{FFFD}b")]);
 }
 
+// ---- Items read in place --------------------------------------------------------------
+
+/// Drain `parser` with `poll_ref`, keeping owned copies of what it lent.
+fn drain_ref(parser: &mut Parser, out: &mut Transcript) {
+    while let Some(item) = parser.poll_ref() {
+        out.push(item.map(|item| item.to_item()));
+    }
+}
+
+#[test]
+fn events_read_in_place_borrow_the_shared_read() {
+    let read =
+        Bytes::from_static(b"event: patch\nid: 3\ndata: {\"a\":1}\n\nevent: custom\ndata: x\n\n");
+    let mut parser = Parser::new(Config::default());
+    parser.handle_chunk(&read);
+    let Some(Ok(ItemRef::Event(first))) = parser.poll_ref() else {
+        panic!("expected an event");
+    };
+    assert_eq!(first.event_type(), "patch");
+    assert_eq!(first.data(), b"{\"a\":1}");
+    assert_eq!(first.data_str(), "{\"a\":1}");
+    assert_eq!(first.id(), "3");
+    // The data lies in the read itself: no copy, and an owned slice shares it.
+    assert_eq!(first.owner().as_ptr(), read.as_ptr());
+    let kept = first.data_bytes();
+    assert_eq!(kept, Bytes::from_static(b"{\"a\":1}"));
+    assert!(read.as_ptr_range().contains(&kept.as_ptr()));
+    let Some(Ok(ItemRef::Event(second))) = parser.poll_ref() else {
+        panic!("expected an event");
+    };
+    assert_eq!(second.event_type(), "custom");
+    assert_eq!(
+        second.to_event(),
+        Event {
+            event_type: "custom".into(),
+            data: Bytes::from_static(b"x"),
+            id: "3".into(),
+        }
+    );
+    assert_eq!(parser.poll_ref(), None);
+}
+
+#[test]
+fn copied_events_read_in_place_match_polled_ones() {
+    // Borrowed reads, events spanning reads and multi-line data go through blocks.
+    let stream: &[u8] = b"data: a\ndata: b\n\n:c\nretry: 5\ndata: long-";
+    let rest: &[u8] = b"line\n\ndata: \n\ndata: z\n\n";
+    let (expected, _) = run_with(Config::default(), [stream, rest]);
+    let mut parser = Parser::new(Config::default());
+    let mut out = Vec::new();
+    parser.handle_bytes(stream);
+    drain_ref(&mut parser, &mut out);
+    parser.handle_bytes(rest);
+    // Mix the two drains: the first item owned, the rest in place.
+    out.extend(parser.poll_item());
+    drain_ref(&mut parser, &mut out);
+    parser.handle_eof();
+    drain_ref(&mut parser, &mut out);
+    assert_eq!(out, expected);
+}
+
+#[test]
+fn events_sharing_a_block_are_read_in_place_one_after_another() {
+    // Multi-line data is copied; the events of one read share one block.
+    let read: &[u8] = b"data: a\ndata: b\n\ndata: c\ndata: d\n\ndata: e\ndata: f\n\n";
+    let mut parser = Parser::new(Config::default());
+    parser.handle_bytes(read);
+    let mut out = Vec::new();
+    drain_ref(&mut parser, &mut out);
+    assert_eq!(out, vec![message("a\nb"), message("c\nd"), message("e\nf")]);
+}
+
+#[test]
+fn reading_in_place_keeps_no_block_alive_after_the_drain() {
+    let mut parser = Parser::new(Config::default());
+    parser.handle_bytes(b"data: one\n\ndata: two\n\n");
+    let mut kept = Vec::new();
+    while let Some(Ok(ItemRef::Event(event))) = parser.poll_ref() {
+        kept.push(event.data_bytes());
+    }
+    assert_eq!(
+        kept,
+        [Bytes::from_static(b"one"), Bytes::from_static(b"two")]
+    );
+    // Owned slices outlive the parser's lending.
+    drop(parser);
+    assert_eq!(kept[1], Bytes::from_static(b"two"));
+}
+
 // ---- Event ---------------------------------------------------------------------------
 
 #[test]
@@ -805,6 +894,46 @@ proptest! {
         }
         parser.handle_eof();
         out.extend(std::iter::from_fn(|| parser.poll_item()));
+        prop_assert_eq!((out, parser.last_event_id().to_owned()), whole);
+    }
+
+    #[test]
+    fn reading_in_place_gives_the_same_transcript(
+        stream in sse_bytes(),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
+        shared in prop::collection::vec(any::<bool>(), 13),
+        in_place in prop::collection::vec(any::<bool>(), 64),
+        max_line_len in 0_usize..24,
+        max_event_len in 0_usize..32,
+    ) {
+        let config = if max_line_len == 0 { Config::default() } else { small(max_line_len, max_event_len) };
+        let whole = run_with(config, [&stream[..]]);
+        let mut parser = Parser::new(config);
+        let mut out = Vec::new();
+        let mut turn = in_place.iter().cycle();
+        let mut poll = |parser: &mut Parser, out: &mut Transcript| loop {
+            let item = if *turn.next().unwrap_or(&true) {
+                parser.poll_ref().map(|item| item.map(|item| item.to_item()))
+            } else {
+                parser.poll_item()
+            };
+            match item {
+                Some(item) => out.push(item),
+                None => break,
+            }
+        };
+        for (chunk, shared) in split(&stream, &cuts).into_iter().zip(&shared) {
+            if *shared {
+                parser.handle_chunk(&Bytes::copy_from_slice(chunk));
+            } else {
+                parser.handle_bytes(chunk);
+            }
+            if chunk.len() % 3 == 0 {
+                poll(&mut parser, &mut out);
+            }
+        }
+        parser.handle_eof();
+        poll(&mut parser, &mut out);
         prop_assert_eq!((out, parser.last_event_id().to_owned()), whole);
     }
 }
