@@ -12,6 +12,9 @@
 //!   sse-stream's `SseByteStream` reads an input stream that is refilled each iteration
 //!   and is `Pending` (not ended) in between, so neither parser is rebuilt. Each consumer
 //!   drops every event right away.
+//! - `flagsync_in_place`: the same kept-alive parser and `handle_chunk` reads, drained
+//!   with `poll_ref`: each event is read in place (type, data and id borrowed from the
+//!   parser) instead of being taken as an owned `Event`.
 //! - `flagsync_handle_bytes`: the same kept-alive parser fed with borrowed `&[u8]` reads
 //!   (`handle_bytes`), for callers without `Bytes`.
 //! - `*_fresh_parser`: a new parser per iteration, so every buffer is allocated (and, for
@@ -28,7 +31,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use flagsync_core::sse::{Config, Item, Parser};
+use flagsync_core::sse::{Config, Item, ItemRef, Parser};
 use futures_util::Stream;
 
 const READ_SIZE: usize = 16 * 1024;
@@ -83,6 +86,19 @@ fn flagsync(parser: &mut Parser, chunks: &[Bytes]) -> usize {
         while let Some(item) = parser.poll_item() {
             if let Ok(Item::Event(event)) = black_box(item) {
                 events += usize::from(!event.data.is_empty());
+            }
+        }
+    }
+    events
+}
+
+fn flagsync_in_place(parser: &mut Parser, chunks: &[Bytes]) -> usize {
+    let mut events = 0;
+    for chunk in chunks {
+        parser.handle_chunk(chunk);
+        while let Some(item) = parser.poll_ref() {
+            if let Ok(ItemRef::Event(event)) = black_box(item) {
+                events += usize::from(!event.data().is_empty());
             }
         }
     }
@@ -177,6 +193,7 @@ fn workload(c: &mut Criterion, name: &str, stream: Vec<u8>, expected_events: usi
     let chunks = reads(stream);
     let mut parser = Parser::new(Config::default());
     let mut borrowing_parser = Parser::new(Config::default());
+    let mut in_place_parser = Parser::new(Config::default());
     let queue = Reads::default();
     let mut stream = pin!(persistent_sse_stream(Rc::clone(&queue)));
     for _ in 0..2 {
@@ -192,6 +209,11 @@ fn workload(c: &mut Criterion, name: &str, stream: Vec<u8>, expected_events: usi
         );
         assert_eq!(
             flagsync_borrowed(&mut borrowing_parser, &chunks),
+            expected_events,
+            "flagsync event count"
+        );
+        assert_eq!(
+            flagsync_in_place(&mut in_place_parser, &chunks),
             expected_events,
             "flagsync event count"
         );
@@ -217,6 +239,9 @@ fn workload(c: &mut Criterion, name: &str, stream: Vec<u8>, expected_events: usi
     });
     group.bench_function("sse_stream", |b| {
         b.iter(|| sse_stream_persistent(&mut stream, &queue, black_box(&chunks)))
+    });
+    group.bench_function("flagsync_in_place", |b| {
+        b.iter(|| flagsync_in_place(&mut in_place_parser, black_box(&chunks)))
     });
     group.bench_function("flagsync_handle_bytes", |b| {
         b.iter(|| flagsync_borrowed(&mut borrowing_parser, black_box(&chunks)))

@@ -13,7 +13,8 @@
 //! as soon as it is polled. `sse-stream-patch` and `sse-stream-put` measure `sse-stream`
 //! 0.3 on the same bytes (one fresh stream). `time-patch` and `time-put` time both
 //! parsers alternately in batches of 8 reads (the fastest of 20 rounds per batch), a
-//! quick check on a loaded machine between criterion runs. With `FLAGSYNC_COLD=1`, each
+//! quick check on a loaded machine between criterion runs. `FLAGSYNC_IN_PLACE=1` drains
+//! flagsync's parser with `poll_ref` (events read in place). With `FLAGSYNC_COLD=1`, each
 //! parser goes through the whole stream in turn, as in a criterion iteration.
 use std::convert::Infallible;
 use std::hint::black_box;
@@ -21,7 +22,7 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
-use flagsync_core::sse::{Config, Item, Parser};
+use flagsync_core::sse::{Config, Item, ItemRef, Parser};
 use futures_util::Stream;
 
 const READ_SIZE: usize = 16 * 1024;
@@ -29,6 +30,10 @@ const READ_SIZE: usize = 16 * 1024;
 /// Feed reads with `handle_chunk` (as `EventStream` does) rather than `handle_bytes`;
 /// `FLAGSYNC_BORROWED=1` selects `handle_bytes`.
 static SHARED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Take events as owned `Item`s (`poll_item`); `FLAGSYNC_IN_PLACE=1` reads them in place
+/// with `poll_ref`.
+static IN_PLACE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 fn patch_stream() -> Vec<u8> {
     let mut out = Vec::new();
@@ -67,6 +72,14 @@ fn flagsync(parser: &mut Parser, chunks: &[Bytes]) -> usize {
             parser.handle_chunk(chunk);
         } else {
             parser.handle_bytes(chunk);
+        }
+        if IN_PLACE.load(std::sync::atomic::Ordering::Relaxed) {
+            while let Some(item) = parser.poll_ref() {
+                if let Ok(ItemRef::Event(event)) = black_box(item) {
+                    events += usize::from(!event.data().is_empty());
+                }
+            }
+            continue;
         }
         while let Some(item) = parser.poll_item() {
             if let Ok(Item::Event(event)) = black_box(item) {
@@ -189,6 +202,9 @@ fn time(chunks: &[Bytes], expected: usize) {
 }
 
 fn main() {
+    if std::env::var_os("FLAGSYNC_IN_PLACE").is_some() {
+        IN_PLACE.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     if std::env::var_os("FLAGSYNC_BORROWED").is_some() {
         SHARED.store(false, std::sync::atomic::Ordering::Relaxed);
     }
