@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::{payload, put_event};
+use common::{apply_stream, payload, put_event};
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
@@ -21,9 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use flagsync_core::fdv1::{Event, parse_event};
-use flagsync_core::sse::{self, Item};
-use flagsync_core::store::{ChangeSet, Store};
+use flagsync_core::store::Store;
 
 struct Counting;
 
@@ -63,26 +61,6 @@ unsafe impl GlobalAlloc for Counting {
 static ALLOC: Counting = Counting;
 
 /// Feed `bytes` in 16 KiB reads through SSE, FDv1 and the store.
-fn apply_stream(store: &mut Store, bytes: &[u8]) -> usize {
-    let mut parser = sse::Parser::new(sse::Config::default());
-    let mut n = 0;
-    for chunk in bytes.chunks(16 * 1024) {
-        parser.handle_bytes(chunk);
-        while let Some(item) = parser.poll_item() {
-            if let Ok(Item::Event(ev)) = item {
-                match parse_event(&ev.event_type, &ev.data).unwrap() {
-                    Event::Put(c) => n += store.apply(ChangeSet::fdv1_full(c)).written,
-                    Event::Patch(c) | Event::Delete(c) => {
-                        n += store.apply(ChangeSet::fdv1_upsert(c)).written
-                    }
-                    _ => {}
-                }
-            }
-        }
-    }
-    n
-}
-
 #[derive(serde::Deserialize)]
 #[allow(dead_code, reason = "built to be measured, never read")]
 struct OfficialAllData {

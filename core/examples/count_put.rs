@@ -6,6 +6,9 @@
 //! store from FILE, then 10,000 `patch` events through SSE, FDv1 and the store, as in the
 //! `patches` bench; count only the patches with `--toggle-collect='*apply_patches*'`).
 use bytes::Bytes;
+
+#[path = "../benches/common/mod.rs"]
+mod common;
 fn main() {
     let mode = std::env::args().nth(1).unwrap();
     let all = std::fs::read(std::env::args().nth(2).unwrap()).unwrap();
@@ -40,19 +43,8 @@ fn main() {
             let mut ev = b"event: put\ndata: ".to_vec();
             ev.extend_from_slice(&data);
             ev.extend_from_slice(b"\n\n");
-            let mut parser = flagsync_core::sse::Parser::new(Default::default());
             let mut store = flagsync_core::store::Store::new();
-            for chunk in ev.chunks(16 * 1024) {
-                parser.handle_bytes(chunk);
-                while let Some(Ok(flagsync_core::sse::Item::Event(e))) = parser.poll_item() {
-                    let flagsync_core::fdv1::Event::Put(c) =
-                        flagsync_core::fdv1::parse_event(&e.event_type, &e.data).unwrap()
-                    else {
-                        panic!()
-                    };
-                    store.apply(flagsync_core::store::ChangeSet::fdv1_full(c));
-                }
-            }
+            common::apply_stream(&mut store, &ev);
             assert!(store.initialized());
         }
         "patches" => {

@@ -1,10 +1,12 @@
 //! FDv1 event data under each event name, applied to a populated store: no panic, a
-//! patch or delete never moves a version backwards, and a put replaces everything.
+//! patch or delete never moves a version backwards, and a put replaces everything. A
+//! `put` read ahead in prefixes (cut where the first data byte says) parses exactly as
+//! the whole data does.
 #![no_main]
 
 use bytes::Bytes;
 use flagsync_core::Kind;
-use flagsync_core::fdv1::{Event, parse_event};
+use flagsync_core::fdv1::{Event, PutPrescan, parse_event, parse_put_prescanned};
 use flagsync_core::store::{ChangeSet, Store};
 use libfuzzer_sys::fuzz_target;
 
@@ -19,7 +21,17 @@ fuzz_target!(|input: (u8, &[u8])| {
     };
     store.apply(ChangeSet::fdv1_full(base));
     let before = store.snapshot();
-    match parse_event(name, &Bytes::copy_from_slice(data)) {
+    let data = Bytes::copy_from_slice(data);
+    let parsed = parse_event(name, &data);
+    if name == "put" {
+        let step = data.first().map_or(1, |b| usize::from(b % 32) + 1);
+        let mut prescan = PutPrescan::new();
+        for cut in (0..data.len()).step_by(step) {
+            prescan.advance(&data[..cut]);
+        }
+        assert_eq!(parse_put_prescanned(&data, prescan), parsed);
+    }
+    match parsed {
         Ok(Event::Patch(c) | Event::Delete(c)) => {
             let (kind, key) = (c.kind, c.key.clone());
             store.apply(ChangeSet::fdv1_upsert(c));

@@ -15,6 +15,7 @@
 //! }
 //! ```
 
+mod prescan;
 mod raw_items;
 
 use std::borrow::Cow;
@@ -25,6 +26,7 @@ use serde_json::value::RawValue;
 
 use crate::status::ErrorKind;
 use crate::store::{Change, DecodeError, Item, Kind, decode, split_all_data, split_patch};
+pub use prescan::{PutPrescan, parse_put_prescanned};
 pub(crate) use raw_items::slice_of;
 
 /// One FDv1 stream event, parsed.

@@ -11,6 +11,7 @@ use bytes::Bytes;
 use super::exchange::{ConnIds, Exchange, Progress, StatusClass, classify};
 use crate::backoff::{Backoff, BackoffConfig, Regime};
 use crate::endpoint::Url;
+use crate::fdv1;
 use crate::http1::{self, Method, ResponseHead};
 use crate::io::{Action, CloseCause, ConnId};
 use crate::sse;
@@ -87,6 +88,14 @@ pub enum StreamOutput {
     Opened(ResponseHead),
     /// A parsed SSE item.
     Item(sse::Item),
+    /// A `put` event that was read while it arrived (FDv1 streams read large `put`s
+    /// ahead): finish it with [`fdv1::parse_put_prescanned`].
+    Put {
+        /// The event.
+        event: sse::Event,
+        /// What was read of its data before it was complete.
+        prescan: fdv1::PutPrescan,
+    },
     /// The server answered with an error status (or 204): the response head, for the
     /// headers an owner may act on (FDv2 reads `X-LD-FD-Fallback` here). A
     /// [`StreamOutput::Failed`] follows.
@@ -99,6 +108,13 @@ pub enum StreamOutput {
         /// The next attempt, if any.
         retry_at: Option<Instant>,
     },
+}
+
+impl StreamOutput {
+    /// Event data, which an owner's failure discards.
+    fn is_data(&self) -> bool {
+        matches!(self, Self::Item(_) | Self::Put { .. })
+    }
 }
 
 #[derive(Debug)]
@@ -125,7 +141,20 @@ pub struct EventStream {
     seen_id: bool,
     out: VecDeque<StreamOutput>,
     progress: Vec<Progress>,
+    /// Read large `put` events while they arrive (FDv1).
+    read_ahead: bool,
+    /// The `put` being read ahead: the pending event's first `data` line so far.
+    prescan: Option<fdv1::PutPrescan>,
 }
+
+/// A `data` line this long is read while it arrives (when reading ahead): past the
+/// processor's first-level caches, where reading it at the end would fetch it again.
+/// Tests and fuzzing read every line ahead, so that small inputs take this path too.
+const READ_AHEAD_FROM: usize = if cfg!(any(test, fuzzing)) {
+    1
+} else {
+    64 * 1024
+};
 
 impl EventStream {
     /// A stopped stream; `seed` seeds the backoff jitter, `first_conn_id` the ids it
@@ -141,8 +170,17 @@ impl EventStream {
             seen_id: false,
             out: VecDeque::new(),
             progress: Vec::new(),
+            read_ahead: false,
+            prescan: None,
             config,
         }
+    }
+
+    /// Read large `put` events while they arrive, and hand them out as
+    /// [`StreamOutput::Put`] (FDv1 streams).
+    pub(crate) fn read_puts_ahead(mut self) -> Self {
+        self.read_ahead = true;
+        self
     }
 
     /// The settings.
@@ -250,7 +288,7 @@ impl EventStream {
     /// The owner found the stream's data unusable: drop the connection, discard every
     /// item not yet drained, and retry with backoff.
     pub fn fail(&mut self, now: Instant, error: ErrorInfo) {
-        self.out.retain(|o| !matches!(o, StreamOutput::Item(_)));
+        self.out.retain(|o| !o.is_data());
         self.failed(now, error, Regime::Normal);
     }
 
@@ -261,7 +299,7 @@ impl EventStream {
         if !matches!(self.phase, Phase::Active { .. }) {
             return;
         }
-        self.out.retain(|o| !matches!(o, StreamOutput::Item(_)));
+        self.out.retain(|o| !o.is_data());
         self.close_current();
         let at = now + self.backoff.next_delay(now, Regime::Normal);
         tracing::debug!(retry_in = ?at - now, "stream closed by the owner");
@@ -318,6 +356,7 @@ impl EventStream {
     }
 
     fn close_current(&mut self) {
+        self.prescan = None;
         if let Phase::Active { ex, .. } = &self.phase {
             self.out
                 .push_back(StreamOutput::Action(Action::Close { conn: ex.conn }));
@@ -338,14 +377,19 @@ impl EventStream {
                 Progress::Body(bytes) => {
                     self.parser.handle_chunk(&bytes);
                     self.drain_parser(now);
+                    if self.read_ahead {
+                        self.read_ahead();
+                    }
                 }
                 Progress::End => {
+                    self.prescan = None;
                     self.parser.handle_eof();
                     self.drain_parser(now);
                     let e = ErrorInfo::new(now, ErrorKind::NetworkError, Cause::StreamClosed);
                     self.failed(now, e, Regime::Normal);
                 }
                 Progress::Failed(e) => {
+                    self.prescan = None;
                     self.parser.handle_eof();
                     self.drain_parser(now);
                     self.failed(now, e, Regime::Normal);
@@ -364,7 +408,20 @@ impl EventStream {
                     if !self.parser.last_event_id().is_empty() {
                         self.seen_id = true;
                     }
-                    self.out.push_back(StreamOutput::Item(item));
+                    // A prescan read the first data line of this event, the one
+                    // dispatched next.
+                    let output = match item {
+                        sse::Item::Event(event) if self.prescan.is_some() => {
+                            match self.prescan.take() {
+                                Some(prescan) if event.event_type == "put" => {
+                                    StreamOutput::Put { event, prescan }
+                                }
+                                _ => StreamOutput::Item(sse::Item::Event(event)),
+                            }
+                        }
+                        item => StreamOutput::Item(item),
+                    };
+                    self.out.push_back(output);
                 }
                 Err(e) => {
                     let e = ErrorInfo::new(now, ErrorKind::InvalidData, Cause::Sse(e));
@@ -372,6 +429,17 @@ impl EventStream {
                     return;
                 }
             }
+        }
+    }
+
+    /// Read what has arrived of a large first `data` line.
+    fn read_ahead(&mut self) {
+        if let Some(data) = self.parser.pending_data()
+            && (self.prescan.is_some() || data.len() >= READ_AHEAD_FROM)
+        {
+            self.prescan
+                .get_or_insert_with(fdv1::PutPrescan::new)
+                .advance(data);
         }
     }
 

@@ -30,7 +30,16 @@ impl Fdv1Events {
                     out.push_back(SourceOutput::EnvironmentId(env.to_owned()));
                 }
             }
-            StreamOutput::Item(sse::Item::Event(ev)) => on_event(now, &ev, stream, out),
+            StreamOutput::Item(sse::Item::Event(ev)) => on_event(
+                now,
+                fdv1::parse_event(&ev.event_type, &ev.data),
+                stream,
+                out,
+            ),
+            StreamOutput::Put { event, prescan } => {
+                let parsed = fdv1::parse_put_prescanned(&event.data, prescan);
+                on_event(now, parsed, stream, out)
+            }
             StreamOutput::Failed { error, retry_at } => {
                 let state = if retry_at.is_some() {
                     State::Interrupted
@@ -46,11 +55,11 @@ impl Fdv1Events {
 
 fn on_event(
     now: Instant,
-    ev: &sse::Event,
+    parsed: Result<Event, fdv1::Error>,
     stream: &mut EventStream,
     out: &mut VecDeque<SourceOutput>,
 ) {
-    match fdv1::parse_event(&ev.event_type, &ev.data) {
+    match parsed {
         Ok(Event::Put(changes)) => {
             out.push_back(SourceOutput::Apply(ChangeSet::fdv1_full(changes)));
             // Only a put marks the source VALID (PROTOCOL.md B §1.6).

@@ -44,7 +44,7 @@ impl StreamSource {
     /// `/all`, with any `filter`).
     pub fn fdv1(config: EventStreamConfig, seed: u64, first_conn_id: u64) -> Self {
         Self {
-            stream: EventStream::new(config, seed, first_conn_id),
+            stream: EventStream::new(config, seed, first_conn_id).read_puts_ahead(),
             protocol: Protocol::Fdv1(Fdv1Events),
             out: VecDeque::new(),
         }

@@ -273,6 +273,37 @@ impl Parser {
         self.items.pop_ref()
     }
 
+    /// The value so far of a `data` line that is still arriving, when it is the first
+    /// `data` line of the pending event; `None` otherwise.
+    ///
+    /// For reading a large event (an FDv1 `put` is tens of MB on one line) while it
+    /// arrives, when its bytes are still in the processor's caches. Up to its first
+    /// invalid UTF-8 sequence (which the event gets as U+FFFD), what this returns is a
+    /// prefix of the data of the next event dispatched, if one is dispatched before
+    /// [`reset`](Self::reset) or [`handle_eof`](Self::handle_eof); later calls return
+    /// longer prefixes of the same data until then. The value starts once the byte after
+    /// `data:` is known (an optional space is not part of it).
+    ///
+    /// ```
+    /// use flagsync_core::sse::{Config, Parser};
+    ///
+    /// let mut parser = Parser::new(Config::default());
+    /// parser.handle_bytes(b"event: put\ndata: {\"flags\":");
+    /// assert_eq!(parser.pending_data(), Some(&b"{\"flags\":"[..]));
+    /// parser.handle_bytes(b"{}}\n\n");
+    /// assert_eq!(parser.pending_data(), None);
+    /// ```
+    pub fn pending_data(&self) -> Option<&[u8]> {
+        if self.failed || self.has_data {
+            return None;
+        }
+        match self.line.strip_prefix(b"data:")? {
+            [b' ', value @ ..] => Some(value),
+            [] => None,
+            value => Some(value),
+        }
+    }
+
     /// The last event id committed so far (`""` if none).
     ///
     /// This is what a reconnect sends as `Last-Event-ID`; omit the header when empty.

@@ -19,6 +19,7 @@ pub use init_order::init_order;
 pub use item::{DecodeError, Decoded, Item, decode};
 pub use kind::Kind;
 pub use memory::{Applied, Store};
+pub(crate) use scan::DataSetScan;
 pub(crate) use scan::patch as split_patch;
 pub use scan::{MAX_DEPTH, split_all_data};
 pub use snapshot::Snapshot;

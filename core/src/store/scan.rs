@@ -18,6 +18,10 @@ use wide::u8x16;
 use super::item::{DecodeError, Decoded, Item};
 use super::{Change, Kind};
 
+mod data_set;
+
+pub(crate) use data_set::DataSetScan;
+
 /// Deepest nesting accepted (serde_json's default recursion limit).
 pub const MAX_DEPTH: usize = 128;
 
@@ -521,7 +525,9 @@ impl<'a> Scan<'a> {
         Ok(())
     }
 
-    /// `{"KEY": item, …}`: each item becomes a change keyed by its map key.
+    /// `{"KEY": item, …}`: each item becomes a change keyed by its map key (the plain
+    /// recursive reading, the reference for [`DataSetScan`] in tests).
+    #[cfg(test)]
     fn items(&mut self, whole: &Bytes, kind: Kind, out: &mut Vec<Change>) -> Result<()> {
         self.shape(b'{')?;
         self.object(|s, key| {
@@ -544,6 +550,7 @@ impl<'a> Scan<'a> {
     }
 
     /// `{"flags": {…}, "segments": {…}}`, both required.
+    #[cfg(test)]
     fn all_data(&mut self, whole: &Bytes, out: &mut Vec<Change>) -> Result<()> {
         let (mut flags, mut segments) = (false, false);
         self.shape(b'{')?;
@@ -657,28 +664,7 @@ pub(crate) fn patch<'a>(
 /// `put` body `{"path":…,"data":{…}}`, into changes whose raw JSON are slices of
 /// `whole` (no copy).
 pub fn split_all_data(whole: &Bytes, envelope: bool) -> Result<Vec<Change>> {
-    // One UTF-8 check of everything (vectorised); string slices are then valid text.
-    let mut out = Vec::new();
-    let mut s = Scan::new(simdutf8::basic::from_utf8(whole).map_err(|_| SYNTAX)?);
-    if envelope {
-        let mut data = false;
-        s.shape(b'{')?;
-        s.object(|s, key| {
-            if key.as_ref() == "data" {
-                data = true;
-                s.all_data(whole, &mut out)
-            } else {
-                s.value()
-            }
-        })?;
-        if !data {
-            return Err(SCHEMA);
-        }
-    } else {
-        s.all_data(whole, &mut out)?;
-    }
-    s.end()?;
-    Ok(out)
+    DataSetScan::new(envelope).finish(whole)
 }
 
 #[cfg(test)]

@@ -536,3 +536,122 @@ fn start_after_stop_does_not_reconnect() {
     assert_eq!(h.requests.len(), 1);
     assert_eq!(h.system.status().state, State::Off);
 }
+
+// ---- Large `put`s read while they arrive ----------------------------------------------
+// (In tests every first `data` line is read ahead, whatever its length.)
+
+/// An event stream sending `body` in reads of `size` bytes, then `end`.
+fn in_reads(body: &str, size: usize, end: End) -> Reply {
+    let mut response = Response::sse("", end);
+    response.chunks = body
+        .as_bytes()
+        .chunks(size)
+        .map(|read| (Duration::ZERO, bytes::Bytes::copy_from_slice(read)))
+        .collect();
+    Reply::Respond(response)
+}
+
+fn numbered_flags(n: u64) -> Vec<(String, u64)> {
+    (0..n).map(|i| (format!("f{i}"), i + 1)).collect()
+}
+
+fn as_refs(items: &[(String, u64)]) -> Vec<(&str, u64)> {
+    items.iter().map(|(k, v)| (k.as_str(), *v)).collect()
+}
+
+#[test]
+fn a_put_read_while_it_arrives_fills_the_same_store() {
+    let flags = numbered_flags(200);
+    let body = put(&as_refs(&flags), &[("s", 3)]);
+    let mut expected: Vec<(String, u64)> = flags.clone();
+    expected.sort();
+    for size in [1, 7, 64, 1000, 4096, body.len()] {
+        let mut h = harness(config(Mode::Streaming));
+        h.reply(in_reads(&body, size, End::Hang));
+        h.start(ms(10));
+        assert_eq!(items(&h, Kind::Flag), expected, "reads of {size}");
+        assert_eq!(
+            items(&h, Kind::Segment),
+            [("s".into(), 3)],
+            "reads of {size}"
+        );
+        assert_eq!(h.system.status().state, State::Valid);
+    }
+}
+
+#[test]
+fn a_put_on_two_data_lines_is_read_ahead_through_the_first() {
+    // The event's data is the two lines joined by LF, which JSON reads as whitespace.
+    let flags = all_data(&[("a", 1), ("b", 2)], &[]);
+    let (head, tail) = flags.split_at(flags.len() - 16);
+    let body = format!("event: put\ndata: {{\"path\":\"/\",\"data\":{head}\ndata: {tail}}}\n\n");
+    for size in [1, 5, 40] {
+        let mut h = harness(config(Mode::Streaming));
+        h.reply(in_reads(&body, size, End::Hang));
+        h.start(ms(10));
+        assert_eq!(items(&h, Kind::Flag), [("a".into(), 1), ("b".into(), 2)]);
+        assert_eq!(h.system.status().state, State::Valid);
+    }
+}
+
+#[test]
+fn a_line_read_ahead_for_an_event_that_is_not_a_put_is_parsed_as_that_event() {
+    // The type comes after the data: a `patch`, then an unknown event shaped like a put.
+    let patch_data = format!(r#"{{"path":"/flags/a","data":{}}}"#, flag_json("a", 9));
+    let fake_put = format!(r#"{{"path":"/","data":{}}}"#, all_data(&[("z", 1)], &[]));
+    let body = put(&[("a", 1)], &[])
+        + &format!("data: {patch_data}\nevent: patch\n\ndata: {fake_put}\nevent: other\n\n");
+    for size in [1, 3, 50] {
+        let mut h = harness(config(Mode::Streaming));
+        h.reply(in_reads(&body, size, End::Hang));
+        h.start(ms(10));
+        assert_eq!(items(&h, Kind::Flag), [("a".into(), 9)], "reads of {size}");
+        assert_eq!(h.requests.len(), 1);
+    }
+}
+
+#[test]
+fn a_put_cut_off_by_the_connection_is_read_again_from_the_start() {
+    let first = put(&as_refs(&numbered_flags(50)), &[]);
+    let second = put(&[("only", 7)], &[("s", 1)]);
+    for end in [End::Close, End::Reset] {
+        let mut h = harness(config(Mode::Streaming));
+        h.reply(in_reads(&first[..first.len() / 2], 64, end));
+        h.reply(in_reads(&second, 64, End::Hang));
+        h.start(secs(5));
+        assert_eq!(h.requests.len(), 2);
+        assert_eq!(items(&h, Kind::Flag), [("only".into(), 7)]);
+        assert_eq!(items(&h, Kind::Segment), [("s".into(), 1)]);
+    }
+}
+
+#[test]
+fn a_malformed_put_read_ahead_fails_as_it_would_whole() {
+    for (bad, kind) in [
+        (
+            "{\"data\":{\"flags\":{\"a\":{\"key\":\"a\",\"version\":1}},\"segments\":{}}} x",
+            ErrorKind::InvalidData,
+        ),
+        (
+            "{\"data\":{\"flags\":{\"a\":{\"key\":\"a\",\"version\":\"1\"}},\"segments\":{}}}",
+            ErrorKind::Unknown,
+        ),
+        (
+            "{\"data\":{\"flags\":{\"a\":{\"key\":\"a\",\"version\":1}}}}",
+            ErrorKind::Unknown,
+        ),
+    ] {
+        let mut h = harness(config(Mode::Streaming));
+        h.reply(in_reads(
+            &format!("event: put\ndata: {bad}\n\n"),
+            9,
+            End::Hang,
+        ));
+        h.reply(stream(&put(&[("a", 2)], &[])));
+        h.start(secs(5));
+        assert_eq!(h.requests.len(), 2, "{bad}");
+        let st = h.statuses();
+        assert_eq!(st[1].error.as_ref().unwrap().kind, kind, "{bad}");
+        assert_eq!(items(&h, Kind::Flag), [("a".into(), 2)]);
+    }
+}

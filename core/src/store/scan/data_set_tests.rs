@@ -1,0 +1,223 @@
+//! The resumable data-set scan against the plain recursive reading of the whole text.
+
+use bytes::Bytes;
+use proptest::prelude::*;
+
+use super::super::{Result, SCHEMA, Scan};
+use super::DataSetScan;
+use crate::store::Change;
+
+/// The plain reading: one recursive pass over the whole text.
+fn reference(whole: &Bytes, envelope: bool) -> Result<Vec<Change>> {
+    let mut out = Vec::new();
+    let text = std::str::from_utf8(whole).map_err(|_| super::super::SYNTAX)?;
+    let mut s = Scan::new(text);
+    if envelope {
+        let mut data = false;
+        s.shape(b'{')?;
+        s.object(|s, key| {
+            if key.as_ref() == "data" {
+                data = true;
+                s.all_data(whole, &mut out)
+            } else {
+                s.value()
+            }
+        })?;
+        if !data {
+            return Err(SCHEMA);
+        }
+    } else {
+        s.all_data(whole, &mut out)?;
+    }
+    s.end()?;
+    Ok(out)
+}
+
+/// Read `whole` in prefixes ending at `cuts`, then finish.
+fn resumed(whole: &Bytes, envelope: bool, cuts: &[usize]) -> Result<Vec<Change>> {
+    let mut scan = DataSetScan::new(envelope);
+    let mut cuts = cuts.to_vec();
+    cuts.sort_unstable();
+    for cut in cuts {
+        scan.advance(&whole[..cut.min(whole.len())]);
+        assert!(scan.scanned() <= cut.min(whole.len()));
+    }
+    scan.finish(whole)
+}
+
+fn item_text() -> impl Strategy<Value = String> {
+    let prerequisite = "[a-c]{1,2}".prop_map(|k| format!(r#"{{"key":"{k}","variation":0}}"#));
+    let clause = ("[a-c]{1,2}", any::<bool>()).prop_map(|(v, seg)| {
+        let op = if seg { "segmentMatch" } else { "in" };
+        format!(r#"{{"attribute":"key","op":"{op}","values":["{v}", "x"],"negate":false}}"#)
+    });
+    (
+        "[a-d]{1,2}",
+        0u64..4,
+        any::<bool>(),
+        prop::collection::vec(prerequisite, 0..3),
+        prop::collection::vec(clause, 0..3),
+        "[ \\n]{0,1}",
+    )
+        .prop_map(|(key, version, deleted, prereqs, clauses, ws)| {
+            format!(
+                r#"{{"key":"{key}",{ws}"version":{version},"deleted":{deleted},"prerequisites":[{}],"rules":[{{"id":"r","clauses":[{}]}}],"salt":"s\u00e9\"q","variations":[true,1.5e3,null,{{"a":[]}}]}}"#,
+                prereqs.join(","),
+                clauses.join(",")
+            )
+        })
+}
+
+fn items_text() -> impl Strategy<Value = String> {
+    prop::collection::vec(("[a-d]{1,2}", item_text()), 0..5).prop_map(|items| {
+        let members: Vec<String> = items
+            .into_iter()
+            .map(|(key, item)| format!(r#""{key}":{item}"#))
+            .collect();
+        format!("{{{}}}", members.join(","))
+    })
+}
+
+/// Data sets and `put` bodies, mostly well formed, some with members missing, extra,
+/// repeated or reordered.
+fn data_set_text() -> impl Strategy<Value = (String, bool)> {
+    (
+        items_text(),
+        items_text(),
+        0u8..6,
+        any::<bool>(),
+        prop::option::of(Just(r#""extra":{"flags":[1,{"x":"}"}]}"#)),
+    )
+        .prop_map(|(flags, segments, shape, envelope, extra)| {
+            let mut members = vec![
+                format!(r#""flags":{flags}"#),
+                format!(r#""segments":{segments}"#),
+            ];
+            match shape {
+                1 => members.reverse(),
+                2 => drop(members.pop()),
+                3 => members.push(r#""flags":[]"#.to_owned()),
+                _ => {}
+            }
+            if let Some(extra) = extra {
+                members.insert(1, extra.to_owned());
+            }
+            let data = format!("{{{}}}", members.join(","));
+            if envelope {
+                let body = match shape {
+                    4 => format!(r#"{{"path":"/","dat":{data}}}"#),
+                    5 => format!(r#"{{"data":{data},"path":"/","data":{data}}}"#),
+                    _ => format!(r#"{{"path":"/","data":{data}}}"#),
+                };
+                (body, true)
+            } else {
+                (data, false)
+            }
+        })
+}
+
+/// A few edits of the bytes: deletions, and insertions of JSON punctuation, whitespace
+/// and invalid UTF-8.
+fn edited() -> impl Strategy<Value = (Vec<u8>, bool)> {
+    let edit = (
+        any::<prop::sample::Index>(),
+        prop::option::of(prop_oneof![
+            Just(b'{'),
+            Just(b'}'),
+            Just(b','),
+            Just(b'"'),
+            Just(b':'),
+            Just(b' '),
+            Just(b'1'),
+            Just(0xFF),
+            Just(0xC3),
+        ]),
+    );
+    (data_set_text(), prop::collection::vec(edit, 0..3)).prop_map(|((text, envelope), edits)| {
+        let mut bytes = text.into_bytes();
+        for (at, insert) in edits {
+            let at = at.index(bytes.len() + 1);
+            match insert {
+                Some(b) => bytes.insert(at, b),
+                None if at < bytes.len() => drop(bytes.remove(at)),
+                None => {}
+            }
+        }
+        (bytes, envelope)
+    })
+}
+
+proptest! {
+    #[test]
+    fn one_pass_matches_the_recursive_reading((bytes, envelope) in edited()) {
+        let whole = Bytes::from(bytes);
+        prop_assert_eq!(DataSetScan::new(envelope).finish(&whole), reference(&whole, envelope));
+    }
+
+    #[test]
+    fn reading_in_prefixes_never_changes_the_result(
+        (bytes, envelope) in edited(),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
+    ) {
+        let whole = Bytes::from(bytes);
+        let cuts: Vec<usize> = cuts.iter().map(|c| c.index(whole.len() + 1)).collect();
+        prop_assert_eq!(resumed(&whole, envelope, &cuts), reference(&whole, envelope));
+    }
+}
+
+#[test]
+fn every_prefix_of_a_put_reads_the_same() {
+    let whole = Bytes::from_static(
+        br#"{"path":"/","data":{"flags":{"a":{"key":"a","version":2,"prerequisites":[{"key":"b"}]},"b":{"key":"b","version":1,"rules":[{"clauses":[{"op":"segmentMatch","values":["s"]}]}]}},"segments":{"s":{"key":"s","version":4,"deleted":true}}}}"#,
+    );
+    let expected = reference(&whole, true).unwrap();
+    assert_eq!(expected.len(), 3);
+    for step in 1..=whole.len() {
+        let cuts: Vec<usize> = (0..=whole.len()).step_by(step).collect();
+        let got = resumed(&whole, true, &cuts).unwrap();
+        assert_eq!(got, expected, "reads of {step} bytes");
+        // The raw JSON is a slice of the whole text, not a copy.
+        assert!(whole.as_ptr_range().contains(&got[0].item.raw.as_ptr()));
+    }
+}
+
+#[test]
+fn reading_ahead_gets_most_of_a_large_put_before_it_ends() {
+    let items: Vec<String> = (0..1000)
+        .map(|i| format!(r#""f{i}":{{"key":"f{i}","version":{i}}}"#))
+        .collect();
+    let text = format!(
+        r#"{{"data":{{"segments":{{}},"flags":{{{}}}}}}}"#,
+        items.join(",")
+    );
+    let whole = Bytes::from(text);
+    let mut scan = DataSetScan::new(true);
+    for cut in (0..whole.len()).step_by(1024) {
+        scan.advance(&whole[..cut]);
+    }
+    assert!(
+        scan.scanned() + 2048 > whole.len(),
+        "{} of {}",
+        scan.scanned(),
+        whole.len()
+    );
+    assert_eq!(scan.finish(&whole).unwrap().len(), 1000);
+}
+
+#[test]
+fn a_malformed_start_is_reread_rarely_and_judged_at_the_end() {
+    // An unterminated string: every advance fails at the same step.
+    let mut text = br#"{"data":{"flags":{"a":{"key":"a","version":1,"salt":"x"#.to_vec();
+    text.resize(1 << 20, b'x');
+    let whole = Bytes::from(text);
+    let mut scan = DataSetScan::new(true);
+    let mut tries = 0;
+    for cut in (0..=whole.len()).step_by(1024) {
+        let before = scan.retry_at;
+        scan.advance(&whole[..cut]);
+        tries += usize::from(scan.retry_at != before);
+    }
+    // Retries double the text each time: about log2(1 MiB / 1 KiB) of them.
+    assert!(tries <= 24, "{tries} tries");
+    assert_eq!(scan.finish(&whole), reference(&whole, true));
+}
