@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::{apply_stream, payload, put_event};
+use common::{Pipeline, apply_stream, payload, put_event};
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
@@ -118,6 +118,32 @@ fn bench(c: &mut Criterion) {
     g.bench_function("serde_json_official_model", |b| {
         b.iter_with_large_drop(|| serde_json::from_slice::<OfficialAllData>(&large).unwrap())
     });
+    g.finish();
+
+    // From the last read of the put to a ready store: what is left to do once the
+    // last byte has arrived, with the put read while it arrived or read at the end.
+    let mut g = c.benchmark_group("put_last_read_to_store");
+    g.sample_size(10).measurement_time(Duration::from_secs(20));
+    let reads: Vec<&[u8]> = put.chunks(16 * 1024).collect();
+    let (last, before) = reads.split_last().unwrap();
+    for (name, read_ahead) in [("read_ahead", true), ("read_at_the_end", false)] {
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                || {
+                    let (mut pipeline, mut store) = (Pipeline::new(read_ahead), Store::new());
+                    for read in before {
+                        pipeline.read(&mut store, read);
+                    }
+                    (pipeline, store)
+                },
+                |(mut pipeline, mut store)| {
+                    pipeline.read(&mut store, last);
+                    (pipeline, store)
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
     g.finish();
 
     let mut g = c.benchmark_group("put_per_mb");

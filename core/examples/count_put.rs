@@ -5,13 +5,72 @@
 //! store), `pipeline` (SSE framing in 16 KiB reads, parse and store) or `patches` (the
 //! store from FILE, then 10,000 `patch` events through SSE, FDv1 and the store, as in the
 //! `patches` bench; count only the patches with `--toggle-collect='*apply_patches*'`).
+//!
+//! With `FLAGSYNC_ROUNDS=N`, MODE `pipeline` or `official` runs N times in this process
+//! and prints each round's time and minor page faults, the inputs prepared beforehand
+//! and each result dropped after its round is timed: round 0 is the work as a process
+//! does it at start-up, on a fresh heap.
 use bytes::Bytes;
 
 #[path = "../benches/common/mod.rs"]
 mod common;
+/// The official model of a full data set.
+#[derive(serde::Deserialize)]
+#[allow(dead_code, reason = "built to be measured, never read")]
+struct All {
+    flags: std::collections::HashMap<String, launchdarkly_server_sdk_evaluation::Flag>,
+    segments: std::collections::HashMap<String, launchdarkly_server_sdk_evaluation::Segment>,
+}
+
+/// Minor page faults of this process so far (`/proc/self/stat`, field 10).
+fn minor_faults() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    fields
+        .split_whitespace()
+        .nth(7)
+        .and_then(|f| f.parse().ok())
+        .unwrap_or(0)
+}
+
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a benchmark tool outside the core: it has to read the clock"
+)]
+fn rounds(mode: &str, all: &[u8], rounds: usize) {
+    let ev = common::put_event(all);
+    for round in 0..rounds {
+        let faults = minor_faults();
+        let start = std::time::Instant::now();
+        let out: Box<dyn std::any::Any> = match mode {
+            "pipeline" => {
+                let mut store = flagsync_core::store::Store::new();
+                common::apply_stream(&mut store, &ev);
+                assert!(store.initialized());
+                Box::new(store)
+            }
+            "official" => Box::new(serde_json::from_slice::<All>(all).unwrap()),
+            _ => panic!("FLAGSYNC_ROUNDS takes MODE pipeline or official"),
+        };
+        let elapsed = start.elapsed();
+        let faults = minor_faults() - faults;
+        drop(out);
+        println!(
+            "{mode} round {round}: {:.1} ms, {faults} minor faults",
+            elapsed.as_secs_f64() * 1e3
+        );
+    }
+}
+
 fn main() {
     let mode = std::env::args().nth(1).unwrap();
     let all = std::fs::read(std::env::args().nth(2).unwrap()).unwrap();
+    if let Some(n) = std::env::var("FLAGSYNC_ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+    {
+        return rounds(&mode, &all, n);
+    }
     let mut v = b"{\"path\":\"/\",\"data\":".to_vec();
     v.extend_from_slice(&all);
     v.push(b'}');
@@ -30,12 +89,6 @@ fn main() {
             s.apply(flagsync_core::store::ChangeSet::fdv1_full(c));
         }
         "official" => {
-            #[derive(serde::Deserialize)]
-            struct All {
-                flags: std::collections::HashMap<String, launchdarkly_server_sdk_evaluation::Flag>,
-                segments:
-                    std::collections::HashMap<String, launchdarkly_server_sdk_evaluation::Segment>,
-            }
             let all: All = serde_json::from_slice(&all).unwrap();
             assert!(all.flags.len() + all.segments.len() > 0);
         }

@@ -36,18 +36,33 @@ pub fn put_event(all: &[u8]) -> Vec<u8> {
     v
 }
 
-/// Apply an FDv1 event stream to `store` as the streaming source does: SSE in 16 KiB
-/// reads, a large `put` read while it arrives (`EventStream` reads ahead a first `data`
-/// line of 64 KiB or more), each event parsed once and applied. Returns the writes.
-pub fn apply_stream(store: &mut Store, bytes: &[u8]) -> usize {
-    let mut parser = sse::Parser::new(sse::Config::default());
-    let mut prescan: Option<PutPrescan> = None;
-    let mut n = 0;
-    for chunk in bytes.chunks(16 * 1024) {
-        parser.handle_bytes(chunk);
-        while let Some(item) = parser.poll_item() {
+/// The FDv1 streaming pipeline as the streaming source runs it: SSE reads, a large
+/// `put` read while it arrives (`EventStream` reads ahead a first `data` line of 64 KiB
+/// or more), each event parsed once and applied to a store.
+pub struct Pipeline {
+    parser: sse::Parser,
+    prescan: Option<PutPrescan>,
+    read_ahead: bool,
+}
+
+impl Pipeline {
+    /// A pipeline at the start of a stream; `read_ahead: false` parses a `put` only once
+    /// it is complete.
+    pub fn new(read_ahead: bool) -> Self {
+        Self {
+            parser: sse::Parser::new(sse::Config::default()),
+            prescan: None,
+            read_ahead,
+        }
+    }
+
+    /// One read: parse, apply what completed, read ahead. Returns the writes.
+    pub fn read(&mut self, store: &mut Store, chunk: &[u8]) -> usize {
+        let mut n = 0;
+        self.parser.handle_bytes(chunk);
+        while let Some(item) = self.parser.poll_item() {
             if let Ok(Item::Event(ev)) = item {
-                let parsed = match prescan.take() {
+                let parsed = match self.prescan.take() {
                     Some(p) if ev.event_type == "put" => fdv1::parse_put_prescanned(&ev.data, p),
                     _ => fdv1::parse_event(&ev.event_type, &ev.data),
                 };
@@ -60,11 +75,24 @@ pub fn apply_stream(store: &mut Store, bytes: &[u8]) -> usize {
                 }
             }
         }
-        if let Some(data) = parser.pending_data()
-            && (prescan.is_some() || data.len() >= 64 * 1024)
+        if self.read_ahead
+            && let Some(data) = self.parser.pending_data()
+            && (self.prescan.is_some() || data.len() >= 64 * 1024)
         {
-            prescan.get_or_insert_with(PutPrescan::new).advance(data);
+            self.prescan
+                .get_or_insert_with(PutPrescan::new)
+                .advance(data);
         }
+        n
     }
-    n
+}
+
+/// Apply an FDv1 event stream to `store` through a [`Pipeline`] (reading ahead), in
+/// 16 KiB reads. Returns the writes.
+pub fn apply_stream(store: &mut Store, bytes: &[u8]) -> usize {
+    let mut pipeline = Pipeline::new(true);
+    bytes
+        .chunks(16 * 1024)
+        .map(|chunk| pipeline.read(store, chunk))
+        .sum()
 }
