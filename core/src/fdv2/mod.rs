@@ -36,7 +36,7 @@ use serde::Deserialize;
 
 use crate::fdv1::slice_of;
 use crate::status::ErrorKind;
-use crate::store::{Change, DecodeError, Kind, Selector, decode};
+use crate::store::{Change, DecodeError, Kind, Selector, decode, split_put_object};
 
 pub use builder::{Action, ChangeSetBuilder, Protocol};
 pub use poll::{parse_fdv1_fallback_poll, parse_poll, parse_poll_or_fdv1};
@@ -218,6 +218,23 @@ fn parse_intent(data: &Bytes) -> Result<Event, DecodeError> {
 }
 
 fn parse_put(data: &Bytes) -> Result<Event, DecodeError> {
+    // One pass over the usual shape; anything else takes the general way below.
+    if let Some((version, key, kind, d)) = split_put_object(data, wire::kind) {
+        return Ok(Event::PutObject(PutObject {
+            version,
+            change: Change {
+                kind,
+                key,
+                item: d.item,
+                depends_on: d.depends_on,
+            },
+        }));
+    }
+    parse_put_general(data)
+}
+
+/// Any `put-object` data, through serde_json: the reference for [`split_put_object`].
+fn parse_put_general(data: &Bytes) -> Result<Event, DecodeError> {
     let put: wire::PutObject<'_> = from_slice(data)?;
     let Some(kind) = wire::kind(&put.kind) else {
         return Ok(Event::UnknownObjectKind {

@@ -910,3 +910,64 @@ proptest! {
         prop_assert_eq!(poll(&events(&refs)).unwrap(), streamed);
     }
 }
+
+/// The one-pass `put-object` reading agrees with the general serde_json way on every
+/// shape, errors included.
+#[test]
+fn put_object_fast_path_agrees_with_the_general_parse() {
+    let deep = format!(
+        r#"{{"version":1,"kind":"flag","key":"d","object":{{"key":"d","version":1,"x":{}{}}}}}"#,
+        "[".repeat(126),
+        "]".repeat(126)
+    );
+    let cases = [
+        r#"{"version":3,"kind":"flag","key":"f","object":{"key":"f","version":2,"prerequisites":[{"key":"p"}]}}"#,
+        r#"{"version":3,"kind":"segment","key":"s","object":{"key":"s","version":2,"rules":[{"clauses":[{"op":"segmentMatch","values":["t"]}]}]}}"#,
+        r#" { "version" : 3 , "kind" : "flag" , "key" : "f" , "object" : {"version":2} } "#,
+        r#"{"object":{"key":"f","version":2},"version":3,"kind":"flag","key":"f"}"#,
+        r#"{"version":3,"kind":"flag","key":"f","object":{"key":"f","version":2},"extra":[1]}"#,
+        r#"{"version":3,"version":4,"kind":"flag","key":"f","object":{"version":2}}"#,
+        r#"{"version":3,"kind":"flag","kind":"segment","key":"f","object":{"version":2}}"#,
+        r#"{"version":3,"kind":"flag","key":"f","key":"g","object":{"version":2}}"#,
+        r#"{"version":3,"kind":"flag","key":"f","object":{"version":2},"object":{"version":5}}"#,
+        r#"{"v\u0065rsion":3,"kind":"fl\u0061g","key":"\u00e9","object":{"version":2}}"#,
+        r#"{"version":3,"kind":"experiment","key":"x","object":{}}"#,
+        r#"{"version":3,"kind":"flag","key":"f"}"#,
+        r#"{"kind":"flag","key":"f","object":{"version":2}}"#,
+        r#"{"version":"3","kind":"flag","key":"f","object":{"version":2}}"#,
+        r#"{"version":-3,"kind":"flag","key":"f","object":{"version":2}}"#,
+        r#"{"version":3.5,"kind":"flag","key":"f","object":{"version":2}}"#,
+        r#"{"version":3,"kind":7,"key":"f","object":{"version":2}}"#,
+        r#"{"version":3,"kind":"flag","key":null,"object":{"version":2}}"#,
+        r#"{"version":3,"kind":"flag","key":"f","object":[]}"#,
+        r#"{"version":3,"kind":"flag","key":"f","object":{"key":"f"}}"#,
+        r#"{"version":3,"kind":"flag","key":"f","object":{"version":2,}}"#,
+        r#"{"version":3,"kind":"flag","key":"f","object":{"version":2}} x"#,
+        r#"{"version":3,"kind":"flag","key":"f","object":{"version":2}"#,
+        r#"[3,"flag","f",{"version":2}]"#,
+        &deep,
+    ];
+    for data in cases {
+        let data = Bytes::copy_from_slice(data.as_bytes());
+        assert_eq!(parse_put(&data), parse_put_general(&data), "{data:?}");
+    }
+    let bad_utf8 = Bytes::from_static(
+        b"{\"version\":3,\"kind\":\"flag\",\"key\":\"\xff\",\"object\":{\"version\":2}}",
+    );
+    assert_eq!(parse_put(&bad_utf8), parse_put_general(&bad_utf8));
+}
+
+proptest! {
+    /// Same agreement on `put-object` data cut or corrupted at any point.
+    #[test]
+    fn put_object_fast_path_agrees_on_damaged_data(cut in 0usize..160, byte in 0u8..128, at in 0usize..160) {
+        let good = br#"{"version":9,"kind":"flag","key":"f","object":{"key":"f","version":2,"rules":[{"clauses":[{"op":"segmentMatch","values":["s"]}]}]}}"#;
+        let mut v = good[..cut.min(good.len())].to_vec();
+        if let Some(b) = v.get_mut(at) {
+            *b = byte;
+        }
+        for data in [Bytes::from(v), Bytes::from_static(good)] {
+            prop_assert_eq!(parse_put(&data), parse_put_general(&data));
+        }
+    }
+}

@@ -21,5 +21,6 @@ pub use kind::Kind;
 pub use memory::{Applied, Store};
 pub(crate) use scan::DataSetScan;
 pub(crate) use scan::patch as split_patch;
+pub(crate) use scan::put_object as split_put_object;
 pub use scan::{MAX_DEPTH, split_all_data};
 pub use snapshot::Snapshot;

@@ -660,6 +660,61 @@ pub(crate) fn patch<'a>(
     ))
 }
 
+/// FDv2 `put-object` data, `{"version":…,"kind":…,"key":…,"object":{…}}`, in one pass:
+/// the envelope's version and key, and the object decoded as an item of the kind
+/// `kind_of` reads from `kind` (its raw JSON a slice of `data`). `None` for anything
+/// else, valid or not (`object` before `kind`, a repeated member, a kind `kind_of` does
+/// not know, deep nesting, any error): the caller's general parse then decides, errors
+/// included. When this returns an item, the general parse would have returned the same.
+pub(crate) fn put_object(
+    data: &Bytes,
+    kind_of: impl Fn(&str) -> Option<Kind>,
+) -> Option<(u64, String, Kind, Decoded)> {
+    let mut s = Scan::new(std::str::from_utf8(data).ok()?);
+    // As for `patch`: deep data goes to the general parse.
+    s.depth = MAX_DEPTH / 2;
+    s.eat(b'{').ok()?;
+    let (mut version, mut key, mut kind, mut object) = (None, None, None, None);
+    loop {
+        let name = s.string_text().ok()?;
+        s.eat(b':').ok()?;
+        match name.as_ref() {
+            "version" if version.is_none() => version = Some(s.u64_value().ok()?),
+            "key" if key.is_none() => key = Some(s.string_value().ok()?.into_owned()),
+            "kind" if kind.is_none() => kind = Some(kind_of(&s.string_value().ok()?)?),
+            "object" if object.is_none() => {
+                let kind = kind?;
+                s.peek();
+                let start = s.i;
+                let mut depends_on = Vec::new();
+                let (key, version, deleted) = s.item(kind, &mut depends_on).ok()?;
+                let item = Item {
+                    version,
+                    deleted,
+                    raw: data.slice(start..s.i),
+                };
+                object = Some(Decoded {
+                    key,
+                    item,
+                    depends_on,
+                });
+            }
+            "version" | "key" | "kind" | "object" => return None,
+            _ => s.value().ok()?,
+        }
+        match s.peek() {
+            Some(b',') => s.i += 1,
+            Some(b'}') => {
+                s.i += 1;
+                break;
+            }
+            _ => return None,
+        }
+    }
+    s.end().ok()?;
+    Some((version?, key?, kind?, object?))
+}
+
 /// Split a full data set `{"flags":{…},"segments":{…}}`, or with `envelope`, an FDv1
 /// `put` body `{"path":…,"data":{…}}`, into changes whose raw JSON are slices of
 /// `whole` (no copy).
