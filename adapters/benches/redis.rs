@@ -27,22 +27,12 @@ use flagsync::persist::{CacheConfig, CachingStore, Item, PersistentStore, RedisS
 use flagsync::{Client, Kind};
 use flagsync_core::store::{ChangeSet, Store, split_all_data};
 
+/// The payload generator the core's benches use.
+#[path = "../../core/benches/common/mod.rs"]
+mod core_benches;
+
 fn payload(flags: usize) -> Bytes {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/payloads");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("flags-{flags}.json"));
-    if !path.exists() {
-        let script =
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/tools/gen_payload.py");
-        let status = Command::new("python3")
-            .arg(script)
-            .args(["--flags", &flags.to_string(), "-o"])
-            .arg(&path)
-            .status()
-            .expect("python3 runs gen_payload.py");
-        assert!(status.success());
-    }
-    Bytes::from(std::fs::read(path).unwrap())
+    Bytes::from(core_benches::payload(flags))
 }
 
 /// A redis-server for the run, killed on drop.

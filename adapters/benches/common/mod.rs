@@ -4,31 +4,17 @@
 //! client on tokio.
 #![allow(dead_code, reason = "each bench uses part of it")]
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use flagsync::Client;
 use flagsync::server::{Server, ServerHandle};
 use serde_json::{Value, json};
 
-/// The generated payload with `flags` flags (bytes of `{"flags":…,"segments":…}`).
-pub fn payload(flags: usize) -> Vec<u8> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/payloads");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("flags-{flags}.json"));
-    if !path.exists() {
-        let script =
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/tools/gen_payload.py");
-        let status = std::process::Command::new("python3")
-            .arg(script)
-            .args(["--flags", &flags.to_string(), "-o"])
-            .arg(&path)
-            .status()
-            .expect("python3 runs gen_payload.py");
-        assert!(status.success());
-    }
-    std::fs::read(path).unwrap()
-}
+/// The payload generator the core's benches use.
+#[path = "../../../core/benches/common/mod.rs"]
+mod core_benches;
+
+pub use core_benches::payload;
 
 /// The first flag (by key) that is on, serves booleans, has no prerequisites, and has
 /// at least two rules of which a later one is a single `segmentMatch` clause: its key
