@@ -1,6 +1,6 @@
 //! FDv1 event data under each event name, applied to a populated store: no panic, a
 //! patch or delete never moves a version backwards, and a put replaces everything. A
-//! `put` read ahead in prefixes (cut where the first data byte says) parses exactly as
+//! `put` read ahead in pieces (cut where the first data byte says) parses exactly as
 //! the whole data does.
 #![no_main]
 
@@ -26,10 +26,13 @@ fuzz_target!(|input: (u8, &[u8])| {
     if name == "put" {
         let step = data.first().map_or(1, |b| usize::from(b % 32) + 1);
         let mut prescan = PutPrescan::new();
-        for cut in (0..data.len()).step_by(step) {
-            prescan.advance(&data[..cut]);
+        let mut at = 0;
+        while at + step < data.len() {
+            prescan.advance(&data.slice(at..at + step));
+            at += step;
         }
-        assert_eq!(parse_put_prescanned(&data, prescan), parsed);
+        assert_eq!(prescan.data(&data.slice(at..)), data);
+        assert_eq!(parse_put_prescanned(&data.slice(at..), prescan), parsed);
     }
     match parsed {
         Ok(Event::Patch(c) | Event::Delete(c)) => {

@@ -37,8 +37,8 @@ pub fn put_event(all: &[u8]) -> Vec<u8> {
 }
 
 /// The FDv1 streaming pipeline as the streaming source runs it: SSE reads, a large
-/// `put` read while it arrives (`EventStream` reads ahead a first `data` line of 64 KiB
-/// or more), each event parsed once and applied to a store.
+/// `put` read while it arrives (`EventStream` takes a first `data` line of 64 KiB or
+/// more from the parser as it arrives), each event parsed once and applied to a store.
 pub struct Pipeline {
     parser: sse::Parser,
     prescan: Option<PutPrescan>,
@@ -78,10 +78,11 @@ impl Pipeline {
         if self.read_ahead
             && let Some(data) = self.parser.pending_data()
             && (self.prescan.is_some() || data.len() >= 64 * 1024)
+            && let Some(piece) = self.parser.take_pending_data()
         {
             self.prescan
                 .get_or_insert_with(PutPrescan::new)
-                .advance(data);
+                .advance(&piece);
         }
         n
     }

@@ -8,11 +8,14 @@ use crate::store::DataSetScan;
 /// A `put` event's data, read while it is still arriving.
 ///
 /// A LaunchDarkly `put` carries the whole data set on one SSE `data` line, tens of MB.
-/// Read at the end, those bytes come back from main memory; read as they arrive (call
-/// [`advance`](Self::advance) with [`sse::Parser::pending_data`](crate::sse::Parser::pending_data)
-/// after each read), they are still in the processor's caches. When the event is
-/// dispatched, [`parse_put_prescanned`] reads the rest. The result, errors included, is
-/// always that of [`parse_event`](super::parse_event) on the complete data.
+/// Read at the end, those bytes come back from main memory, after the SSE parser has
+/// gathered them in one buffer as large as the event; read as they arrive (pass each
+/// piece that [`sse::Parser::take_pending_data`](crate::sse::Parser::take_pending_data)
+/// returns to [`advance`](Self::advance)), they are still in the processor's caches,
+/// and no buffer of that size is needed: the items are slices of the pieces. When the
+/// event is dispatched with the rest of its data, [`parse_put_prescanned`] reads that
+/// rest. The result, errors included, is always that of
+/// [`parse_event`](super::parse_event) on the complete data.
 ///
 /// ```
 /// use bytes::Bytes;
@@ -28,6 +31,7 @@ use crate::store::DataSetScan;
 /// for read in stream.chunks(16) {
 ///     parser.handle_bytes(read);
 ///     while let Some(Ok(Item::Event(event))) = parser.poll_item() {
+///         // `event.data` is the rest of the data: what was not taken.
 ///         let prescan = std::mem::take(&mut prescan);
 ///         assert!(prescan.scanned() > 0);
 ///         let Event::Put(changes) = fdv1::parse_put_prescanned(&event.data, prescan)? else {
@@ -35,8 +39,8 @@ use crate::store::DataSetScan;
 ///         };
 ///         assert_eq!(changes[0].key, "f");
 ///     }
-///     if let Some(partial) = parser.pending_data() {
-///         prescan.advance(partial);
+///     if let Some(piece) = parser.take_pending_data() {
+///         prescan.advance(&piece);
 ///     }
 /// }
 /// # Ok::<(), fdv1::Error>(())
@@ -50,20 +54,25 @@ impl PutPrescan {
         Self(DataSetScan::new(true))
     }
 
-    /// Read what can be read of `prefix`, the data that has arrived so far.
-    ///
-    /// Each call's `prefix` must start with the previous call's, and all must be
-    /// prefixes of the data later passed to [`parse_put_prescanned`]. Cheap to call
-    /// after every read: whatever is cut short is read again only once the data has
-    /// grown by as much, so the total work stays linear. Never fails; errors are
-    /// reported by `parse_put_prescanned`.
-    pub fn advance(&mut self, prefix: &[u8]) {
-        self.0.advance(prefix);
+    /// Read what can be read of `piece`, the data that arrived after the pieces passed
+    /// before (any split). The stored items of the `put` will be slices of the pieces
+    /// (a reference count, no copy), except the few cut by the end of one, which are
+    /// copied. Cheap to call after every read: whatever is cut short is read again only
+    /// once its text has doubled, so the total work stays linear. Never fails; errors
+    /// are reported by [`parse_put_prescanned`].
+    pub fn advance(&mut self, piece: &Bytes) {
+        self.0.advance(piece);
     }
 
     /// Bytes of the data read so far.
     pub fn scanned(&self) -> usize {
         self.0.scanned()
+    }
+
+    /// The complete data: the pieces passed so far followed by `rest` (a copy), for an
+    /// event that turns out not to be a `put`.
+    pub fn data(&self, rest: &Bytes) -> Bytes {
+        self.0.text(rest)
     }
 }
 
@@ -73,12 +82,13 @@ impl Default for PutPrescan {
     }
 }
 
-/// Parse the data of a `put` event, of which `prescan` has read a prefix: the same as
-/// [`parse_event`](super::parse_event)`("put", data)`.
-pub fn parse_put_prescanned(data: &Bytes, prescan: PutPrescan) -> Result<Event, Error> {
+/// Parse the data of a `put` event of which `prescan` has read the start: `rest` is the
+/// data that was not passed to [`PutPrescan::advance`]. The same as
+/// [`parse_event`](super::parse_event)`("put", data)` on the complete data.
+pub fn parse_put_prescanned(rest: &Bytes, prescan: PutPrescan) -> Result<Event, Error> {
     prescan
         .0
-        .finish(data)
+        .finish_rest(rest)
         .map(Event::Put)
-        .map_err(|e| malformed_first(Error::from_decode("put", e), data))
+        .map_err(|(e, whole)| malformed_first(Error::from_decode("put", e), &whole))
 }

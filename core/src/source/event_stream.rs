@@ -91,9 +91,9 @@ pub enum StreamOutput {
     /// A `put` event that was read while it arrived (FDv1 streams read large `put`s
     /// ahead): finish it with [`fdv1::parse_put_prescanned`].
     Put {
-        /// The event.
+        /// The event, its data only the rest that was not read ahead.
         event: sse::Event,
-        /// What was read of its data before it was complete.
+        /// What was read of its data before it was complete (holding those bytes).
         prescan: fdv1::PutPrescan,
     },
     /// The server answered with an error status (or 204): the response head, for the
@@ -416,7 +416,15 @@ impl EventStream {
                                 Some(prescan) if event.event_type == "put" => {
                                     StreamOutput::Put { event, prescan }
                                 }
-                                _ => StreamOutput::Item(sse::Item::Event(event)),
+                                // Not a `put` after all: its data in one piece again.
+                                Some(prescan) => {
+                                    let data = prescan.data(&event.data);
+                                    StreamOutput::Item(sse::Item::Event(sse::Event {
+                                        data,
+                                        ..event
+                                    }))
+                                }
+                                None => StreamOutput::Item(sse::Item::Event(event)),
                             }
                         }
                         item => StreamOutput::Item(item),
@@ -436,10 +444,11 @@ impl EventStream {
     fn read_ahead(&mut self) {
         if let Some(data) = self.parser.pending_data()
             && (self.prescan.is_some() || data.len() >= READ_AHEAD_FROM)
+            && let Some(piece) = self.parser.take_pending_data()
         {
             self.prescan
                 .get_or_insert_with(fdv1::PutPrescan::new)
-                .advance(data);
+                .advance(&piece);
         }
     }
 

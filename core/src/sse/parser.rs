@@ -64,6 +64,12 @@ pub struct Parser {
     line: BytesMut,
     /// UTF-8 validation progress over `line`.
     line_utf8: Utf8Progress,
+    /// Bytes of the unterminated line taken by `take_pending_data`, its `data:` field
+    /// name included (0: none). When non-zero, `line` holds the rest of the value of the
+    /// pending event's first `data` line, without the field name.
+    line_taken: usize,
+    /// Of `line_taken`, the bytes of the value (data of the pending event).
+    data_taken: usize,
     /// The data arena. Its first `done` bytes are the data of events already queued
     /// (handed to the queue before the next poll); after them, the current event's data
     /// buffer without its final LF (valid UTF-8), meaningful when `has_data`.
@@ -114,6 +120,8 @@ impl Parser {
             pending_cr: false,
             line: BytesMut::new(),
             line_utf8: Utf8Progress::default(),
+            line_taken: 0,
+            data_taken: 0,
             data: BytesMut::new(),
             done: 0,
             has_data: false,
@@ -274,15 +282,14 @@ impl Parser {
     }
 
     /// The value so far of a `data` line that is still arriving, when it is the first
-    /// `data` line of the pending event; `None` otherwise.
+    /// `data` line of the pending event, less what
+    /// [`take_pending_data`](Self::take_pending_data) took of it; `None` otherwise.
     ///
-    /// For reading a large event (an FDv1 `put` is tens of MB on one line) while it
-    /// arrives, when its bytes are still in the processor's caches. Up to its first
-    /// invalid UTF-8 sequence (which the event gets as U+FFFD), what this returns is a
-    /// prefix of the data of the next event dispatched, if one is dispatched before
-    /// [`reset`](Self::reset) or [`handle_eof`](Self::handle_eof); later calls return
-    /// longer prefixes of the same data until then. The value starts once the byte after
-    /// `data:` is known (an optional space is not part of it).
+    /// Up to its first invalid UTF-8 sequence (which the event gets as U+FFFD), what
+    /// this returns is a prefix of the data of the next event dispatched, if one is
+    /// dispatched before [`reset`](Self::reset) or [`handle_eof`](Self::handle_eof);
+    /// later calls return longer prefixes of the same data until then. The value starts
+    /// once the byte after `data:` is known (an optional space is not part of it).
     ///
     /// ```
     /// use flagsync_core::sse::{Config, Parser};
@@ -297,11 +304,69 @@ impl Parser {
         if self.failed || self.has_data {
             return None;
         }
+        if self.line_taken > 0 {
+            return Some(&self.line);
+        }
         match self.line.strip_prefix(b"data:")? {
             [b' ', value @ ..] => Some(value),
             [] => None,
             value => Some(value),
         }
+    }
+
+    /// Take what has arrived of a `data` line that is still arriving, when it is the
+    /// first `data` line of the pending event; `None` when there is no such line or
+    /// nothing new of it.
+    ///
+    /// For reading a large event (an FDv1 `put` is tens of MB on one line) while it
+    /// arrives, when its bytes are still in the processor's caches, and without the
+    /// parser gathering all of it in one buffer. Each call returns the bytes that arrived
+    /// since the previous one, whole characters of valid UTF-8 only; the parser forgets
+    /// them. The event, if it is dispatched (before [`reset`](Self::reset) or
+    /// [`handle_eof`](Self::handle_eof), which drop it), then carries only the rest of
+    /// its data: the pieces taken, followed by the dispatched data, are the data the
+    /// event would have had (invalid UTF-8 in the rest is replaced as usual). Limits
+    /// count the taken bytes. The value starts once the byte after `data:` is known (an
+    /// optional space is not part of it).
+    ///
+    /// ```
+    /// use flagsync_core::sse::{Config, Item, Parser};
+    ///
+    /// let mut parser = Parser::new(Config::default());
+    /// parser.handle_bytes(b"event: put\ndata: {\"flags\":");
+    /// let piece = parser.take_pending_data().unwrap();
+    /// assert_eq!(piece, &b"{\"flags\":"[..]);
+    /// assert_eq!(parser.take_pending_data(), None);
+    /// parser.handle_bytes(b"{}}\n\n");
+    /// assert_eq!(parser.take_pending_data(), None);
+    /// let Some(Ok(Item::Event(event))) = parser.poll_item() else { panic!() };
+    /// assert_eq!(event.data, &b"{}}"[..]);
+    /// ```
+    pub fn take_pending_data(&mut self) -> Option<Bytes> {
+        if self.failed || self.has_data {
+            return None;
+        }
+        if self.line_taken == 0 {
+            let value_start = match self.line.strip_prefix(b"data:")? {
+                [b' ', ..] => 6,
+                [] => return None,
+                _ => 5,
+            };
+            if self.line_utf8.checked() <= value_start {
+                return None;
+            }
+            self.line.advance(value_start);
+            self.line_utf8.consumed(value_start);
+            self.line_taken = value_start;
+        }
+        let n = self.line_utf8.checked();
+        if n == 0 {
+            return None;
+        }
+        self.line_utf8.consumed(n);
+        self.line_taken += n;
+        self.data_taken += n;
+        Some(self.line.split_to(n).freeze())
     }
 
     /// The last event id committed so far (`""` if none).
@@ -316,6 +381,8 @@ impl Parser {
     fn discard_pending(&mut self) {
         self.pending_cr = false;
         self.clear_line();
+        self.line_taken = 0;
+        self.data_taken = 0;
         self.line_utf8 = Utf8Progress::default();
         self.freeze_done();
         self.data = BytesMut::new();
@@ -352,6 +419,8 @@ impl Parser {
         self.items.push_other(Err(error));
         self.failed = true;
         self.line = BytesMut::new();
+        self.line_taken = 0;
+        self.data_taken = 0;
         self.data = BytesMut::new();
         self.retained = BytesMut::new();
     }
@@ -369,7 +438,7 @@ impl Parser {
                 input = rest;
             }
         }
-        if !self.line.is_empty() {
+        if !self.line.is_empty() || self.line_taken > 0 {
             // The end of a line carried over from earlier reads.
             let Some((content, rest)) = LineEnds::new(input)
                 .next()
@@ -484,7 +553,8 @@ impl Parser {
         if input.is_empty() {
             return;
         }
-        if self.line.len().saturating_add(input.len()) > self.config.max_line_len {
+        let len = self.line.len().saturating_add(self.line_taken);
+        if len.saturating_add(input.len()) > self.config.max_line_len {
             self.fail(Error::LineTooLong {
                 limit: self.config.max_line_len,
             });
@@ -522,6 +592,10 @@ impl Parser {
 
     /// A terminator arrived: `content` is the end of the line (or all of it).
     fn complete_line(&mut self, content: &[u8]) {
+        if self.line_taken > 0 {
+            self.complete_taken_line(content);
+            return;
+        }
         let limit = self.config.max_line_len;
         if self.line.len().saturating_add(content.len()) > limit {
             self.fail(Error::LineTooLong { limit });
@@ -543,7 +617,7 @@ impl Parser {
         {
             // The first data line of an event: the line buffer becomes the data buffer
             // without a copy (a `put` line is tens of MB).
-            self.take_data_line(line, value_start);
+            self.take_data_line(line, value_start, 0);
             return;
         }
         self.process_line(&line);
@@ -551,11 +625,46 @@ impl Parser {
         self.clear_line();
     }
 
-    /// The first `data` line of an event, already validated, moved into the data buffer.
-    fn take_data_line(&mut self, mut line: BytesMut, value_start: usize) {
+    /// The end of the pending event's first `data` line, of which the start was taken
+    /// (`line` holds the rest of its value).
+    #[inline(never)]
+    fn complete_taken_line(&mut self, content: &[u8]) {
+        let limit = self.config.max_line_len;
+        let len = self.line.len().saturating_add(self.line_taken);
+        if len.saturating_add(content.len()) > limit {
+            self.fail(Error::LineTooLong { limit });
+            return;
+        }
+        self.reserve_line(content.len());
+        self.line.extend_from_slice(content);
+        let valid = self.line_utf8.is_valid(&self.line);
+        self.line_utf8 = Utf8Progress::default();
+        let rest = mem::take(&mut self.line);
+        let taken = self.data_taken;
+        self.line_taken = 0;
+        self.data_taken = 0;
+        if valid {
+            self.take_data_line(rest, 0, taken);
+            return;
+        }
+        // The taken bytes end on a character boundary: the rest decodes on its own.
+        let text = decode(&rest);
+        let limit = self.config.max_event_len;
+        if taken.saturating_add(text.len()).saturating_add(1) > limit {
+            self.fail(Error::EventTooLarge { limit });
+            return;
+        }
+        self.reserve_data(text.len() + 1);
+        self.data.extend_from_slice(text.as_bytes());
+        self.has_data = true;
+    }
+
+    /// The first `data` line of an event, already validated, moved into the data buffer;
+    /// `taken` bytes of its value were taken before.
+    fn take_data_line(&mut self, mut line: BytesMut, value_start: usize, taken: usize) {
         line.advance(value_start.min(line.len()));
         let limit = self.config.max_event_len;
-        if line.len().saturating_add(1) > limit {
+        if line.len().saturating_add(taken).saturating_add(1) > limit {
             self.fail(Error::EventTooLarge { limit });
             return;
         }

@@ -898,6 +898,52 @@ proptest! {
     }
 
     #[test]
+    fn taking_pending_data_never_changes_the_data(
+        stream in sse_bytes(),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
+        shared in prop::collection::vec(any::<bool>(), 13),
+        take in prop::collection::vec(any::<bool>(), 13),
+        max_line_len in 0_usize..24,
+        max_event_len in 0_usize..32,
+    ) {
+        let config = if max_line_len == 0 { Config::default() } else { small(max_line_len, max_event_len) };
+        let whole = run_with(config, [&stream[..]]);
+        let mut parser = Parser::new(config);
+        let mut out = Vec::new();
+        let mut taken: Vec<u8> = Vec::new();
+        for ((chunk, shared), take) in split(&stream, &cuts).into_iter().zip(&shared).zip(&take) {
+            if *shared {
+                parser.handle_chunk(&Bytes::copy_from_slice(chunk));
+            } else {
+                parser.handle_bytes(chunk);
+            }
+            // Everything dispatched so far first: what is taken next belongs to the
+            // next event dispatched.
+            while let Some(item) = parser.poll_item() {
+                out.push(item.map(|item| match item {
+                    Item::Event(mut event) if !taken.is_empty() => {
+                        taken.extend_from_slice(&event.data);
+                        event.data = Bytes::from(std::mem::take(&mut taken));
+                        Item::Event(event)
+                    }
+                    other => other,
+                }));
+            }
+            if *take {
+                let pending = parser.pending_data().map(<[u8]>::to_vec);
+                if let Some(piece) = parser.take_pending_data() {
+                    prop_assert!(std::str::from_utf8(&piece).is_ok());
+                    prop_assert!(pending.is_some_and(|p| p.starts_with(&piece)));
+                    taken.extend_from_slice(&piece);
+                }
+            }
+        }
+        parser.handle_eof();
+        out.extend(std::iter::from_fn(|| parser.poll_item()));
+        prop_assert_eq!((out, parser.last_event_id().to_owned()), whole);
+    }
+
+    #[test]
     fn reading_in_place_gives_the_same_transcript(
         stream in sse_bytes(),
         cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),

@@ -33,6 +33,17 @@ impl Utf8Progress {
         }
     }
 
+    /// Length of the prefix known to be valid UTF-8 (it ends on a character boundary).
+    pub(super) fn checked(&self) -> usize {
+        self.checked
+    }
+
+    /// The first `n` bytes of the line (at most [`checked`](Self::checked)) were
+    /// removed from its front.
+    pub(super) fn consumed(&mut self, n: usize) {
+        self.checked -= n.min(self.checked);
+    }
+
     /// Whether the complete `line` is valid UTF-8, validating only the unchecked tail.
     pub(super) fn is_valid(&self, line: &[u8]) -> bool {
         !self.invalid && std::str::from_utf8(line.get(self.checked..).unwrap_or_default()).is_ok()

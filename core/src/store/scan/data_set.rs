@@ -2,15 +2,17 @@
 //! scanned as a machine that can stop between items and resume later.
 //!
 //! [`split_all_data`](super::split_all_data) runs it over the whole text at once. A
-//! stream reader can also run it over the part of a large `put` that has arrived so far
+//! stream reader can also feed it the pieces of a large `put` as they arrive
 //! ([`DataSetScan::advance`]), while those bytes are still in the processor's caches,
-//! and finish with the whole text once the event is complete
-//! ([`DataSetScan::finish`]). Either way the result, errors included, is that of one
-//! pass over the whole text: the scan commits a step (one member, or one item with its
-//! key) only when it ended before the available text did, so a step cut short by the end
-//! of the available text is simply run again later.
+//! and finish with the last piece once the event is complete
+//! ([`DataSetScan::finish_rest`]). Items are then slices of the pieces, with no copy of
+//! the whole text; the few items cut by the end of a piece are copied. Either way the
+//! result, errors included, is that of one pass over the whole text: the scan commits a
+//! step (one member, or one item with its key) only when it ended before the available
+//! text did, so a step cut short by the end of a piece is simply run again with more
+//! text.
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use super::{Result, SCHEMA, SYNTAX, Scan};
 use crate::store::{Change, Item, Kind};
@@ -64,17 +66,24 @@ impl Control {
 pub(crate) struct DataSetScan {
     envelope: bool,
     c: Control,
-    /// Offset in the whole text of the next step.
+    /// Bytes of the text read so far (committed steps).
     pos: usize,
-    /// Items read so far, their raw JSON not attached yet: it is `spans[i]` of the whole
-    /// text.
+    /// Items read so far.
     changes: Vec<Change>,
+    /// The span of each item of the window being read whose raw JSON is not attached
+    /// yet (the last ones of `changes`), in window offsets.
     spans: Vec<(usize, usize)>,
-    /// [`advance`](Self::advance) waits until the text is this long: a step that did not
-    /// finish is tried again only once the text has grown by as much as that step read,
-    /// so rereading costs at most as much again as reading.
+    /// Every piece passed to `advance`: the whole text so far, read again from the start
+    /// when the pieces do not read well (`finish_rest` then judges the whole text).
+    pieces: Vec<Bytes>,
+    /// The text that arrived after `pos`: the start of the step that did not finish.
+    carry: BytesMut,
+    /// [`advance`](Self::advance) waits until `carry` is this long: a step that did not
+    /// finish is tried again only once its text has doubled, so rereading costs at most
+    /// as much again as reading.
     retry_at: usize,
-    /// Invalid UTF-8 ahead: `advance` does nothing more (`finish` decides).
+    /// The pieces do not read well (invalid UTF-8, or text after the end of the data
+    /// set): `advance` does nothing more, and `finish_rest` reads the whole text.
     stopped: bool,
 }
 
@@ -94,6 +103,8 @@ impl DataSetScan {
             pos: 0,
             changes: Vec::new(),
             spans: Vec::new(),
+            pieces: Vec::new(),
+            carry: BytesMut::new(),
             retry_at: 0,
             stopped: false,
         }
@@ -104,68 +115,203 @@ impl DataSetScan {
         self.pos
     }
 
-    /// Read what can be read of `prefix`, the text that has arrived so far. Each call's
-    /// `prefix` must begin with the previous call's, and end up a prefix of the text
-    /// passed to [`finish`](Self::finish). Never fails: whatever does not read well now
-    /// is read again, and judged, by `finish`.
-    pub(crate) fn advance(&mut self, prefix: &[u8]) {
-        if self.stopped || self.c.next == Next::Done || prefix.len() < self.retry_at {
+    /// Read what can be read of `piece`, the text that arrived after the pieces passed
+    /// before. Never fails: whatever does not read well now is read again, and judged,
+    /// by [`finish_rest`](Self::finish_rest). Items are slices of `piece` (no copy),
+    /// except those cut by its end.
+    pub(crate) fn advance(&mut self, piece: &Bytes) {
+        if piece.is_empty() {
             return;
         }
-        let Some(window) = prefix.get(self.pos..) else {
-            self.stopped = true;
+        self.pieces.push(piece.clone());
+        if self.stopped {
             return;
-        };
-        // The window may end inside a character, or reach invalid UTF-8 (which the SSE
-        // layer replaces before the event is complete): read only its valid start.
-        let valid = match simdutf8::compat::from_utf8(window) {
+        }
+        if self.c.next == Next::Done {
+            self.stopped |= !is_whitespace(piece);
+            return;
+        }
+        let mut off = 0;
+        if !self.carry.is_empty() {
+            // The bytes of `piece` start at `from` in `carry`.
+            let mut from = self.carry.len();
+            loop {
+                // Grow the window to at least twice its length (or to the piece's end).
+                let n = self.carry.len().max(64).min(piece.len() - off);
+                self.carry.extend_from_slice(&piece[off..off + n]);
+                off += n;
+                if self.carry.len() < self.retry_at {
+                    if off == piece.len() {
+                        return;
+                    }
+                    continue;
+                }
+                let committed = self.read_carry(false, from).unwrap_or(0);
+                if self.stopped {
+                    return;
+                }
+                if committed >= from {
+                    // Caught up with the piece: read the rest of it where it is.
+                    off = committed - from;
+                    self.carry.clear();
+                    self.retry_at = 0;
+                    break;
+                }
+                from -= committed;
+                if self.c.next == Next::Done {
+                    self.stopped |= !is_whitespace(&self.carry);
+                    self.carry.clear();
+                    self.stopped |= !is_whitespace(&piece[off..]);
+                    return;
+                }
+                // The step at the start of `carry` was tried over all of it.
+                self.retry_at = self.carry.len() * 2;
+                if off == piece.len() {
+                    return;
+                }
+            }
+        }
+        let window = &piece[off..];
+        let text = match simdutf8::compat::from_utf8(window) {
             Ok(text) => text,
             Err(error) => {
+                // A character cut by the end of the piece is read with the next one.
                 self.stopped = error.error_len().is_some();
                 let head = window.get(..error.valid_up_to()).unwrap_or_default();
                 std::str::from_utf8(head).unwrap_or_default()
             }
         };
-        let base = self.pos;
-        let mut s = Scan::new(valid);
-        s.depth = self.c.depth;
-        while self.c.next != Next::Done {
-            let (saved, items, start) = (self.c, self.changes.len(), s.i);
-            let stepped = self.step(&mut s, base);
-            if stepped.is_ok() && (self.c.next == Next::Done || s.peek().is_some()) {
-                self.pos = base + s.i;
-                continue;
-            }
-            // Cut short (or wrong, which `finish` will say): undo, wait for more text.
-            self.c = saved;
-            self.changes.truncate(items);
-            self.spans.truncate(items);
-            let tried = prefix.len() - (base + start);
-            self.retry_at = prefix.len() + tried.max(1);
+        if self.stopped {
             return;
         }
+        let committed = self.read(text, false, usize::MAX).unwrap_or(0);
+        self.attach(piece, off);
+        if self.c.next == Next::Done {
+            self.stopped |= !is_whitespace(&window[committed..]);
+            return;
+        }
+        self.carry.extend_from_slice(&window[committed..]);
+        self.retry_at = self.carry.len() * 2;
     }
 
-    /// Read the rest of `whole`, the complete text, and return the changes (raw JSON
-    /// sliced from `whole`, no copy), or the error one pass over `whole` gives.
+    /// Read the last piece, `rest` (the text that arrived after the pieces passed to
+    /// [`advance`](Self::advance)), and return the changes, or the error one pass over
+    /// the whole text gives, with that whole text.
+    pub(crate) fn finish_rest(
+        mut self,
+        rest: &Bytes,
+    ) -> std::result::Result<Vec<Change>, (super::DecodeError, Bytes)> {
+        self.advance(rest);
+        if !self.stopped {
+            let read = match self.read_carry(true, usize::MAX) {
+                Ok(_) if self.c.next == Next::Done => Ok(()),
+                Ok(_) => Err(SYNTAX),
+                Err(e) => Err(e),
+            };
+            if read.is_ok() && !self.stopped {
+                return Ok(self.changes);
+            }
+        }
+        // Something does not read well: judge the whole text in one pass.
+        if !rest.is_empty() {
+            self.pieces.pop();
+        }
+        let whole = self.text(rest);
+        Self::new(self.envelope)
+            .finish(&whole)
+            .map_err(|e| (e, whole))
+    }
+
+    /// The pieces passed so far followed by `rest`, in one buffer.
+    pub(crate) fn text(&self, rest: &Bytes) -> Bytes {
+        if self.pieces.is_empty() {
+            return rest.clone();
+        }
+        let mut whole = BytesMut::with_capacity(self.pieces.iter().map(Bytes::len).sum::<usize>() + rest.len());
+        for piece in self.pieces.iter().chain([rest]) {
+            whole.extend_from_slice(piece);
+        }
+        whole.freeze()
+    }
+
+    /// Read `whole`, the complete text, from the start: the changes (raw JSON sliced
+    /// from `whole`, no copy), or the error one pass over `whole` gives.
     pub(crate) fn finish(mut self, whole: &Bytes) -> Result<Vec<Change>> {
-        let Some(rest) = whole.get(self.pos..) else {
-            // Not the text that was advanced over: read it from the start.
-            return Self::new(self.envelope).finish(whole);
+        // One UTF-8 check (vectorised) of the whole text.
+        let text = simdutf8::basic::from_utf8(whole).map_err(|_| SYNTAX)?;
+        self.read(text, true, usize::MAX)?;
+        self.attach(whole, 0);
+        Ok(self.changes)
+    }
+
+    /// Read `carry` (at the end of the text if `last`) up to the first step that ends
+    /// at `enough` or later: the committed bytes leave it.
+    fn read_carry(&mut self, last: bool, enough: usize) -> Result<usize> {
+        let carry = std::mem::take(&mut self.carry);
+        let text = match simdutf8::compat::from_utf8(&carry) {
+            Ok(text) => text,
+            Err(error) if error.error_len().is_none() && !last => {
+                let head = carry.get(..error.valid_up_to()).unwrap_or_default();
+                std::str::from_utf8(head).unwrap_or_default()
+            }
+            Err(_) => {
+                self.stopped = true;
+                self.carry = carry;
+                return Err(SYNTAX);
+            }
         };
-        // One UTF-8 check (vectorised) of what was not read yet; the start was valid.
-        let text = simdutf8::basic::from_utf8(rest).map_err(|_| SYNTAX)?;
-        let base = self.pos;
+        let read = self.read(text, last, enough);
+        let mut carry = carry;
+        match read {
+            Ok(committed) => {
+                let done = carry.split_to(committed).freeze();
+                self.attach(&done, 0);
+            }
+            // At the end, and wrong: the whole text will be read again.
+            Err(_) => self.spans.clear(),
+        }
+        self.carry = carry;
+        read
+    }
+
+    /// Read steps of `text`, the text from `pos` on (all of the text left if `last`),
+    /// committing those that end before it does, until one ends at `enough` or later;
+    /// returns the bytes committed. Spans of
+    /// the items read are offsets in `text`, for [`attach`](Self::attach).
+    fn read(&mut self, text: &str, last: bool, enough: usize) -> Result<usize> {
         let mut s = Scan::new(text);
         s.depth = self.c.depth;
-        while self.c.next != Next::Done {
-            self.step(&mut s, base)?;
+        let mut committed = 0;
+        while self.c.next != Next::Done && committed < enough {
+            let (saved, items, spans) = (self.c, self.changes.len(), self.spans.len());
+            let stepped = self.step(&mut s, 0);
+            if last {
+                stepped?;
+                committed = s.i;
+            } else if stepped.is_ok() && (self.c.next == Next::Done || s.peek().is_some()) {
+                committed = s.i;
+            } else {
+                // Cut short (or wrong, which the end will say): undo, wait for more.
+                self.c = saved;
+                self.changes.truncate(items);
+                self.spans.truncate(spans);
+                break;
+            }
         }
-        s.end()?;
-        for (change, &(start, end)) in self.changes.iter_mut().zip(&self.spans) {
-            change.item.raw = whole.slice(start..end);
+        if last {
+            s.end()?;
+            committed = text.len();
         }
-        Ok(self.changes)
+        self.pos += committed;
+        Ok(committed)
+    }
+
+    /// Give the items read last their raw JSON: their spans in `backing[off..]`.
+    fn attach(&mut self, backing: &Bytes, off: usize) {
+        let first = self.changes.len() - self.spans.len();
+        for (change, (start, end)) in self.changes[first..].iter_mut().zip(self.spans.drain(..)) {
+            change.item.raw = backing.slice(off + start..off + end);
+        }
     }
 
     /// One step at the scanner's position; `base` is the scanner's offset in the text.
@@ -277,6 +423,13 @@ impl DataSetScan {
         };
         Ok(())
     }
+}
+
+/// Only JSON whitespace.
+fn is_whitespace(bytes: &[u8]) -> bool {
+    bytes
+        .iter()
+        .all(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
 }
 
 #[cfg(test)]
