@@ -181,7 +181,7 @@ fn sse_events(stream: &[u8]) -> usize {
 
 /// The inputs of every measurement.
 struct Inputs {
-    v1: Vec<u8>,
+    v1: Bytes,
     v2: Vec<u8>,
     events: Vec<(&'static str, String)>,
     fdv1: Config,

@@ -68,7 +68,7 @@ struct OfficialAllData {
     segments: HashMap<String, launchdarkly_server_sdk_evaluation::Segment>,
 }
 
-fn patch_events(keys: &[String], n: usize) -> Vec<u8> {
+fn patch_events(keys: &[String], n: usize) -> bytes::Bytes {
     let mut out = Vec::new();
     for i in 0..n {
         let key = &keys[i % keys.len()];
@@ -80,7 +80,7 @@ fn patch_events(keys: &[String], n: usize) -> Vec<u8> {
             .as_bytes(),
         );
     }
-    out
+    out.into()
 }
 
 fn bench(c: &mut Criterion) {
@@ -124,7 +124,10 @@ fn bench(c: &mut Criterion) {
     // last byte has arrived, with the put read while it arrived or read at the end.
     let mut g = c.benchmark_group("put_last_read_to_store");
     g.sample_size(10).measurement_time(Duration::from_secs(20));
-    let reads: Vec<&[u8]> = put.chunks(16 * 1024).collect();
+    let reads: Vec<bytes::Bytes> = (0..put.len())
+        .step_by(16 * 1024)
+        .map(|at| put.slice(at..put.len().min(at + 16 * 1024)))
+        .collect();
     let (last, before) = reads.split_last().unwrap();
     for (name, read_ahead) in [("read_ahead", true), ("read_at_the_end", false)] {
         g.bench_function(name, |b| {

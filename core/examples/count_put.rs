@@ -97,7 +97,7 @@ fn main() {
             ev.extend_from_slice(&data);
             ev.extend_from_slice(b"\n\n");
             let mut store = flagsync_core::store::Store::new();
-            common::apply_stream(&mut store, &ev);
+            common::apply_stream(&mut store, &Bytes::from(ev));
             assert!(store.initialized());
         }
         "patches" => {

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use bytes::Bytes;
 use flagsync_core::fdv1::{self, Event, PutPrescan};
 use flagsync_core::sse::{self, Item};
 use flagsync_core::store::{ChangeSet, Store};
@@ -29,11 +30,11 @@ pub fn payload(flags: usize) -> Vec<u8> {
 }
 
 /// The FDv1 stream of `all` (`{"flags":…,"segments":…}`): one `put` event.
-pub fn put_event(all: &[u8]) -> Vec<u8> {
+pub fn put_event(all: &[u8]) -> Bytes {
     let mut v = b"event: put\ndata: {\"path\":\"/\",\"data\":".to_vec();
     v.extend_from_slice(all);
     v.extend_from_slice(b"}\n\n");
-    v
+    Bytes::from(v)
 }
 
 /// The FDv1 streaming pipeline as the streaming source runs it: SSE reads, a large
@@ -56,10 +57,11 @@ impl Pipeline {
         }
     }
 
-    /// One read: parse, apply what completed, read ahead. Returns the writes.
-    pub fn read(&mut self, store: &mut Store, chunk: &[u8]) -> usize {
+    /// One read, a shared buffer as the HTTP layer hands it out: parse, apply what
+    /// completed, read ahead. Returns the writes.
+    pub fn read(&mut self, store: &mut Store, chunk: &Bytes) -> usize {
         let mut n = 0;
-        self.parser.handle_bytes(chunk);
+        self.parser.handle_chunk(chunk);
         while let Some(item) = self.parser.poll_item() {
             if let Ok(Item::Event(ev)) = item {
                 let parsed = match self.prescan.take() {
@@ -89,11 +91,12 @@ impl Pipeline {
 }
 
 /// Apply an FDv1 event stream to `store` through a [`Pipeline`] (reading ahead), in
-/// 16 KiB reads. Returns the writes.
-pub fn apply_stream(store: &mut Store, bytes: &[u8]) -> usize {
+/// 16 KiB reads (slices of `bytes`, as the HTTP layer hands out slices of its buffer).
+/// Returns the writes.
+pub fn apply_stream(store: &mut Store, bytes: &Bytes) -> usize {
     let mut pipeline = Pipeline::new(true);
-    bytes
-        .chunks(16 * 1024)
-        .map(|chunk| pipeline.read(store, chunk))
+    (0..bytes.len())
+        .step_by(16 * 1024)
+        .map(|at| pipeline.read(store, &bytes.slice(at..bytes.len().min(at + 16 * 1024))))
         .sum()
 }

@@ -70,6 +70,10 @@ pub struct Parser {
     line_taken: usize,
     /// Of `line_taken`, the bytes of the value (data of the pending event).
     data_taken: usize,
+    /// Between reads: the part of the last shared read that continued a line being
+    /// taken, kept as a slice of the read (no copy) for `take_pending_data`. It comes
+    /// before `line`, which then holds at most an incomplete character.
+    stash: Option<Bytes>,
     /// The data arena. Its first `done` bytes are the data of events already queued
     /// (handed to the queue before the next poll); after them, the current event's data
     /// buffer without its final LF (valid UTF-8), meaningful when `has_data`.
@@ -122,6 +126,7 @@ impl Parser {
             line_utf8: Utf8Progress::default(),
             line_taken: 0,
             data_taken: 0,
+            stash: None,
             data: BytesMut::new(),
             done: 0,
             has_data: false,
@@ -304,6 +309,10 @@ impl Parser {
         if self.failed || self.has_data {
             return None;
         }
+        if let Some(stash) = &self.stash {
+            // `line` holds at most an incomplete character after it.
+            return Some(stash);
+        }
         if self.line_taken > 0 {
             return Some(&self.line);
         }
@@ -346,6 +355,11 @@ impl Parser {
         if self.failed || self.has_data {
             return None;
         }
+        if let Some(stash) = self.stash.take() {
+            self.line_taken += stash.len();
+            self.data_taken += stash.len();
+            return Some(stash);
+        }
         if self.line_taken == 0 {
             let value_start = match self.line.strip_prefix(b"data:")? {
                 [b' ', ..] => 6,
@@ -383,6 +397,7 @@ impl Parser {
         self.clear_line();
         self.line_taken = 0;
         self.data_taken = 0;
+        self.stash = None;
         self.line_utf8 = Utf8Progress::default();
         self.freeze_done();
         self.data = BytesMut::new();
@@ -421,6 +436,7 @@ impl Parser {
         self.line = BytesMut::new();
         self.line_taken = 0;
         self.data_taken = 0;
+        self.stash = None;
         self.data = BytesMut::new();
         self.retained = BytesMut::new();
     }
@@ -429,6 +445,15 @@ impl Parser {
     fn feed(&mut self, mut input: &[u8], source: Source) {
         if self.failed {
             return;
+        }
+        if let Some(stash) = self.stash.take() {
+            // Not taken before this read: back in the line buffer, in front.
+            let mut line = BytesMut::with_capacity(stash.len() + self.line.len());
+            line.extend_from_slice(&stash);
+            line.extend_from_slice(&self.line);
+            self.line = line;
+            self.line_utf8 = Utf8Progress::default();
+            self.line_utf8.advance(&self.line);
         }
         if self.pending_cr
             && let Some((&first, rest)) = input.split_first()
@@ -444,7 +469,11 @@ impl Parser {
                 .next()
                 .and_then(|end| input.split_at_checked(end))
             else {
-                self.buffer_partial_line(input);
+                let shared_at = match source {
+                    Source::Shared { end } => Some(end - input.len()),
+                    Source::Borrowed | Source::Held => None,
+                };
+                self.buffer_partial_line(input, shared_at);
                 return;
             };
             input = self.skip_terminator(rest);
@@ -531,7 +560,7 @@ impl Parser {
                 }
             }
         }
-        self.buffer_partial_line(input.get(start..).unwrap_or_default());
+        self.buffer_partial_line(input.get(start..).unwrap_or_default(), None);
     }
 
     /// Drop the terminator at the start of `rest` (CR, LF or CRLF); remember a CR that
@@ -549,7 +578,9 @@ impl Parser {
     }
 
     /// Keep the start of a line whose terminator has not arrived yet.
-    fn buffer_partial_line(&mut self, input: &[u8]) {
+    ///
+    /// `shared_at`: `input` is at this offset of the shared read.
+    fn buffer_partial_line(&mut self, mut input: &[u8], shared_at: Option<usize>) {
         if input.is_empty() {
             return;
         }
@@ -559,6 +590,26 @@ impl Parser {
                 limit: self.config.max_line_len,
             });
             return;
+        }
+        if self.line_taken > 0
+            && self.line.is_empty()
+            && let (Some(at), Some(read)) = (shared_at, &self.read)
+        {
+            // A line being taken goes on through the whole read: keep the read's
+            // complete characters where they are, for `take_pending_data`.
+            let valid = if input.is_ascii() {
+                input.len()
+            } else {
+                match std::str::from_utf8(input) {
+                    Ok(_) => input.len(),
+                    Err(error) if error.error_len().is_none() => error.valid_up_to(),
+                    Err(_) => 0,
+                }
+            };
+            if valid > 0 {
+                self.stash = Some(read.slice(at..at + valid));
+                input = input.get(valid..).unwrap_or_default();
+            }
         }
         self.reserve_line(input.len());
         self.line.extend_from_slice(input);

@@ -717,6 +717,40 @@ fn reading_in_place_keeps_no_block_alive_after_the_drain() {
 // ---- Event ---------------------------------------------------------------------------
 
 #[test]
+fn taken_line_continued_in_shared_reads_is_handed_out_without_a_copy() {
+    let mut parser = Parser::new(Config::default());
+    parser.handle_bytes(b"event: put\ndata: ab");
+    assert_eq!(parser.take_pending_data().unwrap(), &b"ab"[..]);
+    let read = Bytes::from_static(b"cdef");
+    parser.handle_chunk(&read);
+    let piece = parser.take_pending_data().unwrap();
+    assert_eq!(piece, &b"cdef"[..]);
+    assert_eq!(piece.as_ptr(), read.as_ptr(), "a slice of the read");
+    // A character cut by the end of a read, and nothing taken before the next read.
+    parser.handle_chunk(&Bytes::from_static(b"xy\xE2\x82"));
+    assert_eq!(parser.pending_data(), Some(&b"xy"[..]));
+    parser.handle_chunk(&Bytes::from_static(b"\xACz\n\n"));
+    assert_eq!(parser.take_pending_data(), None);
+    let Some(Ok(Item::Event(event))) = parser.poll_item() else {
+        panic!("the event is dispatched")
+    };
+    assert_eq!(event.data_str(), "xy€z");
+}
+
+#[test]
+fn taken_bytes_count_towards_the_line_limit() {
+    let mut parser = Parser::new(small(16, 64));
+    parser.handle_bytes(b"data: 0123456");
+    assert_eq!(parser.take_pending_data().unwrap(), &b"0123456"[..]);
+    parser.handle_chunk(&Bytes::from_static(b"789abcdef"));
+    assert_eq!(
+        parser.poll_item(),
+        Some(Err(Error::LineTooLong { limit: 16 }))
+    );
+    assert_eq!(parser.take_pending_data(), None);
+}
+
+#[test]
 fn data_str_of_hand_made_invalid_data_does_not_panic() {
     let event = Event {
         event_type: "message".into(),
@@ -839,6 +873,51 @@ fn split<'a>(stream: &'a [u8], cuts: &[prop::sample::Index]) -> Vec<&'a [u8]> {
     pieces
 }
 
+/// Feed `stream` split at `cuts`, shared or borrowed reads as `shared` says, draining
+/// after each read and then taking the pending data when `take` says; the taken pieces
+/// are put back in front of the data of the next event dispatched.
+fn taken_transcript(
+    config: Config,
+    stream: &[u8],
+    cuts: &[prop::sample::Index],
+    shared: &[bool],
+    take: &[bool],
+) -> (Transcript, String) {
+    let mut parser = Parser::new(config);
+    let mut out = Vec::new();
+    let mut taken: Vec<u8> = Vec::new();
+    for ((chunk, shared), take) in split(stream, cuts).into_iter().zip(shared).zip(take) {
+        if *shared {
+            parser.handle_chunk(&Bytes::copy_from_slice(chunk));
+        } else {
+            parser.handle_bytes(chunk);
+        }
+        // Everything dispatched so far first: what is taken next belongs to the next
+        // event dispatched.
+        while let Some(item) = parser.poll_item() {
+            out.push(item.map(|item| match item {
+                Item::Event(mut event) if !taken.is_empty() => {
+                    taken.extend_from_slice(&event.data);
+                    event.data = Bytes::from(std::mem::take(&mut taken));
+                    Item::Event(event)
+                }
+                other => other,
+            }));
+        }
+        if *take {
+            let pending = parser.pending_data().map(<[u8]>::to_vec);
+            if let Some(piece) = parser.take_pending_data() {
+                assert!(std::str::from_utf8(&piece).is_ok());
+                assert!(pending.is_some_and(|p| p.starts_with(&piece)));
+                taken.extend_from_slice(&piece);
+            }
+        }
+    }
+    parser.handle_eof();
+    out.extend(std::iter::from_fn(|| parser.poll_item()));
+    (out, parser.last_event_id().to_owned())
+}
+
 proptest! {
     #[test]
     fn matches_the_reference_algorithm(stream in sse_bytes()) {
@@ -898,6 +977,31 @@ proptest! {
     }
 
     #[test]
+    fn taking_a_long_data_line_never_changes_the_data(
+        before in sse_bytes(),
+        value in prop::collection::vec(prop_oneof![
+            3 => Just(&b"{\"k\":[1,2]}"[..]),
+            3 => Just(&b"\xE2\x82\xAC"[..]),
+            1 => Just(&b"\xC3"[..]),
+            1 => Just(&b"\xFF"[..]),
+            1 => Just(&b" "[..]),
+        ], 0..60),
+        after in sse_bytes(),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
+        shared in prop::collection::vec(any::<bool>(), 13),
+        take in prop::collection::vec(any::<bool>(), 13),
+        max_line_len in 0_usize..400,
+    ) {
+        let mut stream = before;
+        stream.extend_from_slice(b"\n\nevent: put\ndata: ");
+        stream.extend_from_slice(&value.concat());
+        stream.extend_from_slice(b"\n\n");
+        stream.extend_from_slice(&after);
+        let config = if max_line_len < 100 { Config::default() } else { small(max_line_len, max_line_len) };
+        prop_assert_eq!(taken_transcript(config, &stream, &cuts, &shared, &take), run_with(config, [&stream[..]]));
+    }
+
+    #[test]
     fn taking_pending_data_never_changes_the_data(
         stream in sse_bytes(),
         cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
@@ -908,39 +1012,7 @@ proptest! {
     ) {
         let config = if max_line_len == 0 { Config::default() } else { small(max_line_len, max_event_len) };
         let whole = run_with(config, [&stream[..]]);
-        let mut parser = Parser::new(config);
-        let mut out = Vec::new();
-        let mut taken: Vec<u8> = Vec::new();
-        for ((chunk, shared), take) in split(&stream, &cuts).into_iter().zip(&shared).zip(&take) {
-            if *shared {
-                parser.handle_chunk(&Bytes::copy_from_slice(chunk));
-            } else {
-                parser.handle_bytes(chunk);
-            }
-            // Everything dispatched so far first: what is taken next belongs to the
-            // next event dispatched.
-            while let Some(item) = parser.poll_item() {
-                out.push(item.map(|item| match item {
-                    Item::Event(mut event) if !taken.is_empty() => {
-                        taken.extend_from_slice(&event.data);
-                        event.data = Bytes::from(std::mem::take(&mut taken));
-                        Item::Event(event)
-                    }
-                    other => other,
-                }));
-            }
-            if *take {
-                let pending = parser.pending_data().map(<[u8]>::to_vec);
-                if let Some(piece) = parser.take_pending_data() {
-                    prop_assert!(std::str::from_utf8(&piece).is_ok());
-                    prop_assert!(pending.is_some_and(|p| p.starts_with(&piece)));
-                    taken.extend_from_slice(&piece);
-                }
-            }
-        }
-        parser.handle_eof();
-        out.extend(std::iter::from_fn(|| parser.poll_item()));
-        prop_assert_eq!((out, parser.last_event_id().to_owned()), whole);
+        prop_assert_eq!(taken_transcript(config, &stream, &cuts, &shared, &take), whole);
     }
 
     #[test]

@@ -64,6 +64,28 @@ impl DependencyIndex {
         self.children.insert(from.clone(), to);
     }
 
+    /// Add the edges of items that have none yet (`from` must not be in the index: a
+    /// full data set into a cleared index), with room made for all of them at once.
+    pub(crate) fn extend_new(&mut self, items: Vec<(ItemRef, Vec<ItemRef>)>) {
+        self.children.reserve(items.len());
+        self.parents.reserve(items.len() / 2);
+        for (from, to) in items {
+            for child in &to {
+                match self.parents.get_mut(child) {
+                    Some(set) => {
+                        set.insert(from.clone());
+                    }
+                    None => {
+                        let mut set = HashSet::default();
+                        set.insert(from.clone());
+                        self.parents.insert(child.clone(), set);
+                    }
+                }
+            }
+            self.children.insert(from, to);
+        }
+    }
+
     /// Add `item` and everything that depends on it, transitively, to `out`.
     /// Cycles are safe.
     pub fn add_affected(&self, item: &ItemRef, out: &mut BTreeSet<ItemRef>) {

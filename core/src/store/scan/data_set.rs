@@ -227,7 +227,8 @@ impl DataSetScan {
         if self.pieces.is_empty() {
             return rest.clone();
         }
-        let mut whole = BytesMut::with_capacity(self.pieces.iter().map(Bytes::len).sum::<usize>() + rest.len());
+        let mut whole =
+            BytesMut::with_capacity(self.pieces.iter().map(Bytes::len).sum::<usize>() + rest.len());
         for piece in self.pieces.iter().chain([rest]) {
             whole.extend_from_slice(piece);
         }
