@@ -17,6 +17,10 @@ use bytes::{Bytes, BytesMut};
 use super::{Result, SCHEMA, SYNTAX, Scan};
 use crate::store::{Change, Item, Kind};
 
+/// The least a step cut by the end of a piece is given of the next piece before it is
+/// tried again: most items are shorter.
+const CARRY_GROWTH: usize = 4096;
+
 /// An open object of the data set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Level {
@@ -136,8 +140,9 @@ impl DataSetScan {
             // The bytes of `piece` start at `from` in `carry`.
             let mut from = self.carry.len();
             loop {
-                // Grow the window to at least twice its length (or to the piece's end).
-                let n = self.carry.len().max(64).min(piece.len() - off);
+                // Grow the window to at least twice its length (or to the piece's end),
+                // and by enough to finish a usual item at the first try.
+                let n = self.carry.len().max(CARRY_GROWTH).min(piece.len() - off);
                 self.carry.extend_from_slice(&piece[off..off + n]);
                 off += n;
                 if self.carry.len() < self.retry_at {
