@@ -110,6 +110,17 @@ impl<T: Clone> Subscribers<T> {
         }
     }
 
+    /// Send the values `make` returns, made only if someone subscribed.
+    fn send_all_with<I: IntoIterator<Item = T>>(&self, make: impl FnOnce() -> I) {
+        if let Some(list) = &mut *self.0.lock().unwrap_or_else(|e| e.into_inner())
+            && !list.is_empty()
+        {
+            for value in make() {
+                list.retain(|tx| tx.try_send(value.clone()).is_ok());
+            }
+        }
+    }
+
     fn close(&self) {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
@@ -416,9 +427,15 @@ impl Sink<DataSystem> for DataSink {
                     *p.snapshot.write().unwrap_or_else(|e| e.into_inner()) = system.snapshot();
                 }
                 p.publish_availability(system);
-                tracing::debug!(changed = changed_flags.len(), "store changed");
-                p.flag_subs
-                    .send_all(changed_flags.into_iter().map(|key| FlagChange { key }));
+                tracing::debug!("store changed");
+                // The keys are listed only for subscribers (a first data set changes
+                // every flag).
+                p.flag_subs.send_all_with(|| {
+                    changed_flags
+                        .into_keys()
+                        .into_iter()
+                        .map(|key| FlagChange { key })
+                });
             }
             Event::StatusChanged(status) => {
                 p.publish_availability(system);

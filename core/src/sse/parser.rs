@@ -68,7 +68,9 @@ pub struct Parser {
     /// name included (0: none). When non-zero, `line` holds the rest of the value of the
     /// pending event's first `data` line, without the field name.
     line_taken: usize,
-    /// Of `line_taken`, the bytes of the value (data of the pending event).
+    /// Bytes of the pending event's data taken by `take_pending_data` (they come
+    /// before the data buffer); they count towards the event's size limit until it is
+    /// dispatched.
     data_taken: usize,
     /// Between reads: the part of the last shared read that continued a line being
     /// taken, kept as a slice of the read (no copy) for `take_pending_data`. It comes
@@ -693,7 +695,6 @@ impl Parser {
         let rest = mem::take(&mut self.line);
         let taken = self.data_taken;
         self.line_taken = 0;
-        self.data_taken = 0;
         if valid {
             self.take_data_line(rest, 0, taken);
             return;
@@ -839,9 +840,10 @@ impl Parser {
                 Cow::Owned(text) => Cow::Owned(text.into_bytes()),
             }
         };
-        // The spec's buffer holds every value plus one LF each; `data` omits the last LF.
+        // The spec's buffer holds every value plus one LF each; `data` omits the last LF
+        // (and the taken bytes come before it).
         let current = if self.has_data {
-            self.data.len() - self.done + 1
+            self.data.len() - self.done + 1 + self.data_taken
         } else {
             0
         };
@@ -878,6 +880,7 @@ impl Parser {
     /// A blank line: commit the id, and dispatch the event if there is data.
     #[inline]
     fn dispatch(&mut self) {
+        self.data_taken = 0;
         if !self.has_data {
             if self.id_changed {
                 self.commit_id();

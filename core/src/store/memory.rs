@@ -11,11 +11,97 @@ use super::{Item, Kind};
 /// What applying a change set did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Applied {
-    /// Keys of the flags whose data changed, directly or through a prerequisite or a
-    /// segment they use, sorted. Only writes that were applied count (PROTOCOL.md A.4.5).
-    pub changed_flags: Vec<String>,
+    /// The flags whose data changed, directly or through a prerequisite or a segment
+    /// they use. Only writes that were applied count (PROTOCOL.md A.4.5).
+    pub changed_flags: ChangedFlags,
     /// Number of items written.
     pub written: usize,
+}
+
+/// Which flags a write changed; [`keys`](Self::keys) lists them, sorted.
+///
+/// A first full data set changes every flag it holds: rather than sorting the keys of
+/// tens of thousands of flags at start-up for nobody (most applications listen to no
+/// flag changes), the store hands out the data as written (an O(1) snapshot) and the
+/// list is made only when asked for.
+///
+/// ```
+/// use bytes::Bytes;
+/// use flagsync_core::store::{decode, Change, ChangeSet, Kind, Store};
+///
+/// let flag = |key: &str, version: u64| {
+///     let raw = Bytes::from(format!(r#"{{"key":"{key}","version":{version}}}"#));
+///     let d = decode(Kind::Flag, raw).unwrap();
+///     Change { kind: Kind::Flag, key: key.into(), item: d.item, depends_on: d.depends_on }
+/// };
+/// let mut store = Store::new();
+/// let first = store.apply(ChangeSet::fdv1_full(vec![flag("b", 1), flag("a", 1)]));
+/// assert_eq!(first.changed_flags.keys(), ["a", "b"]);
+/// let patch = store.apply(ChangeSet::fdv1_upsert(flag("b", 2)));
+/// assert_eq!(patch.changed_flags.keys(), ["b"]);
+/// ```
+#[derive(Clone)]
+pub enum ChangedFlags {
+    /// These flags, sorted (possibly none).
+    Keys(Vec<String>),
+    /// Every flag of `data`, the data as the write left it: a full data set written
+    /// over an empty store.
+    Every {
+        /// The data right after the write.
+        data: Snapshot,
+        /// Deleted flags count too (FDv2 rules: a new tombstone counts as present).
+        tombstones: bool,
+    },
+}
+
+impl ChangedFlags {
+    /// The keys of the changed flags, sorted.
+    pub fn keys(&self) -> Vec<String> {
+        match self {
+            Self::Keys(keys) => keys.clone(),
+            Self::Every { data, tombstones } => {
+                let mut keyed: Vec<(u128, &str)> = data
+                    .iter_including_deleted(Kind::Flag)
+                    .filter(|(_, item)| *tombstones || !item.deleted)
+                    .map(|(key, _)| (sort_prefix(key), key))
+                    .collect();
+                keyed.sort_unstable();
+                keyed.into_iter().map(|(_, key)| key.to_owned()).collect()
+            }
+        }
+    }
+
+    /// The keys of the changed flags, sorted (no copy of a list already made).
+    pub fn into_keys(self) -> Vec<String> {
+        match self {
+            Self::Keys(keys) => keys,
+            every => every.keys(),
+        }
+    }
+}
+
+impl Default for ChangedFlags {
+    fn default() -> Self {
+        Self::Keys(Vec::new())
+    }
+}
+
+/// Equal when they name the same flags.
+impl PartialEq for ChangedFlags {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Keys(a), Self::Keys(b)) => a == b,
+            _ => self.keys() == other.keys(),
+        }
+    }
+}
+
+impl Eq for ChangedFlags {}
+
+impl std::fmt::Debug for ChangedFlags {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.keys()).finish()
+    }
 }
 
 /// The in-memory flag store.
@@ -31,7 +117,7 @@ pub struct Applied {
 /// let d = decode(Kind::Flag, raw).unwrap();
 /// let change = Change { kind: Kind::Flag, key: "f".into(), item: d.item, depends_on: d.depends_on };
 /// let applied = store.apply(ChangeSet::fdv1_full(vec![change]));
-/// assert_eq!(applied.changed_flags, ["f"]);
+/// assert_eq!(applied.changed_flags.keys(), ["f"]);
 /// assert_eq!(store.snapshot().get(Kind::Flag, "f").unwrap().version, 2);
 /// ```
 #[derive(Debug, Default, Clone)]
@@ -102,47 +188,40 @@ impl Store {
         let mode = cs.mode;
         let visible_new = |i: &Item| mode == ApplyMode::Fdv2 || !i.deleted;
         let nothing_stored = old.flags.is_empty() && old.segments.is_empty();
-        // With nothing stored, every visible flag of the new data changed: collected
-        // here in document order (no walk over the new map).
-        let mut changed = Vec::new();
         let mut repeated = false;
         let mut edges = Vec::new();
         for c in cs.changes {
-            // The index was just cleared: only items with references need an entry.
-            if !c.item.deleted && !c.depends_on.is_empty() {
-                edges.push(((c.kind, c.key.clone()), c.depends_on));
+            let deps = (!c.item.deleted && !c.depends_on.is_empty()).then_some(c.depends_on);
+            let from = deps.as_ref().map(|_| (c.kind, c.key.clone()));
+            match new.map_mut(c.kind).insert(c.key, c.item) {
+                Some(key) => {
+                    // A key given twice: its last item decides its edges.
+                    if !repeated {
+                        repeated = true;
+                        self.deps.extend_new(std::mem::take(&mut edges));
+                    }
+                    self.deps.set(&(c.kind, key), deps.unwrap_or_default());
+                }
+                // The index was just cleared: only items with references need an entry.
+                None => match (from, deps) {
+                    (Some(from), Some(to)) if repeated => self.deps.set(&from, to),
+                    (Some(from), Some(to)) => edges.push((from, to)),
+                    _ => {}
+                },
             }
-            if nothing_stored && c.kind == Kind::Flag && visible_new(&c.item) {
-                changed.push((sort_prefix(&c.key), c.key.clone()));
-            }
-            repeated |= new.map_mut(c.kind).insert(c.key, c.item);
         }
-        if repeated {
-            // A key given twice: its last item decides its edges.
-            for (from, to) in edges {
-                self.deps.set(&from, to);
-            }
-        } else {
-            self.deps.extend_new(edges);
-        }
+        self.deps.extend_new(edges);
         if nothing_stored {
-            // Nothing else can be affected. A key given twice counts as its last item.
-            if repeated {
-                changed = new
-                    .flags
-                    .iter()
-                    .filter(|(_, i)| visible_new(i))
-                    .map(|(k, _)| (sort_prefix(k), k.to_owned()))
-                    .collect();
-            }
-            changed.sort_unstable();
-            let changed = changed.into_iter().map(|(_, k)| k).collect();
+            // Every visible flag of the new data changed, and nothing else can be.
             self.data = new;
             if let Some(sel) = cs.selector {
                 self.selector = sel;
             }
             return Applied {
-                changed_flags: changed,
+                changed_flags: ChangedFlags::Every {
+                    data: self.data.clone(),
+                    tombstones: mode == ApplyMode::Fdv2,
+                },
                 written,
             };
         }
@@ -174,7 +253,7 @@ impl Store {
             self.selector = sel;
         }
         Applied {
-            changed_flags: flags_of(affected),
+            changed_flags: ChangedFlags::Keys(flags_of(affected)),
             written,
         }
     }
@@ -218,7 +297,7 @@ impl Store {
             direct.dedup();
         }
         Applied {
-            changed_flags: direct,
+            changed_flags: ChangedFlags::Keys(direct),
             written,
         }
     }

@@ -18,7 +18,7 @@ pub use deps::{DependencyIndex, ItemRef};
 pub use init_order::init_order;
 pub use item::{DecodeError, Decoded, Item, decode};
 pub use kind::Kind;
-pub use memory::{Applied, Store};
+pub use memory::{Applied, ChangedFlags, Store};
 pub(crate) use scan::DataSetScan;
 pub(crate) use scan::patch as split_patch;
 pub(crate) use scan::put_object as split_put_object;

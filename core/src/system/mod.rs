@@ -75,11 +75,12 @@ pub enum Input<'a> {
 #[non_exhaustive]
 pub enum Event {
     /// The store was written (a rejected stale update writes nothing and reports
-    /// nothing); `changed_flags` lists every flag whose data changed, directly or
-    /// through a prerequisite or segment (may be empty).
+    /// nothing); `changed_flags` names every flag whose data changed, directly or
+    /// through a prerequisite or segment (maybe none).
     StoreChanged {
-        /// Affected flag keys, sorted.
-        changed_flags: Vec<String>,
+        /// The affected flags ([`ChangedFlags::keys`](crate::store::ChangedFlags::keys)
+        /// lists them, sorted).
+        changed_flags: crate::store::ChangedFlags,
     },
     /// The data-source status changed (PROTOCOL.md B §3.2).
     StatusChanged(Status),

@@ -100,7 +100,7 @@ fn change_events_name_only_applied_writes() {
         .events
         .iter()
         .filter_map(|(_, e)| match e {
-            Event::StoreChanged { changed_flags } => Some(changed_flags.clone()),
+            Event::StoreChanged { changed_flags } => Some(changed_flags.keys()),
             _ => None,
         })
         .collect();
