@@ -66,13 +66,8 @@ impl<'a> Scan<'a> {
 
     #[inline(never)]
     fn peek_past_whitespace(&mut self) -> Option<u8> {
-        while let Some(&c) = self.b.get(self.i) {
-            if !matches!(c, b' ' | b'\t' | b'\n' | b'\r') {
-                return Some(c);
-            }
-            self.i += 1;
-        }
-        None
+        self.i = past_whitespace(self.b, self.i);
+        self.b.get(self.i).copied()
     }
 
     #[inline]
@@ -217,119 +212,131 @@ impl<'a> Scan<'a> {
     fn number(&mut self) -> Result<(usize, usize)> {
         self.peek();
         let start = self.i;
-        let digits = |s: &mut Self| {
-            let from = s.i;
-            while s.b.get(s.i).is_some_and(u8::is_ascii_digit) {
-                s.i += 1;
-            }
-            s.i - from
-        };
-        if self.b.get(self.i) == Some(&b'-') {
-            self.i += 1;
-        }
-        match self.b.get(self.i) {
-            Some(b'0') => self.i += 1,
-            Some(b'1'..=b'9') => {
-                digits(self);
-            }
-            _ => return Err(SYNTAX),
-        }
-        if self.b.get(self.i) == Some(&b'.') {
-            self.i += 1;
-            if digits(self) == 0 {
-                return Err(SYNTAX);
-            }
-        }
-        if matches!(self.b.get(self.i), Some(b'e' | b'E')) {
-            self.i += 1;
-            if matches!(self.b.get(self.i), Some(b'+' | b'-')) {
-                self.i += 1;
-            }
-            if digits(self) == 0 {
-                return Err(SYNTAX);
-            }
-        }
+        self.i = number_end(self.b, start)?;
         Ok((start, self.i))
     }
 
     /// Skip any value, checking its syntax: one loop over the tokens, with the open
-    /// containers kept as bits (1 for an object) rather than as recursive calls.
+    /// containers kept as bits (1 for an object) rather than as recursive calls, and
+    /// the position and depth in locals (written back once, at the end).
     fn value(&mut self) -> Result<()> {
+        let b = self.b;
+        let mut i = self.i;
         let base = self.depth;
+        let mut depth = base;
         let mut objects: u128 = 0;
-        loop {
-            // A value starts here.
-            match self.peek().ok_or(SYNTAX)? {
-                b'"' => {
-                    self.i += 1;
-                    self.skip_string()?;
-                }
-                open @ (b'{' | b'[') => {
-                    self.i += 1;
-                    self.enter()?;
-                    objects = objects << 1 | u128::from(open == b'{');
-                    let close = if open == b'{' { b'}' } else { b']' };
-                    if self.peek() == Some(close) {
-                        self.i += 1;
-                        self.depth -= 1;
-                        objects >>= 1;
-                    } else {
-                        if open == b'{' {
-                            self.member_name()?;
-                        }
-                        continue;
+        // The next byte that is not whitespace (`i` moves past the whitespace).
+        macro_rules! peek {
+            () => {
+                match b.get(i) {
+                    Some(&c) if c > b' ' => Some(c),
+                    _ => {
+                        i = past_whitespace(b, i);
+                        b.get(i).copied()
                     }
                 }
-                b't' => self.literal(b"true")?,
-                b'f' => self.literal(b"false")?,
-                b'n' => self.literal(b"null")?,
-                _ => {
-                    self.number()?;
+            };
+        }
+        'value: loop {
+            // A value starts here.
+            match peek!() {
+                Some(b'"') => i = self.string_end(i + 1)?,
+                Some(b'{') => {
+                    i += 1;
+                    depth += 1;
+                    if depth > MAX_DEPTH {
+                        return Err(SYNTAX);
+                    }
+                    objects = objects << 1 | 1;
+                    match peek!() {
+                        Some(b'}') => {
+                            i += 1;
+                            depth -= 1;
+                            objects >>= 1;
+                        }
+                        Some(b'"') => {
+                            i = self.string_end(i + 1)?;
+                            if peek!() != Some(b':') {
+                                return Err(SYNTAX);
+                            }
+                            i += 1;
+                            continue;
+                        }
+                        _ => return Err(SYNTAX),
+                    }
                 }
+                Some(b'[') => {
+                    i += 1;
+                    depth += 1;
+                    if depth > MAX_DEPTH {
+                        return Err(SYNTAX);
+                    }
+                    objects <<= 1;
+                    if peek!() != Some(b']') {
+                        continue;
+                    }
+                    i += 1;
+                    depth -= 1;
+                    objects >>= 1;
+                }
+                Some(b't') if starts_with(b, i, b"true") => i += 4,
+                Some(b'f') if starts_with(b, i, b"false") => i += 5,
+                Some(b'n') if starts_with(b, i, b"null") => i += 4,
+                Some(b'-' | b'0'..=b'9') => i = number_end(b, i)?,
+                _ => return Err(SYNTAX),
             }
             // A value ended: close containers until one goes on.
             loop {
-                if self.depth == base {
+                if depth == base {
+                    self.i = i;
                     return Ok(());
                 }
                 let in_object = objects & 1 == 1;
-                match self.peek() {
+                match peek!() {
                     Some(b',') => {
-                        self.i += 1;
+                        i += 1;
                         if in_object {
-                            self.member_name()?;
+                            if peek!() != Some(b'"') {
+                                return Err(SYNTAX);
+                            }
+                            i = self.string_end(i + 1)?;
+                            if peek!() != Some(b':') {
+                                return Err(SYNTAX);
+                            }
+                            i += 1;
                         }
-                        break;
+                        continue 'value;
                     }
                     Some(b'}') if in_object => {}
                     Some(b']') if !in_object => {}
                     _ => return Err(SYNTAX),
                 }
-                self.i += 1;
-                self.depth -= 1;
+                i += 1;
+                depth -= 1;
                 objects >>= 1;
             }
         }
     }
 
-    /// A member name nobody reads and its colon.
-    #[inline]
-    fn member_name(&mut self) -> Result<()> {
-        self.eat(b'"')?;
-        self.skip_string()?;
-        self.eat(b':')
+    /// The position just past the closing quote of the string whose content starts at
+    /// `from` (its opening quote just consumed); `self.i` is left as it was, unless the
+    /// string has escapes.
+    #[inline(always)]
+    fn string_end(&mut self, from: usize) -> Result<usize> {
+        let end = self.next_special(from).ok_or(SYNTAX)?;
+        if self.b.get(end) == Some(&b'"') {
+            Ok(end + 1)
+        } else {
+            self.string_end_escaped(end)
+        }
     }
 
-    /// The rest of a string nobody reads.
-    #[inline]
-    fn skip_string(&mut self) -> Result<()> {
-        let end = self.next_special(self.i).ok_or(SYNTAX)?;
-        if self.b[end] == b'"' {
-            self.i = end + 1;
-            Ok(())
-        } else {
-            self.string_body().map(drop)
-        }
+    /// [`Self::string_end`] from the first backslash or control character of a string.
+    #[inline(never)]
+    fn string_end_escaped(&mut self, at: usize) -> Result<usize> {
+        self.i = at;
+        self.string_body()?;
+        Ok(self.i)
     }
 
     /// A comma-separated sequence between `open` and `close`, calling `each` for every
@@ -573,23 +580,107 @@ impl<'a> Scan<'a> {
     }
 }
 
-/// Bit `n` is set where `block[n]` is a quote, a backslash or a control character,
-/// for the first 64 bytes of `block` (or all of it, if shorter). Sixteen bytes per
-/// vector compare (SSE2 on x86-64, NEON on aarch64, scalar lanes elsewhere).
-fn special_mask(block: &[u8]) -> u64 {
-    let mut padded = [b' '; 64];
-    let block: &[u8; 64] = match block.first_chunk() {
-        Some(whole) => whole,
-        None => {
-            padded[..block.len()].copy_from_slice(block);
-            &padded
+/// The first position at or after `i` that is not JSON whitespace (`b.len()` if none).
+#[inline]
+fn past_whitespace(b: &[u8], i: usize) -> usize {
+    i + b
+        .get(i..)
+        .unwrap_or_default()
+        .iter()
+        .take_while(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
+        .count()
+}
+
+/// `b[i..]` starts with `word`.
+#[inline(always)]
+fn starts_with<const N: usize>(b: &[u8], i: usize, word: &[u8; N]) -> bool {
+    b.get(i..).and_then(<[u8]>::first_chunk::<N>) == Some(word)
+}
+
+/// The end of the number per the JSON grammar that starts at `i`.
+#[inline]
+fn number_end(b: &[u8], mut i: usize) -> Result<usize> {
+    if b.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    match b.get(i) {
+        Some(b'0') => i += 1,
+        Some(b'1'..=b'9') => i = digits_end(b, i + 1),
+        _ => return Err(SYNTAX),
+    }
+    match b.get(i) {
+        Some(b'.' | b'e' | b'E') => fraction_end(b, i),
+        _ => Ok(i),
+    }
+}
+
+/// The end of the digits from `i` on.
+#[inline(always)]
+fn digits_end(b: &[u8], mut i: usize) -> usize {
+    while let Some(c) = b.get(i)
+        && c.is_ascii_digit()
+    {
+        i += 1;
+    }
+    i
+}
+
+/// The end of a number's fraction and exponent, from `i` (on a `.`, `e` or `E`).
+#[inline(never)]
+fn fraction_end(b: &[u8], mut i: usize) -> Result<usize> {
+    if b.get(i) == Some(&b'.') {
+        let end = digits_end(b, i + 1);
+        if end == i + 1 {
+            return Err(SYNTAX);
         }
-    };
-    let (quote, backslash, control) = (u8x16::splat(b'"'), u8x16::splat(b'\\'), u8x16::splat(0x1f));
+        i = end;
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(b.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        let end = digits_end(b, i);
+        if end == i {
+            return Err(SYNTAX);
+        }
+        i = end;
+    }
+    Ok(i)
+}
+
+/// Bit `n` is set where `block[n]` is a quote, a backslash or a control character,
+/// for the first 64 bytes of `block` (or all of it, if shorter).
+#[inline(always)]
+fn special_mask(block: &[u8]) -> u64 {
+    match block.first_chunk() {
+        Some(whole) => special_mask_64(whole),
+        None => special_mask_short(block),
+    }
+}
+
+/// [`special_mask`] of fewer than 64 bytes.
+#[cold]
+#[inline(never)]
+fn special_mask_short(block: &[u8]) -> u64 {
+    let mut padded = [b' '; 64];
+    let n = block.len().min(64);
+    padded[..n].copy_from_slice(&block[..n]);
+    special_mask_64(&padded)
+}
+
+/// [`special_mask`] of 64 bytes, sixteen per vector compare (SSE2 on x86-64, NEON on
+/// aarch64, scalar lanes elsewhere). A byte `c` is a quote or a control character
+/// exactly when `c ^ 2` is at most `0x20` (the quote, `0x22`, becomes `0x20`; the
+/// control characters stay below it; nothing else lands at or below it).
+#[inline(always)]
+fn special_mask_64(block: &[u8; 64]) -> u64 {
+    let (two, space, backslash) = (u8x16::splat(2), u8x16::splat(b' '), u8x16::splat(b'\\'));
     let mut mask = 0;
     for (n, lanes) in block.as_chunks::<16>().0.iter().enumerate() {
         let v = u8x16::new(*lanes);
-        let hits = v.simd_eq(quote) | v.simd_eq(backslash) | v.min(control).simd_eq(v);
+        let flipped = v ^ two;
+        let hits = flipped.min(space).simd_eq(flipped) | v.simd_eq(backslash);
         mask |= u64::from(hits.to_bitmask() as u16) << (16 * n);
     }
     mask
@@ -743,6 +834,34 @@ mod tests {
             0..80,
         )) {
             prop_assert_eq!(special_mask(&s), naive(&s));
+        }
+
+        #[test]
+        fn special_mask_agrees_with_a_byte_loop_on_any_bytes(
+            s in proptest::collection::vec(any::<u8>(), 0..80),
+        ) {
+            prop_assert_eq!(special_mask(&s), naive(&s));
+        }
+
+        /// Literals, numbers and strings, whole or cut short, anywhere (at the very end
+        /// of the text included), get serde_json's verdicts.
+        #[test]
+        fn token_sequences_get_serde_json_verdicts(
+            pad in 0usize..70,
+            tokens in proptest::collection::vec(prop_oneof![
+                Just("true"), Just("tru"), Just("false"), Just("fals"), Just("null"),
+                Just("nul"), Just("nulll"), Just("0"), Just("-"), Just("-0"), Just("12"),
+                Just("1.5"), Just("1."), Just("1e"), Just("-0.2E+3"), Just("3e-7"),
+                Just("01"), Just("."), Just("\"a\""), Just("\"\\u00e9\""), Just("\"\\x\""),
+                Just("\""), Just("["), Just("]"), Just("{"), Just("}"), Just(","), Just(":"),
+                Just(" "), Just("\n"), Just("\u{1}"),
+            ], 0..24),
+        ) {
+            let text = format!("{}{}", " ".repeat(pad), tokens.concat());
+            let mut scan = Scan::new(&text);
+            let ours = scan.value().and_then(|()| scan.end()).is_ok();
+            let theirs = serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok();
+            prop_assert_eq!(ours, theirs, "{:?}", text);
         }
 
         /// The scanner agrees with serde_json on which inputs are JSON at all.
