@@ -36,10 +36,51 @@ struct Scan<'a> {
     b: &'a [u8],
     i: usize,
     depth: usize,
-    /// The 64-byte block of `b` that starts at `block` (`usize::MAX`: none yet) has
-    /// a quote, backslash or control character where `specials` has a bit.
+    /// The special characters of the last 64-byte block of `b` looked at.
+    specials: Specials,
+}
+
+/// The 64-byte block of a text that starts at `block` (`usize::MAX`: none yet) has a
+/// quote, backslash or control character where `mask` has a bit.
+#[derive(Clone, Copy)]
+struct Specials {
     block: usize,
-    specials: u64,
+    mask: u64,
+}
+
+impl Specials {
+    /// The position of the first quote, backslash or control character of `b` at or
+    /// after `from`: a bit scan in the cached mask of its 64-byte block, so a string
+    /// costs about the same whatever its length. `b` must be the text the cache is of.
+    #[inline(always)]
+    fn next(&mut self, b: &[u8], from: usize) -> Option<usize> {
+        if from & !63 == self.block {
+            let m = self.mask >> (from & 63);
+            if m != 0 {
+                return Some(from + m.trailing_zeros() as usize);
+            }
+        }
+        self.next_in_next_blocks(b, from)
+    }
+
+    /// [`Self::next`] past the cached block.
+    #[inline(never)]
+    fn next_in_next_blocks(&mut self, b: &[u8], from: usize) -> Option<usize> {
+        let mut block = from & !63;
+        let mut skip = from - block;
+        loop {
+            if block != self.block {
+                self.mask = special_mask(b.get(block..)?);
+                self.block = block;
+            }
+            let m = self.mask >> skip;
+            if m != 0 {
+                return Some(block + skip + m.trailing_zeros() as usize);
+            }
+            block += 64;
+            skip = 0;
+        }
+    }
 }
 
 impl<'a> Scan<'a> {
@@ -49,8 +90,10 @@ impl<'a> Scan<'a> {
             b: t.as_bytes(),
             i: 0,
             depth: 0,
-            block: usize::MAX,
-            specials: 0,
+            specials: Specials {
+                block: usize::MAX,
+                mask: 0,
+            },
         }
     }
 
@@ -137,37 +180,10 @@ impl<'a> Scan<'a> {
         }
     }
 
-    /// The position of the first quote, backslash or control character at or after
-    /// `from`: a bit scan in the cached mask of its 64-byte block, so a string costs
-    /// about the same whatever its length.
+    /// [`Specials::next`] in the input.
     #[inline(always)]
     fn next_special(&mut self, from: usize) -> Option<usize> {
-        if from & !63 == self.block {
-            let m = self.specials >> (from & 63);
-            if m != 0 {
-                return Some(from + m.trailing_zeros() as usize);
-            }
-        }
-        self.next_special_in_next_blocks(from)
-    }
-
-    /// [`Self::next_special`] past the cached block.
-    #[inline(never)]
-    fn next_special_in_next_blocks(&mut self, from: usize) -> Option<usize> {
-        let mut block = from & !63;
-        let mut skip = from - block;
-        loop {
-            if block != self.block {
-                self.specials = special_mask(self.b.get(block..)?);
-                self.block = block;
-            }
-            let m = self.specials >> skip;
-            if m != 0 {
-                return Some(block + skip + m.trailing_zeros() as usize);
-            }
-            block += 64;
-            skip = 0;
-        }
+        self.specials.next(self.b, from)
     }
 
     /// One escape sequence; the scanner sits on its backslash.
@@ -216,15 +232,44 @@ impl<'a> Scan<'a> {
         Ok((start, self.i))
     }
 
-    /// Skip any value, checking its syntax: one loop over the tokens, with the open
-    /// containers kept as bits (1 for an object) rather than as recursive calls, and
-    /// the position and depth in locals (written back once, at the end).
+    /// Skip any value, checking its syntax. Strings and literals, most of the values
+    /// skipped, here; the rest in [`Self::nested_value`].
+    #[inline(always)]
     fn value(&mut self) -> Result<()> {
+        let (b, i) = (self.b, self.i);
+        match b.get(i) {
+            Some(b'"') => self.i = self.string_end(i + 1)?,
+            Some(b'f') if starts_with(b, i, b"false") => self.i = i + 5,
+            Some(b't') if starts_with(b, i, b"true") => self.i = i + 4,
+            Some(b'n') if starts_with(b, i, b"null") => self.i = i + 4,
+            _ => return self.nested_value(),
+        }
+        Ok(())
+    }
+
+    /// [`Self::value`] in one loop over the tokens, with the open containers kept as
+    /// bits (1 for an object) rather than as recursive calls, and the position and
+    /// depth in locals (written back once, at the end).
+    #[inline(never)]
+    fn nested_value(&mut self) -> Result<()> {
         let b = self.b;
         let mut i = self.i;
         let base = self.depth;
         let mut depth = base;
         let mut objects: u128 = 0;
+        let mut specials = self.specials;
+        // The position past the closing quote of the string whose content starts at
+        // `from`.
+        macro_rules! string_end {
+            ($from:expr) => {{
+                let end = specials.next(b, $from).ok_or(SYNTAX)?;
+                if b.get(end) == Some(&b'"') {
+                    end + 1
+                } else {
+                    self.string_end_escaped(end)?
+                }
+            }};
+        }
         // The next byte that is not whitespace (`i` moves past the whitespace).
         macro_rules! peek {
             () => {
@@ -240,7 +285,7 @@ impl<'a> Scan<'a> {
         'value: loop {
             // A value starts here.
             match peek!() {
-                Some(b'"') => i = self.string_end(i + 1)?,
+                Some(b'"') => i = string_end!(i + 1),
                 Some(b'{') => {
                     i += 1;
                     depth += 1;
@@ -255,7 +300,7 @@ impl<'a> Scan<'a> {
                             objects >>= 1;
                         }
                         Some(b'"') => {
-                            i = self.string_end(i + 1)?;
+                            i = string_end!(i + 1);
                             if peek!() != Some(b':') {
                                 return Err(SYNTAX);
                             }
@@ -289,6 +334,7 @@ impl<'a> Scan<'a> {
             loop {
                 if depth == base {
                     self.i = i;
+                    self.specials = specials;
                     return Ok(());
                 }
                 let in_object = objects & 1 == 1;
@@ -299,7 +345,7 @@ impl<'a> Scan<'a> {
                             if peek!() != Some(b'"') {
                                 return Err(SYNTAX);
                             }
-                            i = self.string_end(i + 1)?;
+                            i = string_end!(i + 1);
                             if peek!() != Some(b':') {
                                 return Err(SYNTAX);
                             }
@@ -371,6 +417,7 @@ impl<'a> Scan<'a> {
 
     /// An object, calling `member` with each key (the scanner sits before the value,
     /// which `member` must consume).
+    #[cfg(test)]
     fn object(
         &mut self,
         mut member: impl FnMut(&mut Self, Cow<'a, str>) -> Result<()>,
@@ -380,6 +427,50 @@ impl<'a> Scan<'a> {
             s.eat(b':')?;
             member(s, key)
         })
+    }
+
+    /// [`Self::object`] for the fields the store reads: `member` gets each name as
+    /// bytes (a slice of the input, or its unescaped text when it has escapes), so that
+    /// matching it against the few known names costs a length and a byte compare.
+    #[inline(always)]
+    fn members(&mut self, mut member: impl FnMut(&mut Self, &[u8]) -> Result<()>) -> Result<()> {
+        let b = self.b;
+        self.sequence(b'{', b'}', |s| {
+            s.eat(b'"')?;
+            let start = s.i;
+            let end = s.next_special(start).ok_or(SYNTAX)?;
+            if b.get(end) == Some(&b'"') {
+                s.i = end + 1;
+                s.eat(b':')?;
+                member(s, &b[start..end])
+            } else {
+                let name = s.escaped_name(start, end)?;
+                s.eat(b':')?;
+                member(s, name.as_bytes())
+            }
+        })
+    }
+
+    /// The text of a name that starts at `start` and has a backslash or a control
+    /// character at `at`.
+    #[cold]
+    #[inline(never)]
+    fn escaped_name(&mut self, start: usize, at: usize) -> Result<Cow<'a, str>> {
+        self.i = at;
+        let (_, end, _) = self.string_body()?;
+        self.text((start, end, true))
+    }
+
+    /// [`Self::members`], or `null`.
+    fn optional_members(
+        &mut self,
+        member: impl FnMut(&mut Self, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        if self.peek() == Some(b'n') {
+            return self.literal(b"null");
+        }
+        self.shape(b'{')?;
+        self.members(member)
     }
 
     fn array(&mut self, element: impl FnMut(&mut Self) -> Result<()>) -> Result<()> {
@@ -403,17 +494,6 @@ impl<'a> Scan<'a> {
         }
         self.shape(b'[')?;
         self.array(element)
-    }
-
-    fn optional_object(
-        &mut self,
-        member: impl FnMut(&mut Self, Cow<'a, str>) -> Result<()>,
-    ) -> Result<()> {
-        if self.peek() == Some(b'n') {
-            return self.literal(b"null");
-        }
-        self.shape(b'{')?;
-        self.object(member)
     }
 
     fn string_value(&mut self) -> Result<Cow<'a, str>> {
@@ -451,21 +531,21 @@ impl<'a> Scan<'a> {
     ) -> Result<(Option<String>, u64, bool)> {
         self.shape(b'{')?;
         let (mut key, mut version, mut deleted) = (None, None, false);
-        self.object(|s, field| {
-            match field.as_ref() {
-                "key" => {
+        self.members(|s, field| {
+            match field {
+                b"key" => {
                     key = if s.peek() == Some(b'n') {
                         s.literal(b"null").map(|()| None)?
                     } else {
                         Some(s.string_value()?.into_owned())
                     }
                 }
-                "version" => version = Some(s.u64_value()?),
-                "deleted" => deleted = s.bool_or_null()?,
-                "prerequisites" if kind == Kind::Flag => s.optional_array(|s| {
+                b"version" => version = Some(s.u64_value()?),
+                b"deleted" => deleted = s.bool_or_null()?,
+                b"prerequisites" if kind == Kind::Flag => s.optional_array(|s| {
                     s.shape(b'{')?;
-                    s.object(|s, f| {
-                        if f.as_ref() == "key" {
+                    s.members(|s, f| {
+                        if f == b"key" {
                             let k = s.string_value()?;
                             deps.push((Kind::Flag, k.into_owned()));
                             Ok(())
@@ -474,9 +554,9 @@ impl<'a> Scan<'a> {
                         }
                     })
                 })?,
-                "rules" => s.optional_array(|s| {
-                    s.optional_object(|s, f| {
-                        if f.as_ref() == "clauses" {
+                b"rules" => s.optional_array(|s| {
+                    s.optional_members(|s, f| {
+                        if f == b"clauses" {
                             s.optional_array(|s| s.clause(deps))
                         } else {
                             s.value()
@@ -502,8 +582,8 @@ impl<'a> Scan<'a> {
     fn clause(&mut self, deps: &mut Vec<(Kind, String)>) -> Result<()> {
         let mut segment_match = None;
         let mut early: Vec<String> = Vec::new();
-        self.optional_object(|s, f| match f.as_ref() {
-            "op" => {
+        self.optional_members(|s, f| match f {
+            b"op" => {
                 segment_match = Some(if s.peek() == Some(b'"') {
                     s.string_value()? == "segmentMatch"
                 } else {
@@ -512,7 +592,7 @@ impl<'a> Scan<'a> {
                 });
                 Ok(())
             }
-            "values" if segment_match != Some(false) => s.optional_array(|s| {
+            b"values" if segment_match != Some(false) => s.optional_array(|s| {
                 if s.peek() == Some(b'"') {
                     let v = s.string_value()?.into_owned();
                     match segment_match {
@@ -581,7 +661,8 @@ impl<'a> Scan<'a> {
 }
 
 /// The first position at or after `i` that is not JSON whitespace (`b.len()` if none).
-#[inline]
+#[cold]
+#[inline(never)]
 fn past_whitespace(b: &[u8], i: usize) -> usize {
     i + b
         .get(i..)
