@@ -385,34 +385,78 @@ impl<'a> Scan<'a> {
         Ok(self.i)
     }
 
-    /// A comma-separated sequence between `open` and `close`, calling `each` for every
-    /// element (the elements of an array, the members of an object).
-    #[inline]
-    fn sequence(
-        &mut self,
-        open: u8,
-        close: u8,
-        mut each: impl FnMut(&mut Self) -> Result<()>,
-    ) -> Result<()> {
+    /// The opening bracket `open` of a container: one level deeper. Returns the state
+    /// [`Self::more`] takes.
+    #[inline(always)]
+    fn open(&mut self, open: u8) -> Result<bool> {
         self.eat(open)?;
         self.enter()?;
-        if self.peek() == Some(close) {
-            self.i += 1;
-            self.depth -= 1;
-            return Ok(());
+        Ok(true)
+    }
+
+    /// `null` (false), or the opening bracket `open` of a container (true, one level
+    /// deeper); a well-formed value of another shape is a schema error.
+    #[inline(always)]
+    fn optional_open(&mut self, open: u8) -> Result<bool> {
+        if self.peek() == Some(b'n') {
+            return self.literal(b"null").map(|()| false);
         }
-        loop {
-            each(self)?;
-            match self.peek() {
-                Some(b',') => self.i += 1,
-                Some(c) if c == close => {
-                    self.i += 1;
-                    self.depth -= 1;
-                    return Ok(());
-                }
-                _ => return Err(SYNTAX),
+        self.shape(open)?;
+        self.open(open)
+    }
+
+    /// Whether another element of the open container that `close` closes comes next:
+    /// true past its comma (or at the first element: `first`, from [`Self::open`]),
+    /// false past the closing bracket (one level up).
+    #[inline(always)]
+    fn more(&mut self, close: u8, first: &mut bool) -> Result<bool> {
+        match self.peek() {
+            Some(c) if c == close => {
+                self.i += 1;
+                self.depth -= 1;
+                Ok(false)
             }
+            _ if *first => {
+                *first = false;
+                Ok(true)
+            }
+            Some(b',') => {
+                self.i += 1;
+                Ok(true)
+            }
+            _ => Err(SYNTAX),
         }
+    }
+
+    /// A member's name and its colon, as bytes (a slice of the input, or its unescaped
+    /// text when it has escapes): matching it against the few names the store reads
+    /// costs a length and a byte compare.
+    #[inline(always)]
+    fn name(&mut self) -> Result<Cow<'a, [u8]>> {
+        self.eat(b'"')?;
+        let (b, start) = (self.b, self.i);
+        let end = self.next_special(start).ok_or(SYNTAX)?;
+        let name = if b.get(end) == Some(&b'"') {
+            self.i = end + 1;
+            Cow::Borrowed(b.get(start..end).ok_or(SYNTAX)?)
+        } else {
+            self.escaped_name(start, end)?
+        };
+        self.eat(b':')?;
+        Ok(name)
+    }
+
+    /// The text of a name that starts at `start` and has a backslash or a control
+    /// character at `at`.
+    #[cold]
+    #[inline(never)]
+    fn escaped_name(&mut self, start: usize, at: usize) -> Result<Cow<'a, [u8]>> {
+        self.i = at;
+        let (_, end, _) = self.string_body()?;
+        Ok(match self.text((start, end, true))? {
+            Cow::Borrowed(text) => Cow::Borrowed(text.as_bytes()),
+            Cow::Owned(text) => Cow::Owned(text.into_bytes()),
+        })
     }
 
     /// An object, calling `member` with each key (the scanner sits before the value,
@@ -422,59 +466,13 @@ impl<'a> Scan<'a> {
         &mut self,
         mut member: impl FnMut(&mut Self, Cow<'a, str>) -> Result<()>,
     ) -> Result<()> {
-        self.sequence(b'{', b'}', |s| {
-            let key = s.string_text()?;
-            s.eat(b':')?;
-            member(s, key)
-        })
-    }
-
-    /// [`Self::object`] for the fields the store reads: `member` gets each name as
-    /// bytes (a slice of the input, or its unescaped text when it has escapes), so that
-    /// matching it against the few known names costs a length and a byte compare.
-    #[inline(always)]
-    fn members(&mut self, mut member: impl FnMut(&mut Self, &[u8]) -> Result<()>) -> Result<()> {
-        let b = self.b;
-        self.sequence(b'{', b'}', |s| {
-            s.eat(b'"')?;
-            let start = s.i;
-            let end = s.next_special(start).ok_or(SYNTAX)?;
-            if b.get(end) == Some(&b'"') {
-                s.i = end + 1;
-                s.eat(b':')?;
-                member(s, &b[start..end])
-            } else {
-                let name = s.escaped_name(start, end)?;
-                s.eat(b':')?;
-                member(s, name.as_bytes())
-            }
-        })
-    }
-
-    /// The text of a name that starts at `start` and has a backslash or a control
-    /// character at `at`.
-    #[cold]
-    #[inline(never)]
-    fn escaped_name(&mut self, start: usize, at: usize) -> Result<Cow<'a, str>> {
-        self.i = at;
-        let (_, end, _) = self.string_body()?;
-        self.text((start, end, true))
-    }
-
-    /// [`Self::members`], or `null`.
-    fn optional_members(
-        &mut self,
-        member: impl FnMut(&mut Self, &[u8]) -> Result<()>,
-    ) -> Result<()> {
-        if self.peek() == Some(b'n') {
-            return self.literal(b"null");
+        let mut first = self.open(b'{')?;
+        while self.more(b'}', &mut first)? {
+            let key = self.string_text()?;
+            self.eat(b':')?;
+            member(self, key)?;
         }
-        self.shape(b'{')?;
-        self.members(member)
-    }
-
-    fn array(&mut self, element: impl FnMut(&mut Self) -> Result<()>) -> Result<()> {
-        self.sequence(b'[', b']', element)
+        Ok(())
     }
 
     /// Expect a value of the shape `open`; a well-formed value of another shape is a
@@ -482,18 +480,9 @@ impl<'a> Scan<'a> {
     fn shape(&mut self, open: u8) -> Result<()> {
         match self.peek() {
             Some(c) if c == open => Ok(()),
-            Some(_) => self.value().and(Err(SCHEMA)),
+            Some(_) => self.nested_value().and(Err(SCHEMA)),
             None => Err(SYNTAX),
         }
-    }
-
-    /// `null`, or an array whose elements go through `element`.
-    fn optional_array(&mut self, element: impl FnMut(&mut Self) -> Result<()>) -> Result<()> {
-        if self.peek() == Some(b'n') {
-            return self.literal(b"null");
-        }
-        self.shape(b'[')?;
-        self.array(element)
     }
 
     fn string_value(&mut self) -> Result<Cow<'a, str>> {
@@ -510,7 +499,7 @@ impl<'a> Scan<'a> {
                     .and_then(|s| s.parse::<u64>().ok())
                     .ok_or(SCHEMA)
             }
-            _ => self.value().and(Err(SCHEMA)),
+            _ => self.nested_value().and(Err(SCHEMA)),
         }
     }
 
@@ -519,7 +508,7 @@ impl<'a> Scan<'a> {
             Some(b't') => self.literal(b"true").map(|()| true),
             Some(b'f') => self.literal(b"false").map(|()| false),
             Some(b'n') => self.literal(b"null").map(|()| false),
-            _ => self.value().and(Err(SCHEMA)),
+            _ => self.nested_value().and(Err(SCHEMA)),
         }
     }
 
@@ -531,42 +520,23 @@ impl<'a> Scan<'a> {
     ) -> Result<(Option<String>, u64, bool)> {
         self.shape(b'{')?;
         let (mut key, mut version, mut deleted) = (None, None, false);
-        self.members(|s, field| {
-            match field {
+        let mut first = self.open(b'{')?;
+        while self.more(b'}', &mut first)? {
+            match &*self.name()? {
                 b"key" => {
-                    key = if s.peek() == Some(b'n') {
-                        s.literal(b"null").map(|()| None)?
+                    key = if self.peek() == Some(b'n') {
+                        self.literal(b"null").map(|()| None)?
                     } else {
-                        Some(s.string_value()?.into_owned())
+                        Some(self.string_value()?.into_owned())
                     }
                 }
-                b"version" => version = Some(s.u64_value()?),
-                b"deleted" => deleted = s.bool_or_null()?,
-                b"prerequisites" if kind == Kind::Flag => s.optional_array(|s| {
-                    s.shape(b'{')?;
-                    s.members(|s, f| {
-                        if f == b"key" {
-                            let k = s.string_value()?;
-                            deps.push((Kind::Flag, k.into_owned()));
-                            Ok(())
-                        } else {
-                            s.value()
-                        }
-                    })
-                })?,
-                b"rules" => s.optional_array(|s| {
-                    s.optional_members(|s, f| {
-                        if f == b"clauses" {
-                            s.optional_array(|s| s.clause(deps))
-                        } else {
-                            s.value()
-                        }
-                    })
-                })?,
-                _ => s.value()?,
+                b"version" => version = Some(self.u64_value()?),
+                b"deleted" => deleted = self.bool_or_null()?,
+                b"prerequisites" if kind == Kind::Flag => self.prerequisites(deps)?,
+                b"rules" => self.rules(deps)?,
+                _ => self.value()?,
             }
-            Ok(())
-        })?;
+        }
         let version = version.ok_or(SCHEMA)?;
         if deleted {
             deps.clear();
@@ -577,35 +547,91 @@ impl<'a> Scan<'a> {
         Ok((key, version, deleted))
     }
 
-    /// A rule clause: the string `values` of a `segmentMatch` clause are segment
+    /// A flag's prerequisites (`null` or an array of objects): their `key`s are flag
     /// references.
+    fn prerequisites(&mut self, deps: &mut Vec<(Kind, String)>) -> Result<()> {
+        if !self.optional_open(b'[')? {
+            return Ok(());
+        }
+        let mut first = true;
+        while self.more(b']', &mut first)? {
+            self.shape(b'{')?;
+            let mut first = self.open(b'{')?;
+            while self.more(b'}', &mut first)? {
+                if *self.name()? == *b"key" {
+                    let k = self.string_value()?;
+                    deps.push((Kind::Flag, k.into_owned()));
+                } else {
+                    self.value()?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An item's rules (`null` or an array of `null` or objects), for their clauses.
+    fn rules(&mut self, deps: &mut Vec<(Kind, String)>) -> Result<()> {
+        if !self.optional_open(b'[')? {
+            return Ok(());
+        }
+        let mut first = true;
+        while self.more(b']', &mut first)? {
+            if !self.optional_open(b'{')? {
+                continue;
+            }
+            let mut first = true;
+            while self.more(b'}', &mut first)? {
+                if *self.name()? != *b"clauses" {
+                    self.value()?;
+                } else if self.optional_open(b'[')? {
+                    let mut first = true;
+                    while self.more(b']', &mut first)? {
+                        self.clause(deps)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A rule clause (`null` or an object): the string `values` of a `segmentMatch`
+    /// clause are segment references.
     fn clause(&mut self, deps: &mut Vec<(Kind, String)>) -> Result<()> {
         let mut segment_match = None;
         let mut early: Vec<String> = Vec::new();
-        self.optional_members(|s, f| match f {
-            b"op" => {
-                segment_match = Some(if s.peek() == Some(b'"') {
-                    s.string_value()? == "segmentMatch"
-                } else {
-                    s.value()?;
-                    false
-                });
-                Ok(())
-            }
-            b"values" if segment_match != Some(false) => s.optional_array(|s| {
-                if s.peek() == Some(b'"') {
-                    let v = s.string_value()?.into_owned();
-                    match segment_match {
-                        Some(true) => deps.push((Kind::Segment, v)),
-                        _ => early.push(v),
+        if self.optional_open(b'{')? {
+            let mut first = true;
+            while self.more(b'}', &mut first)? {
+                match &*self.name()? {
+                    b"op" => {
+                        segment_match = Some(if self.peek() == Some(b'"') {
+                            self.string_value()? == "segmentMatch"
+                        } else {
+                            self.value()?;
+                            false
+                        });
                     }
-                    Ok(())
-                } else {
-                    s.value()
+                    b"values" if segment_match != Some(false) => {
+                        if !self.optional_open(b'[')? {
+                            continue;
+                        }
+                        let mut first = true;
+                        while self.more(b']', &mut first)? {
+                            if self.peek() == Some(b'"') {
+                                let v = self.string_value()?.into_owned();
+                                match segment_match {
+                                    Some(true) => deps.push((Kind::Segment, v)),
+                                    _ => early.push(v),
+                                }
+                            } else {
+                                self.value()?;
+                            }
+                        }
+                    }
+                    _ => self.value()?,
                 }
-            }),
-            _ => s.value(),
-        })?;
+            }
+        }
         if segment_match == Some(true) {
             deps.extend(early.into_iter().map(|v| (Kind::Segment, v)));
         }
@@ -1032,6 +1058,228 @@ mod tests {
         ] {
             let mut s = Scan::new(n);
             assert_eq!(s.value().and_then(|()| s.end()).is_ok(), ok, "{n}");
+        }
+    }
+
+    /// The reading of an item as it was before it became loops (closures over one
+    /// generic comma-separated sequence): the reference for the property test below.
+    mod closures {
+        use std::borrow::Cow;
+
+        use super::super::{Result, SYNTAX, Scan};
+        use crate::store::Kind;
+
+        fn sequence<'a>(
+            s: &mut Scan<'a>,
+            open: u8,
+            close: u8,
+            mut each: impl FnMut(&mut Scan<'a>) -> Result<()>,
+        ) -> Result<()> {
+            s.eat(open)?;
+            s.enter()?;
+            if s.peek() == Some(close) {
+                s.i += 1;
+                s.depth -= 1;
+                return Ok(());
+            }
+            loop {
+                each(s)?;
+                match s.peek() {
+                    Some(b',') => s.i += 1,
+                    Some(c) if c == close => {
+                        s.i += 1;
+                        s.depth -= 1;
+                        return Ok(());
+                    }
+                    _ => return Err(SYNTAX),
+                }
+            }
+        }
+
+        fn object<'a>(
+            s: &mut Scan<'a>,
+            mut member: impl FnMut(&mut Scan<'a>, Cow<'a, str>) -> Result<()>,
+        ) -> Result<()> {
+            sequence(s, b'{', b'}', |s| {
+                let key = s.string_text()?;
+                s.eat(b':')?;
+                member(s, key)
+            })
+        }
+
+        fn optional_array<'a>(
+            s: &mut Scan<'a>,
+            element: impl FnMut(&mut Scan<'a>) -> Result<()>,
+        ) -> Result<()> {
+            if s.peek() == Some(b'n') {
+                return s.literal(b"null");
+            }
+            s.shape(b'[')?;
+            sequence(s, b'[', b']', element)
+        }
+
+        fn optional_object<'a>(
+            s: &mut Scan<'a>,
+            member: impl FnMut(&mut Scan<'a>, Cow<'a, str>) -> Result<()>,
+        ) -> Result<()> {
+            if s.peek() == Some(b'n') {
+                return s.literal(b"null");
+            }
+            s.shape(b'{')?;
+            object(s, member)
+        }
+
+        pub(super) fn item(
+            s: &mut Scan<'_>,
+            kind: Kind,
+            deps: &mut Vec<(Kind, String)>,
+        ) -> Result<(Option<String>, u64, bool)> {
+            s.shape(b'{')?;
+            let (mut key, mut version, mut deleted) = (None, None, false);
+            object(s, |s, field| {
+                match field.as_ref() {
+                    "key" => {
+                        key = if s.peek() == Some(b'n') {
+                            s.literal(b"null").map(|()| None)?
+                        } else {
+                            Some(s.string_value()?.into_owned())
+                        }
+                    }
+                    "version" => version = Some(s.u64_value()?),
+                    "deleted" => deleted = s.bool_or_null()?,
+                    "prerequisites" if kind == Kind::Flag => optional_array(s, |s| {
+                        s.shape(b'{')?;
+                        object(s, |s, f| {
+                            if f.as_ref() == "key" {
+                                let k = s.string_value()?;
+                                deps.push((Kind::Flag, k.into_owned()));
+                                Ok(())
+                            } else {
+                                s.value()
+                            }
+                        })
+                    })?,
+                    "rules" => optional_array(s, |s| {
+                        optional_object(s, |s, f| {
+                            if f.as_ref() == "clauses" {
+                                optional_array(s, |s| clause(s, deps))
+                            } else {
+                                s.value()
+                            }
+                        })
+                    })?,
+                    _ => s.value()?,
+                }
+                Ok(())
+            })?;
+            let version = version.ok_or(super::super::SCHEMA)?;
+            if deleted {
+                deps.clear();
+            } else if deps.len() > 1 {
+                deps.sort_unstable();
+                deps.dedup();
+            }
+            Ok((key, version, deleted))
+        }
+
+        fn clause(s: &mut Scan<'_>, deps: &mut Vec<(Kind, String)>) -> Result<()> {
+            let mut segment_match = None;
+            let mut early: Vec<String> = Vec::new();
+            optional_object(s, |s, f| match f.as_ref() {
+                "op" => {
+                    segment_match = Some(if s.peek() == Some(b'"') {
+                        s.string_value()? == "segmentMatch"
+                    } else {
+                        s.value()?;
+                        false
+                    });
+                    Ok(())
+                }
+                "values" if segment_match != Some(false) => optional_array(s, |s| {
+                    if s.peek() == Some(b'"') {
+                        let v = s.string_value()?.into_owned();
+                        match segment_match {
+                            Some(true) => deps.push((Kind::Segment, v)),
+                            _ => early.push(v),
+                        }
+                        Ok(())
+                    } else {
+                        s.value()
+                    }
+                }),
+                _ => s.value(),
+            })?;
+            if segment_match == Some(true) {
+                deps.extend(early.into_iter().map(|v| (Kind::Segment, v)));
+            }
+            Ok(())
+        }
+    }
+
+    /// Items of every shape the reader looks into: references, nulls where lists go,
+    /// escaped names, values of the wrong shape.
+    const ITEMS: [&str; 6] = [
+        r#"{"key":"f","version":2,"on":true,"prerequisites":[{"key":"p","variation":0},{"variation":1,"key":"o"}],"rules":[{"id":"r","clauses":[{"contextKind":"user","attribute":"key","op":"segmentMatch","values":["s","t",3]},{"values":["a"],"op":"segmentMatch"},{"values":["b"],"op":"in","negate":false}],"trackEvents":false}],"fallthrough":{"rollout":{"variations":[{"variation":0,"weight":6441},{"variation":1,"weight":-2.5e+3}]}},"variations":[true,false,null,{"a":[]}],"deleted":false}"#,
+        r#"{"key":null,"version":1,"deleted":null,"rules":[null,{"clauses":null},{"clauses":[null,{"op":null,"values":null},{"op":"segmentMatch","values":null}]}],"prerequisites":null}"#,
+        r#"{"k\u0065y":"a\"b","versio\u006e":4,"rul\u0065s":[{"cl\u0061uses":[{"o\u0070":"segm\u0065ntMatch","values":["x\n"]}]}],"pr\u0065requisites":[{"k\u0065y":"q"}]}"#,
+        r#"{ "key" : "s" , "version" : 7 , "included" : [ "a" , "b" ] , "rules" : [ { "clauses" : [ { "op" : "segmentMatch" , "values" : [ "z" ] } ] } ] , "deleted" : true }"#,
+        r#"{"key":1,"version":"2","deleted":"no","rules":{"clauses":[]},"prerequisites":[1,[]]}"#,
+        r#"{"version":3,"rules":[{"clauses":[{"values":["e"],"op":1}]},[]],"prerequisites":[{"key":[1]}]}"#,
+    ];
+
+    fn edited_item() -> impl Strategy<Value = (String, bool)> {
+        let edit = (
+            any::<prop::sample::Index>(),
+            prop::option::of(prop_oneof![
+                Just('{'),
+                Just('}'),
+                Just('['),
+                Just(']'),
+                Just(','),
+                Just('"'),
+                Just(':'),
+                Just(' '),
+                Just('\\'),
+                Just('n'),
+                Just('1'),
+                Just('-'),
+                Just('é'),
+            ]),
+        );
+        (
+            prop::sample::select(&ITEMS[..]),
+            any::<bool>(),
+            prop::collection::vec(edit, 0..4),
+        )
+            .prop_map(|(item, flag, edits)| {
+                let mut chars: Vec<char> = item.chars().collect();
+                for (at, insert) in edits {
+                    let at = at.index(chars.len() + 1);
+                    match insert {
+                        Some(c) => chars.insert(at, c),
+                        None if at < chars.len() => drop(chars.remove(at)),
+                        None => {}
+                    }
+                }
+                (chars.into_iter().collect(), flag)
+            })
+    }
+
+    proptest! {
+        /// The item reader gives the results, errors and end positions of the reading
+        /// it replaced, on items of every shape, damaged or not.
+        #[test]
+        fn items_read_as_before((text, flag) in edited_item()) {
+            let kind = if flag { Kind::Flag } else { Kind::Segment };
+            let (mut deps, mut before_deps) = (Vec::new(), Vec::new());
+            let mut s = Scan::new(&text);
+            let ours = s.item(kind, &mut deps).map(|r| (r, s.i, s.depth));
+            let mut s = Scan::new(&text);
+            let before = closures::item(&mut s, kind, &mut before_deps).map(|r| (r, s.i, s.depth));
+            prop_assert_eq!(&ours, &before, "{:?}", text);
+            if ours.is_ok() {
+                prop_assert_eq!(deps, before_deps);
+            }
         }
     }
 }
