@@ -63,23 +63,37 @@ impl Specials {
         self.next_in_next_blocks(b, from)
     }
 
-    /// [`Self::next`] past the cached block.
+    /// [`Self::next`] past the cached block (past `from`'s block if that is the cached
+    /// one: the fast path found nothing more in it).
     #[inline(never)]
     fn next_in_next_blocks(&mut self, b: &[u8], from: usize) -> Option<usize> {
-        let mut block = from & !63;
-        let mut skip = from - block;
+        let (mut block, mut skip) = (from & !63, from & 63);
+        if block == self.block {
+            (block, skip) = (block + 64, 0);
+        }
         loop {
-            if block != self.block {
-                self.mask = special_mask(b.get(block..)?);
-                self.block = block;
-            }
+            let Some(whole) = b.get(block..).and_then(<[u8]>::first_chunk) else {
+                return self.next_in_last_block(b, block, skip);
+            };
+            self.mask = special_mask_64(whole);
+            self.block = block;
             let m = self.mask >> skip;
             if m != 0 {
                 return Some(block + skip + m.trailing_zeros() as usize);
             }
-            block += 64;
-            skip = 0;
+            (block, skip) = (block + 64, 0);
         }
+    }
+
+    /// [`Self::next_in_next_blocks`] in the block at `block` that is shorter than 64
+    /// bytes (or past the end of `b`: none).
+    #[cold]
+    #[inline(never)]
+    fn next_in_last_block(&mut self, b: &[u8], block: usize, skip: usize) -> Option<usize> {
+        self.mask = special_mask(b.get(block..)?);
+        self.block = block;
+        let m = self.mask >> skip;
+        (m != 0).then(|| block + skip + m.trailing_zeros() as usize)
     }
 }
 
@@ -285,7 +299,16 @@ impl<'a> Scan<'a> {
         'value: loop {
             // A value starts here.
             match peek!() {
-                Some(b'"') => i = string_end!(i + 1),
+                Some(b'"') => {
+                    i = string_end!(i + 1);
+                    // An array of strings, the usual array: the next element straight
+                    // away when a comma and a quote follow.
+                    if objects & 1 == 0 && depth != base {
+                        while b.get(i) == Some(&b',') && b.get(i + 1) == Some(&b'"') {
+                            i = string_end!(i + 2);
+                        }
+                    }
+                }
                 Some(b'{') => {
                     i += 1;
                     depth += 1;
@@ -1043,6 +1066,28 @@ mod tests {
             decode_item(Kind::Flag, Bytes::from(deep)).unwrap_err(),
             DecodeError::MalformedJson
         );
+    }
+
+    /// Strings, whole or cut short, that end at or near the end of the text, over
+    /// every length around the block size (the last block shorter, or absent).
+    #[test]
+    fn strings_at_the_end_of_the_text_get_serde_json_verdicts() {
+        for n in 0..200 {
+            let body = "a".repeat(n);
+            for text in [
+                format!("\"{body}\""),
+                format!("\"{body}"),
+                format!("[\"{body}\",\"{body}\"]"),
+                format!("[\"{body}\",\"{body}"),
+                format!("{{\"{body}\":\"{body}\"}}"),
+                format!("\"{body}\\"),
+            ] {
+                let mut scan = Scan::new(&text);
+                let ours = scan.value().and_then(|()| scan.end()).is_ok();
+                let theirs = serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok();
+                assert_eq!(ours, theirs, "{text:?}");
+            }
+        }
     }
 
     #[test]
