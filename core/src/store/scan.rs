@@ -246,8 +246,9 @@ impl<'a> Scan<'a> {
         Ok((start, self.i))
     }
 
-    /// Skip any value, checking its syntax. Strings and literals, most of the values
-    /// skipped, here; the rest in [`Self::nested_value`].
+    /// Skip any value, checking its syntax. Strings, literals, numbers and empty
+    /// containers, most of the values skipped, here; the rest in
+    /// [`Self::nested_value`].
     #[inline(always)]
     fn value(&mut self) -> Result<()> {
         let (b, i) = (self.b, self.i);
@@ -256,6 +257,10 @@ impl<'a> Scan<'a> {
             Some(b'f') if starts_with(b, i, b"false") => self.i = i + 5,
             Some(b't') if starts_with(b, i, b"true") => self.i = i + 4,
             Some(b'n') if starts_with(b, i, b"null") => self.i = i + 4,
+            Some(b'-' | b'0'..=b'9') => self.i = number_end(b, i)?,
+            // Empty containers (`targets`, `rules`…), within the depth limit.
+            Some(b'[') if b.get(i + 1) == Some(&b']') && self.depth < MAX_DEPTH => self.i = i + 2,
+            Some(b'{') if b.get(i + 1) == Some(&b'}') && self.depth < MAX_DEPTH => self.i = i + 2,
             _ => return self.nested_value(),
         }
         Ok(())
@@ -508,6 +513,19 @@ impl<'a> Scan<'a> {
         }
     }
 
+    /// Whether the string on whose opening quote the scanner sits is `text`.
+    #[inline(always)]
+    fn string_is(&mut self, text: &str) -> Result<bool> {
+        let (b, start) = (self.b, self.i + 1);
+        let end = self.next_special(start).ok_or(SYNTAX)?;
+        if b.get(end) == Some(&b'"') {
+            self.i = end + 1;
+            Ok(b.get(start..end) == Some(text.as_bytes()))
+        } else {
+            Ok(self.string_text()? == text)
+        }
+    }
+
     fn string_value(&mut self) -> Result<Cow<'a, str>> {
         self.shape(b'"')?;
         self.string_text()
@@ -517,10 +535,17 @@ impl<'a> Scan<'a> {
         match self.peek() {
             Some(b'-' | b'0'..=b'9') => {
                 let (start, end) = self.number()?;
-                self.t
-                    .get(start..end)
-                    .and_then(|s| s.parse::<u64>().ok())
-                    .ok_or(SCHEMA)
+                // What `str::parse::<u64>` reads of a JSON number: digits only (no
+                // sign, fraction or exponent), and no overflow.
+                let digits = self.b.get(start..end).ok_or(SCHEMA)?;
+                digits.iter().try_fold(0u64, |n, &c| {
+                    if !c.is_ascii_digit() {
+                        return Err(SCHEMA);
+                    }
+                    n.checked_mul(10)
+                        .and_then(|n| n.checked_add(u64::from(c - b'0')))
+                        .ok_or(SCHEMA)
+                })
             }
             _ => self.nested_value().and(Err(SCHEMA)),
         }
@@ -628,7 +653,7 @@ impl<'a> Scan<'a> {
                 match &*self.name()? {
                     b"op" => {
                         segment_match = Some(if self.peek() == Some(b'"') {
-                            self.string_value()? == "segmentMatch"
+                            self.string_is("segmentMatch")?
                         } else {
                             self.value()?;
                             false
@@ -1087,6 +1112,68 @@ mod tests {
                 let theirs = serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok();
                 assert_eq!(ours, theirs, "{text:?}");
             }
+        }
+    }
+
+    /// The inline skips of [`Scan::value`] (empty containers included, against the
+    /// depth limit) agree with the general loop.
+    #[test]
+    fn inline_skips_agree_with_the_skip_loop() {
+        for text in [
+            "[]",
+            "{}",
+            "[ ]",
+            "{ }",
+            "[1]",
+            "{\"a\":1}",
+            "[]]",
+            "0",
+            "-",
+            "-1.5e3",
+            "01",
+            "1.",
+            "true",
+            "tru",
+            "nulll",
+            "\"a\"",
+            "\"a\\\"",
+            "[\"a\",\"b\" ,\"c\"]",
+            "[\"a\",]",
+        ] {
+            for depth in [0, MAX_DEPTH - 1, MAX_DEPTH] {
+                let run = |nested: bool| {
+                    let mut s = Scan::new(text);
+                    s.depth = depth;
+                    let r = if nested { s.nested_value() } else { s.value() };
+                    (r, s.i, s.depth)
+                };
+                let (inline, general) = (run(false), run(true));
+                assert_eq!(inline.0, general.0, "{text:?} at depth {depth}");
+                if inline.0.is_ok() {
+                    assert_eq!(inline, general, "{text:?} at depth {depth}");
+                }
+            }
+        }
+    }
+
+    /// Versions read as `str::parse::<u64>` reads the number's text.
+    #[test]
+    fn versions_read_as_str_parse() {
+        for n in [
+            "0",
+            "7",
+            "-0",
+            "-3",
+            "1.0",
+            "1e2",
+            "12E0",
+            "18446744073709551615",
+            "18446744073709551616",
+            "99999999999999999999",
+        ] {
+            let mut s = Scan::new(n);
+            let theirs = n.parse::<u64>().map_err(|_| SCHEMA);
+            assert_eq!(s.u64_value(), theirs, "{n}");
         }
     }
 
