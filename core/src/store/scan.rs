@@ -301,6 +301,26 @@ impl<'a> Scan<'a> {
                 }
             };
         }
+        // The position past the colon after the member name whose content starts at
+        // `from` (one two-byte compare for the usual quote and colon).
+        macro_rules! name_end {
+            ($from:expr) => {{
+                let end = specials.next(b, $from).ok_or(SYNTAX)?;
+                if starts_with(b, end, b"\":") {
+                    end + 2
+                } else {
+                    i = if b.get(end) == Some(&b'"') {
+                        end + 1
+                    } else {
+                        self.string_end_escaped(end)?
+                    };
+                    if peek!() != Some(b':') {
+                        return Err(SYNTAX);
+                    }
+                    i + 1
+                }
+            }};
+        }
         'value: loop {
             // A value starts here.
             match peek!() {
@@ -328,11 +348,7 @@ impl<'a> Scan<'a> {
                             objects >>= 1;
                         }
                         Some(b'"') => {
-                            i = string_end!(i + 1);
-                            if peek!() != Some(b':') {
-                                return Err(SYNTAX);
-                            }
-                            i += 1;
+                            i = name_end!(i + 1);
                             continue;
                         }
                         _ => return Err(SYNTAX),
@@ -373,11 +389,7 @@ impl<'a> Scan<'a> {
                             if peek!() != Some(b'"') {
                                 return Err(SYNTAX);
                             }
-                            i = string_end!(i + 1);
-                            if peek!() != Some(b':') {
-                                return Err(SYNTAX);
-                            }
-                            i += 1;
+                            i = name_end!(i + 1);
                         }
                         continue 'value;
                     }
@@ -464,6 +476,10 @@ impl<'a> Scan<'a> {
         self.eat(b'"')?;
         let (b, start) = (self.b, self.i);
         let end = self.next_special(start).ok_or(SYNTAX)?;
+        if starts_with(b, end, b"\":") {
+            self.i = end + 2;
+            return Ok(Cow::Borrowed(b.get(start..end).ok_or(SYNTAX)?));
+        }
         let name = if b.get(end) == Some(&b'"') {
             self.i = end + 1;
             Cow::Borrowed(b.get(start..end).ok_or(SYNTAX)?)
