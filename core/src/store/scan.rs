@@ -1193,6 +1193,39 @@ mod tests {
         }
     }
 
+    /// Nesting around the depth limit, in every mix of arrays and objects: accepted up
+    /// to [`MAX_DEPTH`] levels, and only if well-formed; the depth back where it was.
+    #[test]
+    fn deep_values_are_accepted_up_to_the_depth_limit() {
+        for depth in (1..=3).chain(60..=70).chain(120..=132) {
+            for mix in [0u64, u64::MAX, 0x5555_5555_5555_5555, 0x0f0f_f0f0_3c3c_c3c3] {
+                let object = |n: usize| (mix >> (n % 64)) & 1 == 1;
+                let (mut open, mut close) = (String::new(), String::new());
+                for n in 0..depth {
+                    open.push_str(if object(n) { "{\"k\":" } else { "[1," });
+                }
+                for n in (0..depth).rev() {
+                    close.push(if object(n) { '}' } else { ']' });
+                }
+                for (text, levels, well_formed) in [
+                    (format!("{open}0{close}"), depth, true),
+                    (format!("{open}[]{close}"), depth + 1, true),
+                    (format!("{open}0{close}]"), depth, false),
+                    (format!("{open}0,{close}"), depth, false),
+                ] {
+                    let mut scan = Scan::new(&text);
+                    let ours = scan.value().and_then(|()| scan.end()).is_ok();
+                    let expected = well_formed && levels <= MAX_DEPTH;
+                    assert_eq!(ours, expected, "{levels} levels, mix {mix:x}: {text}");
+                    let mut scan = Scan::new(&text);
+                    if scan.value().is_ok() {
+                        assert_eq!(scan.depth, 0);
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn numbers_follow_the_json_grammar() {
         for (n, ok) in [
