@@ -36,10 +36,65 @@ struct Scan<'a> {
     b: &'a [u8],
     i: usize,
     depth: usize,
-    /// The 64-byte block of `b` that starts at `block` (`usize::MAX`: none yet) has
-    /// a quote, backslash or control character where `specials` has a bit.
+    /// The special characters of the last 64-byte block of `b` looked at.
+    specials: Specials,
+}
+
+/// The 64-byte block of a text that starts at `block` (`usize::MAX`: none yet) has a
+/// quote, backslash or control character where `mask` has a bit.
+#[derive(Clone, Copy)]
+struct Specials {
     block: usize,
-    specials: u64,
+    mask: u64,
+}
+
+impl Specials {
+    /// The position of the first quote, backslash or control character of `b` at or
+    /// after `from`: a bit scan in the cached mask of its 64-byte block, so a string
+    /// costs about the same whatever its length. `b` must be the text the cache is of.
+    #[inline(always)]
+    fn next(&mut self, b: &[u8], from: usize) -> Option<usize> {
+        if from & !63 == self.block {
+            let m = self.mask >> (from & 63);
+            if m != 0 {
+                return Some(from + m.trailing_zeros() as usize);
+            }
+        }
+        self.next_in_next_blocks(b, from)
+    }
+
+    /// [`Self::next`] past the cached block (past `from`'s block if that is the cached
+    /// one: the fast path found nothing more in it).
+    #[inline(never)]
+    fn next_in_next_blocks(&mut self, b: &[u8], from: usize) -> Option<usize> {
+        let (mut block, mut skip) = (from & !63, from & 63);
+        if block == self.block {
+            (block, skip) = (block + 64, 0);
+        }
+        loop {
+            let Some(whole) = b.get(block..).and_then(<[u8]>::first_chunk) else {
+                return self.next_in_last_block(b, block, skip);
+            };
+            self.mask = special_mask_64(whole);
+            self.block = block;
+            let m = self.mask >> skip;
+            if m != 0 {
+                return Some(block + skip + m.trailing_zeros() as usize);
+            }
+            (block, skip) = (block + 64, 0);
+        }
+    }
+
+    /// [`Self::next_in_next_blocks`] in the block at `block` that is shorter than 64
+    /// bytes (or past the end of `b`: none).
+    #[cold]
+    #[inline(never)]
+    fn next_in_last_block(&mut self, b: &[u8], block: usize, skip: usize) -> Option<usize> {
+        self.mask = special_mask(b.get(block..)?);
+        self.block = block;
+        let m = self.mask >> skip;
+        (m != 0).then(|| block + skip + m.trailing_zeros() as usize)
+    }
 }
 
 impl<'a> Scan<'a> {
@@ -49,8 +104,10 @@ impl<'a> Scan<'a> {
             b: t.as_bytes(),
             i: 0,
             depth: 0,
-            block: usize::MAX,
-            specials: 0,
+            specials: Specials {
+                block: usize::MAX,
+                mask: 0,
+            },
         }
     }
 
@@ -66,13 +123,8 @@ impl<'a> Scan<'a> {
 
     #[inline(never)]
     fn peek_past_whitespace(&mut self) -> Option<u8> {
-        while let Some(&c) = self.b.get(self.i) {
-            if !matches!(c, b' ' | b'\t' | b'\n' | b'\r') {
-                return Some(c);
-            }
-            self.i += 1;
-        }
-        None
+        self.i = past_whitespace(self.b, self.i);
+        self.b.get(self.i).copied()
     }
 
     #[inline]
@@ -142,37 +194,10 @@ impl<'a> Scan<'a> {
         }
     }
 
-    /// The position of the first quote, backslash or control character at or after
-    /// `from`: a bit scan in the cached mask of its 64-byte block, so a string costs
-    /// about the same whatever its length.
+    /// [`Specials::next`] in the input.
     #[inline(always)]
     fn next_special(&mut self, from: usize) -> Option<usize> {
-        if from & !63 == self.block {
-            let m = self.specials >> (from & 63);
-            if m != 0 {
-                return Some(from + m.trailing_zeros() as usize);
-            }
-        }
-        self.next_special_in_next_blocks(from)
-    }
-
-    /// [`Self::next_special`] past the cached block.
-    #[inline(never)]
-    fn next_special_in_next_blocks(&mut self, from: usize) -> Option<usize> {
-        let mut block = from & !63;
-        let mut skip = from - block;
-        loop {
-            if block != self.block {
-                self.specials = special_mask(self.b.get(block..)?);
-                self.block = block;
-            }
-            let m = self.specials >> skip;
-            if m != 0 {
-                return Some(block + skip + m.trailing_zeros() as usize);
-            }
-            block += 64;
-            skip = 0;
-        }
+        self.specials.next(self.b, from)
     }
 
     /// One escape sequence; the scanner sits on its backslash.
@@ -217,166 +242,281 @@ impl<'a> Scan<'a> {
     fn number(&mut self) -> Result<(usize, usize)> {
         self.peek();
         let start = self.i;
-        let digits = |s: &mut Self| {
-            let from = s.i;
-            while s.b.get(s.i).is_some_and(u8::is_ascii_digit) {
-                s.i += 1;
-            }
-            s.i - from
-        };
-        if self.b.get(self.i) == Some(&b'-') {
-            self.i += 1;
-        }
-        match self.b.get(self.i) {
-            Some(b'0') => self.i += 1,
-            Some(b'1'..=b'9') => {
-                digits(self);
-            }
-            _ => return Err(SYNTAX),
-        }
-        if self.b.get(self.i) == Some(&b'.') {
-            self.i += 1;
-            if digits(self) == 0 {
-                return Err(SYNTAX);
-            }
-        }
-        if matches!(self.b.get(self.i), Some(b'e' | b'E')) {
-            self.i += 1;
-            if matches!(self.b.get(self.i), Some(b'+' | b'-')) {
-                self.i += 1;
-            }
-            if digits(self) == 0 {
-                return Err(SYNTAX);
-            }
-        }
+        self.i = number_end(self.b, start)?;
         Ok((start, self.i))
     }
 
-    /// Skip any value, checking its syntax: one loop over the tokens, with the open
-    /// containers kept as bits (1 for an object) rather than as recursive calls.
+    /// Skip any value, checking its syntax. Strings, literals, numbers and empty
+    /// containers, most of the values skipped, here; the rest in
+    /// [`Self::nested_value`].
+    #[inline(always)]
     fn value(&mut self) -> Result<()> {
+        let (b, i) = (self.b, self.i);
+        match b.get(i) {
+            Some(b'"') => self.i = self.string_end(i + 1)?,
+            Some(b'f') if starts_with(b, i, b"false") => self.i = i + 5,
+            Some(b't') if starts_with(b, i, b"true") => self.i = i + 4,
+            Some(b'n') if starts_with(b, i, b"null") => self.i = i + 4,
+            Some(b'-' | b'0'..=b'9') => self.i = number_end(b, i)?,
+            // Empty containers (`targets`, `rules`…), within the depth limit.
+            Some(b'[') if b.get(i + 1) == Some(&b']') && self.depth < MAX_DEPTH => self.i = i + 2,
+            Some(b'{') if b.get(i + 1) == Some(&b'}') && self.depth < MAX_DEPTH => self.i = i + 2,
+            _ => return self.nested_value(),
+        }
+        Ok(())
+    }
+
+    /// [`Self::value`] in one loop over the tokens, with the open containers kept as
+    /// bits (1 for an object) rather than as recursive calls, and the position and
+    /// depth in locals (written back once, at the end).
+    #[inline(never)]
+    fn nested_value(&mut self) -> Result<()> {
+        let b = self.b;
+        let mut i = self.i;
         let base = self.depth;
+        let mut depth = base;
         let mut objects: u128 = 0;
-        loop {
-            // A value starts here.
-            match self.peek().ok_or(SYNTAX)? {
-                b'"' => {
-                    self.i += 1;
-                    self.skip_string()?;
+        let mut specials = self.specials;
+        // The position past the closing quote of the string whose content starts at
+        // `from`.
+        macro_rules! string_end {
+            ($from:expr) => {{
+                let end = specials.next(b, $from).ok_or(SYNTAX)?;
+                if b.get(end) == Some(&b'"') {
+                    end + 1
+                } else {
+                    self.string_end_escaped(end)?
                 }
-                open @ (b'{' | b'[') => {
-                    self.i += 1;
-                    self.enter()?;
-                    objects = objects << 1 | u128::from(open == b'{');
-                    let close = if open == b'{' { b'}' } else { b']' };
-                    if self.peek() == Some(close) {
-                        self.i += 1;
-                        self.depth -= 1;
-                        objects >>= 1;
-                    } else {
-                        if open == b'{' {
-                            self.member_name()?;
-                        }
-                        continue;
+            }};
+        }
+        // The next byte that is not whitespace (`i` moves past the whitespace).
+        macro_rules! peek {
+            () => {
+                match b.get(i) {
+                    Some(&c) if c > b' ' => Some(c),
+                    _ => {
+                        i = past_whitespace(b, i);
+                        b.get(i).copied()
                     }
                 }
-                b't' => self.literal(b"true")?,
-                b'f' => self.literal(b"false")?,
-                b'n' => self.literal(b"null")?,
-                _ => {
-                    self.number()?;
+            };
+        }
+        // The position past the colon after the member name whose content starts at
+        // `from` (one two-byte compare for the usual quote and colon).
+        macro_rules! name_end {
+            ($from:expr) => {{
+                let end = specials.next(b, $from).ok_or(SYNTAX)?;
+                if starts_with(b, end, b"\":") {
+                    end + 2
+                } else {
+                    i = if b.get(end) == Some(&b'"') {
+                        end + 1
+                    } else {
+                        self.string_end_escaped(end)?
+                    };
+                    if peek!() != Some(b':') {
+                        return Err(SYNTAX);
+                    }
+                    i + 1
                 }
+            }};
+        }
+        'value: loop {
+            // A value starts here.
+            match peek!() {
+                Some(b'"') => {
+                    i = string_end!(i + 1);
+                    // An array of strings, the usual array: the next element straight
+                    // away when a comma and a quote follow.
+                    if objects & 1 == 0 && depth != base {
+                        while b.get(i) == Some(&b',') && b.get(i + 1) == Some(&b'"') {
+                            i = string_end!(i + 2);
+                        }
+                    }
+                }
+                Some(b'{') => {
+                    i += 1;
+                    depth += 1;
+                    if depth > MAX_DEPTH {
+                        return Err(SYNTAX);
+                    }
+                    objects = objects << 1 | 1;
+                    match peek!() {
+                        Some(b'}') => {
+                            i += 1;
+                            depth -= 1;
+                            objects >>= 1;
+                        }
+                        Some(b'"') => {
+                            i = name_end!(i + 1);
+                            continue;
+                        }
+                        _ => return Err(SYNTAX),
+                    }
+                }
+                Some(b'[') => {
+                    i += 1;
+                    depth += 1;
+                    if depth > MAX_DEPTH {
+                        return Err(SYNTAX);
+                    }
+                    objects <<= 1;
+                    if peek!() != Some(b']') {
+                        continue;
+                    }
+                    i += 1;
+                    depth -= 1;
+                    objects >>= 1;
+                }
+                Some(b't') if starts_with(b, i, b"true") => i += 4,
+                Some(b'f') if starts_with(b, i, b"false") => i += 5,
+                Some(b'n') if starts_with(b, i, b"null") => i += 4,
+                Some(b'-' | b'0'..=b'9') => i = number_end(b, i)?,
+                _ => return Err(SYNTAX),
             }
             // A value ended: close containers until one goes on.
             loop {
-                if self.depth == base {
+                if depth == base {
+                    self.i = i;
+                    self.specials = specials;
                     return Ok(());
                 }
                 let in_object = objects & 1 == 1;
-                match self.peek() {
+                match peek!() {
                     Some(b',') => {
-                        self.i += 1;
+                        i += 1;
                         if in_object {
-                            self.member_name()?;
+                            if peek!() != Some(b'"') {
+                                return Err(SYNTAX);
+                            }
+                            i = name_end!(i + 1);
                         }
-                        break;
+                        continue 'value;
                     }
                     Some(b'}') if in_object => {}
                     Some(b']') if !in_object => {}
                     _ => return Err(SYNTAX),
                 }
-                self.i += 1;
-                self.depth -= 1;
+                i += 1;
+                depth -= 1;
                 objects >>= 1;
             }
         }
     }
 
-    /// A member name nobody reads and its colon.
-    #[inline]
-    fn member_name(&mut self) -> Result<()> {
-        self.eat(b'"')?;
-        self.skip_string()?;
-        self.eat(b':')
-    }
-
-    /// The rest of a string nobody reads.
-    #[inline]
-    fn skip_string(&mut self) -> Result<()> {
-        let end = self.next_special(self.i).ok_or(SYNTAX)?;
-        if self.b[end] == b'"' {
-            self.i = end + 1;
-            Ok(())
+    /// The position just past the closing quote of the string whose content starts at
+    /// `from` (its opening quote just consumed); `self.i` is left as it was, unless the
+    /// string has escapes.
+    #[inline(always)]
+    fn string_end(&mut self, from: usize) -> Result<usize> {
+        let end = self.next_special(from).ok_or(SYNTAX)?;
+        if self.b.get(end) == Some(&b'"') {
+            Ok(end + 1)
         } else {
-            self.string_body().map(drop)
+            self.string_end_escaped(end)
         }
     }
 
-    /// A comma-separated sequence between `open` and `close`, calling `each` for every
-    /// element (the elements of an array, the members of an object).
-    #[inline]
-    fn sequence(
-        &mut self,
-        open: u8,
-        close: u8,
-        mut each: impl FnMut(&mut Self) -> Result<()>,
-    ) -> Result<()> {
+    /// [`Self::string_end`] from the first backslash or control character of a string.
+    #[inline(never)]
+    fn string_end_escaped(&mut self, at: usize) -> Result<usize> {
+        self.i = at;
+        self.string_body()?;
+        Ok(self.i)
+    }
+
+    /// The opening bracket `open` of a container: one level deeper. Returns the state
+    /// [`Self::more`] takes.
+    #[inline(always)]
+    fn open(&mut self, open: u8) -> Result<bool> {
         self.eat(open)?;
         self.enter()?;
-        if self.peek() == Some(close) {
-            self.i += 1;
-            self.depth -= 1;
-            return Ok(());
+        Ok(true)
+    }
+
+    /// `null` (false), or the opening bracket `open` of a container (true, one level
+    /// deeper); a well-formed value of another shape is a schema error.
+    #[inline(always)]
+    fn optional_open(&mut self, open: u8) -> Result<bool> {
+        if self.peek() == Some(b'n') {
+            return self.literal(b"null").map(|()| false);
         }
-        loop {
-            each(self)?;
-            match self.peek() {
-                Some(b',') => self.i += 1,
-                Some(c) if c == close => {
-                    self.i += 1;
-                    self.depth -= 1;
-                    return Ok(());
-                }
-                _ => return Err(SYNTAX),
+        self.shape(open)?;
+        self.open(open)
+    }
+
+    /// Whether another element of the open container that `close` closes comes next:
+    /// true past its comma (or at the first element: `first`, from [`Self::open`]),
+    /// false past the closing bracket (one level up).
+    #[inline(always)]
+    fn more(&mut self, close: u8, first: &mut bool) -> Result<bool> {
+        match self.peek() {
+            Some(c) if c == close => {
+                self.i += 1;
+                self.depth -= 1;
+                Ok(false)
             }
+            _ if *first => {
+                *first = false;
+                Ok(true)
+            }
+            Some(b',') => {
+                self.i += 1;
+                Ok(true)
+            }
+            _ => Err(SYNTAX),
         }
+    }
+
+    /// A member's name and its colon, as bytes (a slice of the input, or its unescaped
+    /// text when it has escapes): matching it against the few names the store reads
+    /// costs a length and a byte compare.
+    #[inline(always)]
+    fn name(&mut self) -> Result<Cow<'a, [u8]>> {
+        self.eat(b'"')?;
+        let (b, start) = (self.b, self.i);
+        let end = self.next_special(start).ok_or(SYNTAX)?;
+        if starts_with(b, end, b"\":") {
+            self.i = end + 2;
+            return Ok(Cow::Borrowed(b.get(start..end).ok_or(SYNTAX)?));
+        }
+        let name = if b.get(end) == Some(&b'"') {
+            self.i = end + 1;
+            Cow::Borrowed(b.get(start..end).ok_or(SYNTAX)?)
+        } else {
+            self.escaped_name(start, end)?
+        };
+        self.eat(b':')?;
+        Ok(name)
+    }
+
+    /// The text of a name that starts at `start` and has a backslash or a control
+    /// character at `at`.
+    #[cold]
+    #[inline(never)]
+    fn escaped_name(&mut self, start: usize, at: usize) -> Result<Cow<'a, [u8]>> {
+        self.i = at;
+        let (_, end, _) = self.string_body()?;
+        Ok(match self.text((start, end, true))? {
+            Cow::Borrowed(text) => Cow::Borrowed(text.as_bytes()),
+            Cow::Owned(text) => Cow::Owned(text.into_bytes()),
+        })
     }
 
     /// An object, calling `member` with each key (the scanner sits before the value,
     /// which `member` must consume).
+    #[cfg(test)]
     fn object(
         &mut self,
         mut member: impl FnMut(&mut Self, Cow<'a, str>) -> Result<()>,
     ) -> Result<()> {
-        self.sequence(b'{', b'}', |s| {
-            let key = s.string_text()?;
-            s.eat(b':')?;
-            member(s, key)
-        })
-    }
-
-    fn array(&mut self, element: impl FnMut(&mut Self) -> Result<()>) -> Result<()> {
-        self.sequence(b'[', b']', element)
+        let mut first = self.open(b'{')?;
+        while self.more(b'}', &mut first)? {
+            let key = self.string_text()?;
+            self.eat(b':')?;
+            member(self, key)?;
+        }
+        Ok(())
     }
 
     /// Expect a value of the shape `open`; a well-formed value of another shape is a
@@ -384,29 +524,22 @@ impl<'a> Scan<'a> {
     fn shape(&mut self, open: u8) -> Result<()> {
         match self.peek() {
             Some(c) if c == open => Ok(()),
-            Some(_) => self.value().and(Err(SCHEMA)),
+            Some(_) => self.nested_value().and(Err(SCHEMA)),
             None => Err(SYNTAX),
         }
     }
 
-    /// `null`, or an array whose elements go through `element`.
-    fn optional_array(&mut self, element: impl FnMut(&mut Self) -> Result<()>) -> Result<()> {
-        if self.peek() == Some(b'n') {
-            return self.literal(b"null");
+    /// Whether the string on whose opening quote the scanner sits is `text`.
+    #[inline(always)]
+    fn string_is(&mut self, text: &str) -> Result<bool> {
+        let (b, start) = (self.b, self.i + 1);
+        let end = self.next_special(start).ok_or(SYNTAX)?;
+        if b.get(end) == Some(&b'"') {
+            self.i = end + 1;
+            Ok(b.get(start..end) == Some(text.as_bytes()))
+        } else {
+            Ok(self.string_text()? == text)
         }
-        self.shape(b'[')?;
-        self.array(element)
-    }
-
-    fn optional_object(
-        &mut self,
-        member: impl FnMut(&mut Self, Cow<'a, str>) -> Result<()>,
-    ) -> Result<()> {
-        if self.peek() == Some(b'n') {
-            return self.literal(b"null");
-        }
-        self.shape(b'{')?;
-        self.object(member)
     }
 
     fn string_value(&mut self) -> Result<Cow<'a, str>> {
@@ -418,12 +551,19 @@ impl<'a> Scan<'a> {
         match self.peek() {
             Some(b'-' | b'0'..=b'9') => {
                 let (start, end) = self.number()?;
-                self.t
-                    .get(start..end)
-                    .and_then(|s| s.parse::<u64>().ok())
-                    .ok_or(SCHEMA)
+                // What `str::parse::<u64>` reads of a JSON number: digits only (no
+                // sign, fraction or exponent), and no overflow.
+                let digits = self.b.get(start..end).ok_or(SCHEMA)?;
+                digits.iter().try_fold(0u64, |n, &c| {
+                    if !c.is_ascii_digit() {
+                        return Err(SCHEMA);
+                    }
+                    n.checked_mul(10)
+                        .and_then(|n| n.checked_add(u64::from(c - b'0')))
+                        .ok_or(SCHEMA)
+                })
             }
-            _ => self.value().and(Err(SCHEMA)),
+            _ => self.nested_value().and(Err(SCHEMA)),
         }
     }
 
@@ -432,7 +572,7 @@ impl<'a> Scan<'a> {
             Some(b't') => self.literal(b"true").map(|()| true),
             Some(b'f') => self.literal(b"false").map(|()| false),
             Some(b'n') => self.literal(b"null").map(|()| false),
-            _ => self.value().and(Err(SCHEMA)),
+            _ => self.nested_value().and(Err(SCHEMA)),
         }
     }
 
@@ -444,42 +584,23 @@ impl<'a> Scan<'a> {
     ) -> Result<(Option<String>, u64, bool)> {
         self.shape(b'{')?;
         let (mut key, mut version, mut deleted) = (None, None, false);
-        self.object(|s, field| {
-            match field.as_ref() {
-                "key" => {
-                    key = if s.peek() == Some(b'n') {
-                        s.literal(b"null").map(|()| None)?
+        let mut first = self.open(b'{')?;
+        while self.more(b'}', &mut first)? {
+            match &*self.name()? {
+                b"key" => {
+                    key = if self.peek() == Some(b'n') {
+                        self.literal(b"null").map(|()| None)?
                     } else {
-                        Some(s.string_value()?.into_owned())
+                        Some(self.string_value()?.into_owned())
                     }
                 }
-                "version" => version = Some(s.u64_value()?),
-                "deleted" => deleted = s.bool_or_null()?,
-                "prerequisites" if kind == Kind::Flag => s.optional_array(|s| {
-                    s.shape(b'{')?;
-                    s.object(|s, f| {
-                        if f.as_ref() == "key" {
-                            let k = s.string_value()?;
-                            deps.push((Kind::Flag, k.into_owned()));
-                            Ok(())
-                        } else {
-                            s.value()
-                        }
-                    })
-                })?,
-                "rules" => s.optional_array(|s| {
-                    s.optional_object(|s, f| {
-                        if f.as_ref() == "clauses" {
-                            s.optional_array(|s| s.clause(deps))
-                        } else {
-                            s.value()
-                        }
-                    })
-                })?,
-                _ => s.value()?,
+                b"version" => version = Some(self.u64_value()?),
+                b"deleted" => deleted = self.bool_or_null()?,
+                b"prerequisites" if kind == Kind::Flag => self.prerequisites(deps)?,
+                b"rules" => self.rules(deps)?,
+                _ => self.value()?,
             }
-            Ok(())
-        })?;
+        }
         let version = version.ok_or(SCHEMA)?;
         if deleted {
             deps.clear();
@@ -490,35 +611,91 @@ impl<'a> Scan<'a> {
         Ok((key, version, deleted))
     }
 
-    /// A rule clause: the string `values` of a `segmentMatch` clause are segment
+    /// A flag's prerequisites (`null` or an array of objects): their `key`s are flag
     /// references.
+    fn prerequisites(&mut self, deps: &mut Vec<(Kind, String)>) -> Result<()> {
+        if !self.optional_open(b'[')? {
+            return Ok(());
+        }
+        let mut first = true;
+        while self.more(b']', &mut first)? {
+            self.shape(b'{')?;
+            let mut first = self.open(b'{')?;
+            while self.more(b'}', &mut first)? {
+                if *self.name()? == *b"key" {
+                    let k = self.string_value()?;
+                    deps.push((Kind::Flag, k.into_owned()));
+                } else {
+                    self.value()?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An item's rules (`null` or an array of `null` or objects), for their clauses.
+    fn rules(&mut self, deps: &mut Vec<(Kind, String)>) -> Result<()> {
+        if !self.optional_open(b'[')? {
+            return Ok(());
+        }
+        let mut first = true;
+        while self.more(b']', &mut first)? {
+            if !self.optional_open(b'{')? {
+                continue;
+            }
+            let mut first = true;
+            while self.more(b'}', &mut first)? {
+                if *self.name()? != *b"clauses" {
+                    self.value()?;
+                } else if self.optional_open(b'[')? {
+                    let mut first = true;
+                    while self.more(b']', &mut first)? {
+                        self.clause(deps)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A rule clause (`null` or an object): the string `values` of a `segmentMatch`
+    /// clause are segment references.
     fn clause(&mut self, deps: &mut Vec<(Kind, String)>) -> Result<()> {
         let mut segment_match = None;
         let mut early: Vec<String> = Vec::new();
-        self.optional_object(|s, f| match f.as_ref() {
-            "op" => {
-                segment_match = Some(if s.peek() == Some(b'"') {
-                    s.string_value()? == "segmentMatch"
-                } else {
-                    s.value()?;
-                    false
-                });
-                Ok(())
-            }
-            "values" if segment_match != Some(false) => s.optional_array(|s| {
-                if s.peek() == Some(b'"') {
-                    let v = s.string_value()?.into_owned();
-                    match segment_match {
-                        Some(true) => deps.push((Kind::Segment, v)),
-                        _ => early.push(v),
+        if self.optional_open(b'{')? {
+            let mut first = true;
+            while self.more(b'}', &mut first)? {
+                match &*self.name()? {
+                    b"op" => {
+                        segment_match = Some(if self.peek() == Some(b'"') {
+                            self.string_is("segmentMatch")?
+                        } else {
+                            self.value()?;
+                            false
+                        });
                     }
-                    Ok(())
-                } else {
-                    s.value()
+                    b"values" if segment_match != Some(false) => {
+                        if !self.optional_open(b'[')? {
+                            continue;
+                        }
+                        let mut first = true;
+                        while self.more(b']', &mut first)? {
+                            if self.peek() == Some(b'"') {
+                                let v = self.string_value()?.into_owned();
+                                match segment_match {
+                                    Some(true) => deps.push((Kind::Segment, v)),
+                                    _ => early.push(v),
+                                }
+                            } else {
+                                self.value()?;
+                            }
+                        }
+                    }
+                    _ => self.value()?,
                 }
-            }),
-            _ => s.value(),
-        })?;
+            }
+        }
         if segment_match == Some(true) {
             deps.extend(early.into_iter().map(|v| (Kind::Segment, v)));
         }
@@ -573,23 +750,108 @@ impl<'a> Scan<'a> {
     }
 }
 
-/// Bit `n` is set where `block[n]` is a quote, a backslash or a control character,
-/// for the first 64 bytes of `block` (or all of it, if shorter). Sixteen bytes per
-/// vector compare (SSE2 on x86-64, NEON on aarch64, scalar lanes elsewhere).
-fn special_mask(block: &[u8]) -> u64 {
-    let mut padded = [b' '; 64];
-    let block: &[u8; 64] = match block.first_chunk() {
-        Some(whole) => whole,
-        None => {
-            padded[..block.len()].copy_from_slice(block);
-            &padded
+/// The first position at or after `i` that is not JSON whitespace (`b.len()` if none).
+#[cold]
+#[inline(never)]
+fn past_whitespace(b: &[u8], i: usize) -> usize {
+    i + b
+        .get(i..)
+        .unwrap_or_default()
+        .iter()
+        .take_while(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
+        .count()
+}
+
+/// `b[i..]` starts with `word`.
+#[inline(always)]
+fn starts_with<const N: usize>(b: &[u8], i: usize, word: &[u8; N]) -> bool {
+    b.get(i..).and_then(<[u8]>::first_chunk::<N>) == Some(word)
+}
+
+/// The end of the number per the JSON grammar that starts at `i`.
+#[inline]
+fn number_end(b: &[u8], mut i: usize) -> Result<usize> {
+    if b.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    match b.get(i) {
+        Some(b'0') => i += 1,
+        Some(b'1'..=b'9') => i = digits_end(b, i + 1),
+        _ => return Err(SYNTAX),
+    }
+    match b.get(i) {
+        Some(b'.' | b'e' | b'E') => fraction_end(b, i),
+        _ => Ok(i),
+    }
+}
+
+/// The end of the digits from `i` on.
+#[inline(always)]
+fn digits_end(b: &[u8], mut i: usize) -> usize {
+    while let Some(c) = b.get(i)
+        && c.is_ascii_digit()
+    {
+        i += 1;
+    }
+    i
+}
+
+/// The end of a number's fraction and exponent, from `i` (on a `.`, `e` or `E`).
+#[inline(never)]
+fn fraction_end(b: &[u8], mut i: usize) -> Result<usize> {
+    if b.get(i) == Some(&b'.') {
+        let end = digits_end(b, i + 1);
+        if end == i + 1 {
+            return Err(SYNTAX);
         }
-    };
-    let (quote, backslash, control) = (u8x16::splat(b'"'), u8x16::splat(b'\\'), u8x16::splat(0x1f));
+        i = end;
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(b.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        let end = digits_end(b, i);
+        if end == i {
+            return Err(SYNTAX);
+        }
+        i = end;
+    }
+    Ok(i)
+}
+
+/// Bit `n` is set where `block[n]` is a quote, a backslash or a control character,
+/// for the first 64 bytes of `block` (or all of it, if shorter).
+#[inline(always)]
+fn special_mask(block: &[u8]) -> u64 {
+    match block.first_chunk() {
+        Some(whole) => special_mask_64(whole),
+        None => special_mask_short(block),
+    }
+}
+
+/// [`special_mask`] of fewer than 64 bytes.
+#[cold]
+#[inline(never)]
+fn special_mask_short(block: &[u8]) -> u64 {
+    let mut padded = [b' '; 64];
+    let n = block.len().min(64);
+    padded[..n].copy_from_slice(&block[..n]);
+    special_mask_64(&padded)
+}
+
+/// [`special_mask`] of 64 bytes, sixteen per vector compare (SSE2 on x86-64, NEON on
+/// aarch64, scalar lanes elsewhere). A byte `c` is a quote or a control character
+/// exactly when `c ^ 2` is at most `0x20` (the quote, `0x22`, becomes `0x20`; the
+/// control characters stay below it; nothing else lands at or below it).
+#[inline(always)]
+fn special_mask_64(block: &[u8; 64]) -> u64 {
+    let (two, space, backslash) = (u8x16::splat(2), u8x16::splat(b' '), u8x16::splat(b'\\'));
     let mut mask = 0;
     for (n, lanes) in block.as_chunks::<16>().0.iter().enumerate() {
         let v = u8x16::new(*lanes);
-        let hits = v.simd_eq(quote) | v.simd_eq(backslash) | v.min(control).simd_eq(v);
+        let flipped = v ^ two;
+        let hits = flipped.min(space).simd_eq(flipped) | v.simd_eq(backslash);
         mask |= u64::from(hits.to_bitmask() as u16) << (16 * n);
     }
     mask
@@ -745,6 +1007,34 @@ mod tests {
             prop_assert_eq!(special_mask(&s), naive(&s));
         }
 
+        #[test]
+        fn special_mask_agrees_with_a_byte_loop_on_any_bytes(
+            s in proptest::collection::vec(any::<u8>(), 0..80),
+        ) {
+            prop_assert_eq!(special_mask(&s), naive(&s));
+        }
+
+        /// Literals, numbers and strings, whole or cut short, anywhere (at the very end
+        /// of the text included), get serde_json's verdicts.
+        #[test]
+        fn token_sequences_get_serde_json_verdicts(
+            pad in 0usize..70,
+            tokens in proptest::collection::vec(prop_oneof![
+                Just("true"), Just("tru"), Just("false"), Just("fals"), Just("null"),
+                Just("nul"), Just("nulll"), Just("0"), Just("-"), Just("-0"), Just("12"),
+                Just("1.5"), Just("1."), Just("1e"), Just("-0.2E+3"), Just("3e-7"),
+                Just("01"), Just("."), Just("\"a\""), Just("\"\\u00e9\""), Just("\"\\x\""),
+                Just("\""), Just("["), Just("]"), Just("{"), Just("}"), Just(","), Just(":"),
+                Just(" "), Just("\n"), Just("\u{1}"),
+            ], 0..24),
+        ) {
+            let text = format!("{}{}", " ".repeat(pad), tokens.concat());
+            let mut scan = Scan::new(&text);
+            let ours = scan.value().and_then(|()| scan.end()).is_ok();
+            let theirs = serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok();
+            prop_assert_eq!(ours, theirs, "{:?}", text);
+        }
+
         /// The scanner agrees with serde_json on which inputs are JSON at all.
         #[test]
         fn syntax_verdicts_match_serde_json(s in "[\\[\\]{}\",:0-9a-z\\\\ .eE+-]{0,24}") {
@@ -819,6 +1109,123 @@ mod tests {
         );
     }
 
+    /// Strings, whole or cut short, that end at or near the end of the text, over
+    /// every length around the block size (the last block shorter, or absent).
+    #[test]
+    fn strings_at_the_end_of_the_text_get_serde_json_verdicts() {
+        for n in 0..200 {
+            let body = "a".repeat(n);
+            for text in [
+                format!("\"{body}\""),
+                format!("\"{body}"),
+                format!("[\"{body}\",\"{body}\"]"),
+                format!("[\"{body}\",\"{body}"),
+                format!("{{\"{body}\":\"{body}\"}}"),
+                format!("\"{body}\\"),
+            ] {
+                let mut scan = Scan::new(&text);
+                let ours = scan.value().and_then(|()| scan.end()).is_ok();
+                let theirs = serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok();
+                assert_eq!(ours, theirs, "{text:?}");
+            }
+        }
+    }
+
+    /// The inline skips of [`Scan::value`] (empty containers included, against the
+    /// depth limit) agree with the general loop.
+    #[test]
+    fn inline_skips_agree_with_the_skip_loop() {
+        for text in [
+            "[]",
+            "{}",
+            "[ ]",
+            "{ }",
+            "[1]",
+            "{\"a\":1}",
+            "[]]",
+            "0",
+            "-",
+            "-1.5e3",
+            "01",
+            "1.",
+            "true",
+            "tru",
+            "nulll",
+            "\"a\"",
+            "\"a\\\"",
+            "[\"a\",\"b\" ,\"c\"]",
+            "[\"a\",]",
+        ] {
+            for depth in [0, MAX_DEPTH - 1, MAX_DEPTH] {
+                let run = |nested: bool| {
+                    let mut s = Scan::new(text);
+                    s.depth = depth;
+                    let r = if nested { s.nested_value() } else { s.value() };
+                    (r, s.i, s.depth)
+                };
+                let (inline, general) = (run(false), run(true));
+                assert_eq!(inline.0, general.0, "{text:?} at depth {depth}");
+                if inline.0.is_ok() {
+                    assert_eq!(inline, general, "{text:?} at depth {depth}");
+                }
+            }
+        }
+    }
+
+    /// Versions read as `str::parse::<u64>` reads the number's text.
+    #[test]
+    fn versions_read_as_str_parse() {
+        for n in [
+            "0",
+            "7",
+            "-0",
+            "-3",
+            "1.0",
+            "1e2",
+            "12E0",
+            "18446744073709551615",
+            "18446744073709551616",
+            "99999999999999999999",
+        ] {
+            let mut s = Scan::new(n);
+            let theirs = n.parse::<u64>().map_err(|_| SCHEMA);
+            assert_eq!(s.u64_value(), theirs, "{n}");
+        }
+    }
+
+    /// Nesting around the depth limit, in every mix of arrays and objects: accepted up
+    /// to [`MAX_DEPTH`] levels, and only if well-formed; the depth back where it was.
+    #[test]
+    fn deep_values_are_accepted_up_to_the_depth_limit() {
+        for depth in (1..=3).chain(60..=70).chain(120..=132) {
+            for mix in [0u64, u64::MAX, 0x5555_5555_5555_5555, 0x0f0f_f0f0_3c3c_c3c3] {
+                let object = |n: usize| (mix >> (n % 64)) & 1 == 1;
+                let (mut open, mut close) = (String::new(), String::new());
+                for n in 0..depth {
+                    open.push_str(if object(n) { "{\"k\":" } else { "[1," });
+                }
+                for n in (0..depth).rev() {
+                    close.push(if object(n) { '}' } else { ']' });
+                }
+                for (text, levels, well_formed) in [
+                    (format!("{open}0{close}"), depth, true),
+                    (format!("{open}[]{close}"), depth + 1, true),
+                    (format!("{open}0{close}]"), depth, false),
+                    (format!("{open}0,{close}"), depth, false),
+                ] {
+                    let mut scan = Scan::new(&text);
+                    let ours = scan.value().and_then(|()| scan.end()).is_ok();
+                    let expected = well_formed && levels <= MAX_DEPTH;
+                    assert_eq!(ours, expected, "{levels} levels, mix {mix:x}: {text}");
+                    let mut scan = Scan::new(&text);
+                    if scan.value().is_ok() {
+                        assert_eq!(scan.depth, 0);
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn numbers_follow_the_json_grammar() {
         for (n, ok) in [
@@ -832,6 +1239,228 @@ mod tests {
         ] {
             let mut s = Scan::new(n);
             assert_eq!(s.value().and_then(|()| s.end()).is_ok(), ok, "{n}");
+        }
+    }
+
+    /// The reading of an item as it was before it became loops (closures over one
+    /// generic comma-separated sequence): the reference for the property test below.
+    mod closures {
+        use std::borrow::Cow;
+
+        use super::super::{Result, SYNTAX, Scan};
+        use crate::store::Kind;
+
+        fn sequence<'a>(
+            s: &mut Scan<'a>,
+            open: u8,
+            close: u8,
+            mut each: impl FnMut(&mut Scan<'a>) -> Result<()>,
+        ) -> Result<()> {
+            s.eat(open)?;
+            s.enter()?;
+            if s.peek() == Some(close) {
+                s.i += 1;
+                s.depth -= 1;
+                return Ok(());
+            }
+            loop {
+                each(s)?;
+                match s.peek() {
+                    Some(b',') => s.i += 1,
+                    Some(c) if c == close => {
+                        s.i += 1;
+                        s.depth -= 1;
+                        return Ok(());
+                    }
+                    _ => return Err(SYNTAX),
+                }
+            }
+        }
+
+        fn object<'a>(
+            s: &mut Scan<'a>,
+            mut member: impl FnMut(&mut Scan<'a>, Cow<'a, str>) -> Result<()>,
+        ) -> Result<()> {
+            sequence(s, b'{', b'}', |s| {
+                let key = s.string_text()?;
+                s.eat(b':')?;
+                member(s, key)
+            })
+        }
+
+        fn optional_array<'a>(
+            s: &mut Scan<'a>,
+            element: impl FnMut(&mut Scan<'a>) -> Result<()>,
+        ) -> Result<()> {
+            if s.peek() == Some(b'n') {
+                return s.literal(b"null");
+            }
+            s.shape(b'[')?;
+            sequence(s, b'[', b']', element)
+        }
+
+        fn optional_object<'a>(
+            s: &mut Scan<'a>,
+            member: impl FnMut(&mut Scan<'a>, Cow<'a, str>) -> Result<()>,
+        ) -> Result<()> {
+            if s.peek() == Some(b'n') {
+                return s.literal(b"null");
+            }
+            s.shape(b'{')?;
+            object(s, member)
+        }
+
+        pub(super) fn item(
+            s: &mut Scan<'_>,
+            kind: Kind,
+            deps: &mut Vec<(Kind, String)>,
+        ) -> Result<(Option<String>, u64, bool)> {
+            s.shape(b'{')?;
+            let (mut key, mut version, mut deleted) = (None, None, false);
+            object(s, |s, field| {
+                match field.as_ref() {
+                    "key" => {
+                        key = if s.peek() == Some(b'n') {
+                            s.literal(b"null").map(|()| None)?
+                        } else {
+                            Some(s.string_value()?.into_owned())
+                        }
+                    }
+                    "version" => version = Some(s.u64_value()?),
+                    "deleted" => deleted = s.bool_or_null()?,
+                    "prerequisites" if kind == Kind::Flag => optional_array(s, |s| {
+                        s.shape(b'{')?;
+                        object(s, |s, f| {
+                            if f.as_ref() == "key" {
+                                let k = s.string_value()?;
+                                deps.push((Kind::Flag, k.into_owned()));
+                                Ok(())
+                            } else {
+                                s.value()
+                            }
+                        })
+                    })?,
+                    "rules" => optional_array(s, |s| {
+                        optional_object(s, |s, f| {
+                            if f.as_ref() == "clauses" {
+                                optional_array(s, |s| clause(s, deps))
+                            } else {
+                                s.value()
+                            }
+                        })
+                    })?,
+                    _ => s.value()?,
+                }
+                Ok(())
+            })?;
+            let version = version.ok_or(super::super::SCHEMA)?;
+            if deleted {
+                deps.clear();
+            } else if deps.len() > 1 {
+                deps.sort_unstable();
+                deps.dedup();
+            }
+            Ok((key, version, deleted))
+        }
+
+        fn clause(s: &mut Scan<'_>, deps: &mut Vec<(Kind, String)>) -> Result<()> {
+            let mut segment_match = None;
+            let mut early: Vec<String> = Vec::new();
+            optional_object(s, |s, f| match f.as_ref() {
+                "op" => {
+                    segment_match = Some(if s.peek() == Some(b'"') {
+                        s.string_value()? == "segmentMatch"
+                    } else {
+                        s.value()?;
+                        false
+                    });
+                    Ok(())
+                }
+                "values" if segment_match != Some(false) => optional_array(s, |s| {
+                    if s.peek() == Some(b'"') {
+                        let v = s.string_value()?.into_owned();
+                        match segment_match {
+                            Some(true) => deps.push((Kind::Segment, v)),
+                            _ => early.push(v),
+                        }
+                        Ok(())
+                    } else {
+                        s.value()
+                    }
+                }),
+                _ => s.value(),
+            })?;
+            if segment_match == Some(true) {
+                deps.extend(early.into_iter().map(|v| (Kind::Segment, v)));
+            }
+            Ok(())
+        }
+    }
+
+    /// Items of every shape the reader looks into: references, nulls where lists go,
+    /// escaped names, values of the wrong shape.
+    const ITEMS: [&str; 6] = [
+        r#"{"key":"f","version":2,"on":true,"prerequisites":[{"key":"p","variation":0},{"variation":1,"key":"o"}],"rules":[{"id":"r","clauses":[{"contextKind":"user","attribute":"key","op":"segmentMatch","values":["s","t",3]},{"values":["a"],"op":"segmentMatch"},{"values":["b"],"op":"in","negate":false}],"trackEvents":false}],"fallthrough":{"rollout":{"variations":[{"variation":0,"weight":6441},{"variation":1,"weight":-2.5e+3}]}},"variations":[true,false,null,{"a":[]}],"deleted":false}"#,
+        r#"{"key":null,"version":1,"deleted":null,"rules":[null,{"clauses":null},{"clauses":[null,{"op":null,"values":null},{"op":"segmentMatch","values":null}]}],"prerequisites":null}"#,
+        r#"{"k\u0065y":"a\"b","versio\u006e":4,"rul\u0065s":[{"cl\u0061uses":[{"o\u0070":"segm\u0065ntMatch","values":["x\n"]}]}],"pr\u0065requisites":[{"k\u0065y":"q"}]}"#,
+        r#"{ "key" : "s" , "version" : 7 , "included" : [ "a" , "b" ] , "rules" : [ { "clauses" : [ { "op" : "segmentMatch" , "values" : [ "z" ] } ] } ] , "deleted" : true }"#,
+        r#"{"key":1,"version":"2","deleted":"no","rules":{"clauses":[]},"prerequisites":[1,[]]}"#,
+        r#"{"version":3,"rules":[{"clauses":[{"values":["e"],"op":1}]},[]],"prerequisites":[{"key":[1]}]}"#,
+    ];
+
+    fn edited_item() -> impl Strategy<Value = (String, bool)> {
+        let edit = (
+            any::<prop::sample::Index>(),
+            prop::option::of(prop_oneof![
+                Just('{'),
+                Just('}'),
+                Just('['),
+                Just(']'),
+                Just(','),
+                Just('"'),
+                Just(':'),
+                Just(' '),
+                Just('\\'),
+                Just('n'),
+                Just('1'),
+                Just('-'),
+                Just('é'),
+            ]),
+        );
+        (
+            prop::sample::select(&ITEMS[..]),
+            any::<bool>(),
+            prop::collection::vec(edit, 0..4),
+        )
+            .prop_map(|(item, flag, edits)| {
+                let mut chars: Vec<char> = item.chars().collect();
+                for (at, insert) in edits {
+                    let at = at.index(chars.len() + 1);
+                    match insert {
+                        Some(c) => chars.insert(at, c),
+                        None if at < chars.len() => drop(chars.remove(at)),
+                        None => {}
+                    }
+                }
+                (chars.into_iter().collect(), flag)
+            })
+    }
+
+    proptest! {
+        /// The item reader gives the results, errors and end positions of the reading
+        /// it replaced, on items of every shape, damaged or not.
+        #[test]
+        fn items_read_as_before((text, flag) in edited_item()) {
+            let kind = if flag { Kind::Flag } else { Kind::Segment };
+            let (mut deps, mut before_deps) = (Vec::new(), Vec::new());
+            let mut s = Scan::new(&text);
+            let ours = s.item(kind, &mut deps).map(|r| (r, s.i, s.depth));
+            let mut s = Scan::new(&text);
+            let before = closures::item(&mut s, kind, &mut before_deps).map(|r| (r, s.i, s.depth));
+            prop_assert_eq!(&ours, &before, "{:?}", text);
+            if ours.is_ok() {
+                prop_assert_eq!(deps, before_deps);
+            }
         }
     }
 }
