@@ -576,12 +576,13 @@ impl<'a> Scan<'a> {
         }
     }
 
-    /// One flag or segment: its key, version, deleted flag and references.
+    /// One flag or segment: its key (borrowed when it has no escapes; a data set names
+    /// items by their map keys and drops it), version, deleted flag and references.
     fn item(
         &mut self,
         kind: Kind,
         deps: &mut Vec<(Kind, String)>,
-    ) -> Result<(Option<String>, u64, bool)> {
+    ) -> Result<(Option<Cow<'a, str>>, u64, bool)> {
         self.shape(b'{')?;
         let (mut key, mut version, mut deleted) = (None, None, false);
         let mut first = self.open(b'{')?;
@@ -591,7 +592,7 @@ impl<'a> Scan<'a> {
                     key = if self.peek() == Some(b'n') {
                         self.literal(b"null").map(|()| None)?
                     } else {
-                        Some(self.string_value()?.into_owned())
+                        Some(self.string_value()?)
                     }
                 }
                 b"version" => version = Some(self.u64_value()?),
@@ -863,6 +864,7 @@ pub(super) fn decode_item(kind: Kind, raw: Bytes) -> Result<Decoded> {
     let mut depends_on = Vec::new();
     let mut s = Scan::new(text);
     let (key, version, deleted) = s.item(kind, &mut depends_on)?;
+    let key = key.map(Cow::into_owned);
     s.end()?;
     Ok(Decoded {
         key,
@@ -903,6 +905,7 @@ pub(crate) fn patch<'a>(
     let start = s.i;
     let mut depends_on = Vec::new();
     let (key, version, deleted) = s.item(kind, &mut depends_on).ok()?;
+    let key = key.map(Cow::into_owned);
     let end = s.i;
     s.eat(b'}').ok()?;
     s.end().ok()?;
@@ -950,6 +953,7 @@ pub(crate) fn put_object(
                 let start = s.i;
                 let mut depends_on = Vec::new();
                 let (key, version, deleted) = s.item(kind, &mut depends_on).ok()?;
+                let key = key.map(Cow::into_owned);
                 let item = Item {
                     version,
                     deleted,
@@ -1454,7 +1458,9 @@ mod tests {
             let kind = if flag { Kind::Flag } else { Kind::Segment };
             let (mut deps, mut before_deps) = (Vec::new(), Vec::new());
             let mut s = Scan::new(&text);
-            let ours = s.item(kind, &mut deps).map(|r| (r, s.i, s.depth));
+            let ours = s
+                .item(kind, &mut deps)
+                .map(|(key, version, deleted)| ((key.map(Cow::into_owned), version, deleted), s.i, s.depth));
             let mut s = Scan::new(&text);
             let before = closures::item(&mut s, kind, &mut before_deps).map(|r| (r, s.i, s.depth));
             prop_assert_eq!(&ours, &before, "{:?}", text);
