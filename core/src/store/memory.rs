@@ -191,24 +191,16 @@ impl Store {
         let mut repeated = false;
         let mut edges = Vec::new();
         for c in cs.changes {
-            let deps = (!c.item.deleted && !c.depends_on.is_empty()).then_some(c.depends_on);
-            let from = deps.as_ref().map(|_| (c.kind, c.key.clone()));
-            match new.map_mut(c.kind).insert(c.key, c.item) {
-                Some(key) => {
-                    // A key given twice: its last item decides its edges.
-                    if !repeated {
-                        repeated = true;
-                        self.deps.extend_new(std::mem::take(&mut edges));
-                    }
-                    self.deps.set(&(c.kind, key), deps.unwrap_or_default());
-                }
-                // The index was just cleared: only items with references need an entry.
-                None => match (from, deps) {
-                    (Some(from), Some(to)) if repeated => self.deps.set(&from, to),
-                    (Some(from), Some(to)) => edges.push((from, to)),
-                    _ => {}
-                },
+            // The index was just cleared: only items with references need an entry.
+            if !c.item.deleted && !c.depends_on.is_empty() {
+                edges.push(((c.kind, c.key.clone()), c.depends_on));
             }
+            repeated |= new.map_mut(c.kind).insert(c.key, c.item);
+        }
+        if repeated {
+            // A key given twice (never seen from a flag service): its last item decides
+            // its edges, read again from the items stored.
+            edges = stored_edges(&new);
         }
         self.deps.extend_new(edges);
         if nothing_stored {
@@ -301,6 +293,23 @@ impl Store {
             written,
         }
     }
+}
+
+/// The references of every live item of `data`, read from their JSON.
+fn stored_edges(data: &Snapshot) -> Vec<(ItemRef, Vec<ItemRef>)> {
+    Kind::ALL
+        .into_iter()
+        .flat_map(|kind| {
+            data.map(kind)
+                .iter()
+                .filter(|(_, item)| !item.deleted)
+                .filter_map(move |(key, item)| {
+                    let decoded = super::decode(kind, item.raw.clone()).ok()?;
+                    (!decoded.depends_on.is_empty())
+                        .then(|| ((kind, key.to_owned()), decoded.depends_on))
+                })
+        })
+        .collect()
 }
 
 /// FDv1 rule (PROTOCOL.md B §4.1): write only if nothing is stored or the stored

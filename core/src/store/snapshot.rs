@@ -49,14 +49,9 @@ impl ItemMap {
         self.0.get_key_value(key).map(|(e, ())| &e.0.1)
     }
 
-    /// Store `item` under `key`, replacing any item stored there; returns the key if
-    /// one was.
-    pub(crate) fn insert(&mut self, key: String, item: Item) -> Option<String> {
-        let entry = Entry(Arc::new((key, item)));
-        match self.0.insert(entry.clone(), ()) {
-            Some(()) => Some(entry.0.0.clone()),
-            None => None,
-        }
+    /// Store `item` under `key`, replacing any item stored there; true if one was.
+    pub(crate) fn insert(&mut self, key: String, item: Item) -> bool {
+        self.0.insert(Entry(Arc::new((key, item))), ()).is_some()
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &Item)> + '_ {

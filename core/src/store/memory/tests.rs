@@ -320,6 +320,39 @@ fn first_put_reports_a_repeated_key_by_its_last_item() {
     assert_eq!(version(&s, Kind::Flag, "y"), Some(2));
 }
 
+#[test]
+fn a_repeated_key_takes_the_references_of_its_last_item() {
+    let with_prereq = || {
+        change(
+            Kind::Flag,
+            r#"{"key":"a","version":1,"prerequisites":[{"key":"b"}]}"#,
+        )
+    };
+    let deps = |s: &Store| {
+        s.dependencies()
+            .dependencies(&(Kind::Flag, "a".into()))
+            .to_vec()
+    };
+    let dropped = store_with(vec![with_prereq(), flag("b", 1), flag("a", 2)]);
+    assert_eq!(deps(&dropped), []);
+    let mut s = dropped;
+    assert_eq!(
+        s.apply(ChangeSet::fdv1_upsert(flag("b", 2)))
+            .changed_flags
+            .keys(),
+        ["b"]
+    );
+    let kept = store_with(vec![flag("a", 2), flag("b", 1), with_prereq()]);
+    assert_eq!(deps(&kept), [(Kind::Flag, "b".to_owned())]);
+    let mut s = kept;
+    assert_eq!(
+        s.apply(ChangeSet::fdv1_upsert(flag("b", 2)))
+            .changed_flags
+            .keys(),
+        ["a", "b"]
+    );
+}
+
 proptest! {
     /// The prefix-keyed sort of a first put's keys orders them as `sort_unstable`.
     #[test]
