@@ -18,7 +18,53 @@ pub struct DependencyIndex {
     /// Outgoing edges: what each item depends on.
     children: HashMap<ItemRef, Vec<ItemRef>>,
     /// Incoming edges: who depends on each item.
-    parents: HashMap<ItemRef, HashSet<ItemRef>>,
+    parents: HashMap<ItemRef, Parents>,
+}
+
+/// The items that depend on one item: most items have one (a segment used by one
+/// flag), which needs no set of its own.
+#[derive(Debug, Clone)]
+enum Parents {
+    One(ItemRef),
+    Many(HashSet<ItemRef>),
+}
+
+impl Parents {
+    fn insert(&mut self, from: &ItemRef) {
+        match self {
+            Self::One(one) if one == from => {}
+            Self::One(one) => {
+                let mut set = HashSet::default();
+                set.insert((one.0, std::mem::take(&mut one.1)));
+                set.insert(from.clone());
+                *self = Self::Many(set);
+            }
+            Self::Many(set) => {
+                if !set.contains(from) {
+                    set.insert(from.clone());
+                }
+            }
+        }
+    }
+
+    /// Remove `from`; true when no parent is left.
+    fn remove(&mut self, from: &ItemRef) -> bool {
+        match self {
+            Self::One(one) => one == from,
+            Self::Many(set) => {
+                set.remove(from);
+                set.is_empty()
+            }
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &ItemRef> {
+        let (one, many) = match self {
+            Self::One(one) => (Some(one), None),
+            Self::Many(set) => (None, Some(set.iter())),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
+    }
 }
 
 impl DependencyIndex {
@@ -37,31 +83,32 @@ impl DependencyIndex {
     pub fn set(&mut self, from: &ItemRef, to: Vec<ItemRef>) {
         if let Some(old) = self.children.remove(from) {
             for child in &old {
-                if let Some(set) = self.parents.get_mut(child) {
-                    set.remove(from);
-                    if set.is_empty() {
-                        self.parents.remove(child);
-                    }
+                if let Some(parents) = self.parents.get_mut(child)
+                    && parents.remove(from)
+                {
+                    self.parents.remove(child);
                 }
             }
         }
         if to.is_empty() {
             return;
         }
-        for child in &to {
+        self.add_parents(from, &to);
+        self.children.insert(from.clone(), to);
+    }
+
+    /// Record `from` as a parent of each of `to`.
+    fn add_parents(&mut self, from: &ItemRef, to: &[ItemRef]) {
+        for child in to {
             // Clone the child's key only for a new entry.
             match self.parents.get_mut(child) {
-                Some(set) => {
-                    set.insert(from.clone());
-                }
+                Some(parents) => parents.insert(from),
                 None => {
-                    let mut set = HashSet::default();
-                    set.insert(from.clone());
-                    self.parents.insert(child.clone(), set);
+                    self.parents
+                        .insert(child.clone(), Parents::One(from.clone()));
                 }
             }
         }
-        self.children.insert(from.clone(), to);
     }
 
     /// Add the edges of items that have none yet (`from` must not be in the index: a
@@ -70,18 +117,7 @@ impl DependencyIndex {
         self.children.reserve(items.len());
         self.parents.reserve(items.len() / 2);
         for (from, to) in items {
-            for child in &to {
-                match self.parents.get_mut(child) {
-                    Some(set) => {
-                        set.insert(from.clone());
-                    }
-                    None => {
-                        let mut set = HashSet::default();
-                        set.insert(from.clone());
-                        self.parents.insert(child.clone(), set);
-                    }
-                }
-            }
+            self.add_parents(&from, &to);
             self.children.insert(from, to);
         }
     }
@@ -92,7 +128,7 @@ impl DependencyIndex {
         let mut stack = vec![item.clone()];
         while let Some(next) = stack.pop() {
             if let Some(parents) = self.parents.get(&next) {
-                for p in parents {
+                for p in parents.iter() {
                     if !out.contains(p) {
                         stack.push(p.clone());
                     }
@@ -165,6 +201,23 @@ mod tests {
         d.set(&f("flag2"), vec![f("flag3")]);
         assert_eq!(affected(&d, f("flag4")), ["flag4"]);
         assert_eq!(affected(&d, f("flag3")), ["flag1", "flag2", "flag3"]);
+    }
+
+    #[test]
+    fn parents_come_and_go_one_at_a_time() {
+        let mut d = DependencyIndex::new();
+        d.set(&f("a"), vec![s("seg")]);
+        assert!(d.has_dependents(&s("seg")));
+        d.set(&f("a"), vec![s("seg")]);
+        d.set(&f("b"), vec![s("seg")]);
+        d.set(&f("c"), vec![s("seg")]);
+        assert_eq!(affected(&d, s("seg")), ["a", "b", "c"]);
+        d.set(&f("a"), vec![]);
+        d.set(&f("c"), vec![]);
+        assert_eq!(affected(&d, s("seg")), ["b"]);
+        d.set(&f("b"), vec![]);
+        assert!(!d.has_dependents(&s("seg")));
+        assert_eq!(affected(&d, s("seg")), Vec::<String>::new());
     }
 
     #[test]
