@@ -290,7 +290,7 @@ impl DataSetScan {
         let mut committed = 0;
         while self.c.next != Next::Done && committed < enough {
             let (saved, items, spans) = (self.c, self.changes.len(), self.spans.len());
-            let stepped = self.step(&mut s, 0);
+            let stepped = self.step(&mut s);
             if last {
                 stepped?;
                 committed = s.i;
@@ -320,8 +320,9 @@ impl DataSetScan {
         }
     }
 
-    /// One step at the scanner's position; `base` is the scanner's offset in the text.
-    fn step(&mut self, s: &mut Scan<'_>, base: usize) -> Result<()> {
+    /// One step at the scanner's position (an item's span is recorded in the scanner's
+    /// offsets).
+    fn step(&mut self, s: &mut Scan<'_>) -> Result<()> {
         match self.c.next {
             Next::Open => {
                 let root = if self.envelope {
@@ -363,7 +364,7 @@ impl DataSetScan {
                             },
                             depends_on,
                         });
-                        self.spans.push((base + start, base + s.i));
+                        self.spans.push((start, s.i));
                         self.c.next = Next::Separator;
                         Ok(())
                     }
