@@ -13,7 +13,7 @@
 use std::borrow::Cow;
 
 use bytes::Bytes;
-use wide::u8x16;
+use wide::{i8x16, u8x16};
 
 use super::item::{DecodeError, Decoded, Item};
 use super::{Change, Kind};
@@ -841,18 +841,23 @@ fn special_mask_short(block: &[u8]) -> u64 {
     special_mask_64(&padded)
 }
 
-/// [`special_mask`] of 64 bytes, sixteen per vector compare (SSE2 on x86-64, NEON on
-/// aarch64, scalar lanes elsewhere). A byte `c` is a quote or a control character
-/// exactly when `c ^ 2` is at most `0x20` (the quote, `0x22`, becomes `0x20`; the
-/// control characters stay below it; nothing else lands at or below it).
+/// [`special_mask`] of 64 bytes, sixteen per vector step (SSE2 on x86-64, NEON on
+/// aarch64, scalar lanes elsewhere), read off the bytes' top bits. A byte `c` is a
+/// quote or a control character exactly when `c ^ 0x82`, as a signed byte, is at most
+/// -96 (the control characters become -128..=-97, the quote -96; every other byte is
+/// above): adding 95 with saturation leaves those negative and everything else not.
+/// A backslash is found by an equality compare (all bits set).
 #[inline(always)]
 fn special_mask_64(block: &[u8; 64]) -> u64 {
-    let (two, space, backslash) = (u8x16::splat(2), u8x16::splat(b' '), u8x16::splat(b'\\'));
+    let (flip, lift) = (i8x16::splat(0x82_u8 as i8), i8x16::splat(95));
+    let backslash = u8x16::splat(b'\\');
     let mut mask = 0;
     for (n, lanes) in block.as_chunks::<16>().0.iter().enumerate() {
         let v = u8x16::new(*lanes);
-        let flipped = v ^ two;
-        let hits = flipped.min(space).simd_eq(flipped) | v.simd_eq(backslash);
+        let hits = (v.cast_signed() ^ flip)
+            .saturating_add(lift)
+            .cast_unsigned()
+            | v.simd_eq(backslash);
         mask |= u64::from(hits.to_bitmask() as u16) << (16 * n);
     }
     mask
@@ -1000,6 +1005,18 @@ mod tests {
             .enumerate()
             .filter(|&(_, &c)| c == b'"' || c == b'\\' || c < 0x20)
             .fold(0, |m, (n, _)| m | 1 << n)
+    }
+
+    /// Every byte value at every position of a block (the mask's saturating arithmetic
+    /// has edges at the quote, the control characters and the top bit).
+    #[test]
+    fn special_mask_of_every_byte_at_every_position() {
+        for shift in 0..64 {
+            let all: Vec<u8> = (0..=255u8).map(|c| c.wrapping_add(shift)).collect();
+            for block in all.chunks(64) {
+                assert_eq!(special_mask(block), naive(block), "shift {shift}");
+            }
+        }
     }
 
     proptest! {
