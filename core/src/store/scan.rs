@@ -329,7 +329,7 @@ impl<'a> Scan<'a> {
                     // An array of strings, the usual array: the next element straight
                     // away when a comma and a quote follow.
                     if objects & 1 == 0 && depth != base {
-                        while b.get(i) == Some(&b',') && b.get(i + 1) == Some(&b'"') {
+                        while starts_with(b, i, b",\"") {
                             i = string_end!(i + 2);
                         }
                     }
@@ -438,6 +438,12 @@ impl<'a> Scan<'a> {
     /// deeper); a well-formed value of another shape is a schema error.
     #[inline(always)]
     fn optional_open(&mut self, open: u8) -> Result<bool> {
+        // The usual case, the bracket itself, first.
+        if self.b.get(self.i) == Some(&open) {
+            self.i += 1;
+            self.enter()?;
+            return Ok(true);
+        }
         if self.peek() == Some(b'n') {
             return self.literal(b"null").map(|()| false);
         }
@@ -450,6 +456,11 @@ impl<'a> Scan<'a> {
     /// false past the closing bracket (one level up).
     #[inline(always)]
     fn more(&mut self, close: u8, first: &mut bool) -> Result<bool> {
+        // The usual comma first.
+        if !*first && self.b.get(self.i) == Some(&b',') {
+            self.i += 1;
+            return Ok(true);
+        }
         match self.peek() {
             Some(c) if c == close => {
                 self.i += 1;
