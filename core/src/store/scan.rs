@@ -266,6 +266,30 @@ impl<'a> Scan<'a> {
         Ok(())
     }
 
+    /// [`Self::value`], with an array of strings without escapes in compact form (a
+    /// clause's `values`) skipped inline; anything else, valid or not, from the start
+    /// by [`Self::value`].
+    #[inline(always)]
+    fn strings_or_value(&mut self) -> Result<()> {
+        let (b, i) = (self.b, self.i);
+        if starts_with(b, i, b"[\"") && self.depth < MAX_DEPTH {
+            let mut j = i + 2;
+            while let Some(end) = self.next_special(j)
+                && b.get(end) == Some(&b'"')
+            {
+                match b.get(end + 1) {
+                    Some(b']') => {
+                        self.i = end + 2;
+                        return Ok(());
+                    }
+                    Some(b',') if b.get(end + 2) == Some(&b'"') => j = end + 3,
+                    _ => break,
+                }
+            }
+        }
+        self.value()
+    }
+
     /// [`Self::value`] in one loop over the tokens, with the open containers kept as
     /// bits (1 for an object) rather than as recursive calls, and the position and
     /// depth in locals (written back once, at the end).
@@ -774,6 +798,8 @@ impl<'a> Scan<'a> {
                             }
                         }
                     }
+                    // Not a segment match: skipped, as the strings they usually are.
+                    b"values" => self.strings_or_value()?,
                     _ => self.value()?,
                 }
             }
@@ -1501,13 +1527,14 @@ mod tests {
 
     /// Items of every shape the reader looks into: references, nulls where lists go,
     /// escaped names, values of the wrong shape.
-    const ITEMS: [&str; 6] = [
+    const ITEMS: [&str; 7] = [
         r#"{"key":"f","version":2,"on":true,"prerequisites":[{"key":"p","variation":0},{"variation":1,"key":"o"}],"rules":[{"id":"r","clauses":[{"contextKind":"user","attribute":"key","op":"segmentMatch","values":["s","t",3]},{"values":["a"],"op":"segmentMatch"},{"values":["b"],"op":"in","negate":false}],"trackEvents":false}],"fallthrough":{"rollout":{"variations":[{"variation":0,"weight":6441},{"variation":1,"weight":-2.5e+3}]}},"variations":[true,false,null,{"a":[]}],"deleted":false}"#,
         r#"{"key":null,"version":1,"deleted":null,"rules":[null,{"clauses":null},{"clauses":[null,{"op":null,"values":null},{"op":"segmentMatch","values":null}]}],"prerequisites":null}"#,
         r#"{"k\u0065y":"a\"b","versio\u006e":4,"rul\u0065s":[{"cl\u0061uses":[{"o\u0070":"segm\u0065ntMatch","values":["x\n"]}]}],"pr\u0065requisites":[{"k\u0065y":"q"}]}"#,
         r#"{ "key" : "s" , "version" : 7 , "included" : [ "a" , "b" ] , "rules" : [ { "clauses" : [ { "op" : "segmentMatch" , "values" : [ "z" ] } ] } ] , "deleted" : true }"#,
         r#"{"key":1,"version":"2","deleted":"no","rules":{"clauses":[]},"prerequisites":[1,[]]}"#,
         r#"{"version":3,"rules":[{"clauses":[{"values":["e"],"op":1}]},[]],"prerequisites":[{"key":[1]}]}"#,
+        r#"{"key":"g","version":5,"targets":[{"values":["u1","u2"],"variation":0}],"rules":[{"id":"r","clauses":[{"attribute":"a","op":"in","values":["x","y\"z","w"],"negate":false},{"op":"endsWith","values":[]},{"op":"lessThan","values":[1,"v"]},{"op":"in","values":["q"]},{"op":"segmentMatch","values":["s"]}],"variation":1}],"fallthrough":{"variation":0},"deleted":false}"#,
     ];
 
     fn edited_item() -> impl Strategy<Value = (String, bool)> {
@@ -1583,6 +1610,48 @@ mod tests {
                 }
                 (chars.into_iter().collect(), flag)
             })
+    }
+
+    /// A clause's `values` after a known `op` (the inline skip of arrays of strings),
+    /// well-formed or not, read as before.
+    #[test]
+    fn clause_values_after_the_op_read_as_before() {
+        let values = [
+            r#"["x"]"#,
+            r#"["x","y"]"#,
+            r#"[]"#,
+            r#"[ "x"]"#,
+            r#"["x" ]"#,
+            r#"["x" ,"y"]"#,
+            r#"["x",1]"#,
+            r#"["x",1"]"#,
+            r#"["x",1,"y"]"#,
+            r#"["x","y""#,
+            r#"["x"#,
+            r#"["x\"]"#,
+            r#"["x\"y"]"#,
+            r#"["x",]"#,
+            r#"[,"x"]"#,
+            r#"["x""y"]"#,
+            r#"["x"],"#,
+            r#"["x"]]"#,
+            "[\"x\u{1}\"]",
+            r#"["x",{"a":1}]"#,
+            r#"["x",["y"]]"#,
+            r#"["x",null]"#,
+            r#""x""#,
+            r#"{"a":"b"}"#,
+            r#"["x"}"#,
+            r#"["x",,"y"]"#,
+        ];
+        for v in values {
+            for op in [r#""in""#, r#""segmentMatch""#, "1"] {
+                let text = format!(
+                    r#"{{"version":1,"rules":[{{"clauses":[{{"op":{op},"values":{v},"negate":false}}]}}]}}"#
+                );
+                items_read_alike(&text, true).unwrap();
+            }
+        }
     }
 
     fn items_read_alike(text: &str, flag: bool) -> std::result::Result<(), TestCaseError> {
