@@ -251,6 +251,14 @@ impl<'a> Scan<'a> {
     /// [`Self::nested_value`].
     #[inline(always)]
     fn value(&mut self) -> Result<()> {
+        self.value_with::<false>()
+    }
+
+    /// [`Self::value`], with the loop of [`Self::nested_value`] inline if `INLINE` (in
+    /// the item's member loop, where most of the nested values are: no call, no
+    /// registers saved and restored for each).
+    #[inline(always)]
+    fn value_with<const INLINE: bool>(&mut self) -> Result<()> {
         let (b, i) = (self.b, self.i);
         match b.get(i) {
             Some(b'"') => self.i = self.string_end(i + 1)?,
@@ -261,6 +269,7 @@ impl<'a> Scan<'a> {
             // Empty containers (`targets`, `rules`…), within the depth limit.
             Some(b'[') if b.get(i + 1) == Some(&b']') && self.depth < MAX_DEPTH => self.i = i + 2,
             Some(b'{') if b.get(i + 1) == Some(&b'}') && self.depth < MAX_DEPTH => self.i = i + 2,
+            _ if INLINE => return self.nested_value_inline(),
             _ => return self.nested_value(),
         }
         Ok(())
@@ -295,6 +304,12 @@ impl<'a> Scan<'a> {
     /// depth in locals (written back once, at the end).
     #[inline(never)]
     fn nested_value(&mut self) -> Result<()> {
+        self.nested_value_inline()
+    }
+
+    /// [`Self::nested_value`], inline.
+    #[inline(always)]
+    fn nested_value_inline(&mut self) -> Result<()> {
         let b = self.b;
         let mut i = self.i;
         let base = self.depth;
@@ -701,7 +716,7 @@ impl<'a> Scan<'a> {
                 b"deleted" => deleted = self.bool_or_null()?,
                 b"prerequisites" if kind == Kind::Flag => self.prerequisites(deps)?,
                 b"rules" => self.rules(deps)?,
-                _ => self.value()?,
+                _ => self.value_with::<true>()?,
             }
         }
         let version = version.ok_or(SCHEMA)?;
