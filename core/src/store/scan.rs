@@ -540,26 +540,25 @@ impl<'a> Scan<'a> {
         Ok(name)
     }
 
-    /// The name of the next member of the open object (`first`: from [`Self::open`],
-    /// none read yet) and its colon, as [`Self::name`] reads it (an escaped name is
+    /// The name of the next member of the open object (`first`: none read yet, a
+    /// constant at each call) and its colon, as [`Self::name`] reads it (an escaped name is
     /// unescaped into `buf`); `None` past the object's closing brace (one level up), as
     /// [`Self::more`] reads it. The usual compact `,"` (or `"` for the first member)
     /// and `":` around a name without escapes cost a two-byte compare each; anything
     /// else takes those two.
     #[inline(always)]
-    fn member<'s>(&mut self, first: &mut bool, buf: &'s mut Vec<u8>) -> Result<Option<&'s [u8]>>
+    fn member<'s>(&mut self, first: bool, buf: &'s mut Vec<u8>) -> Result<Option<&'s [u8]>>
     where
         'a: 's,
     {
         let (b, i) = (self.b, self.i);
-        let start = if !*first && starts_with(b, i, b",\"") {
+        let start = if !first && starts_with(b, i, b",\"") {
             i + 2
         } else if b.get(i) == Some(&b'}') {
             self.i = i + 1;
             self.depth -= 1;
             return Ok(None);
-        } else if *first && b.get(i) == Some(&b'"') {
-            *first = false;
+        } else if first && b.get(i) == Some(&b'"') {
             i + 1
         } else {
             return self.member_slow(first, buf);
@@ -576,15 +575,11 @@ impl<'a> Scan<'a> {
 
     /// [`Self::member`] past whitespace, or at the closing brace.
     #[inline(never)]
-    fn member_slow<'s>(
-        &mut self,
-        first: &mut bool,
-        buf: &'s mut Vec<u8>,
-    ) -> Result<Option<&'s [u8]>>
+    fn member_slow<'s>(&mut self, mut first: bool, buf: &'s mut Vec<u8>) -> Result<Option<&'s [u8]>>
     where
         'a: 's,
     {
-        if self.more(b'}', first)? {
+        if self.more(b'}', &mut first)? {
             self.member_name(buf).map(Some)
         } else {
             Ok(None)
@@ -701,9 +696,10 @@ impl<'a> Scan<'a> {
     ) -> Result<(Option<Cow<'a, str>>, u64, bool)> {
         self.shape(b'{')?;
         let (mut key, mut version, mut deleted) = (None, None, false);
-        let mut first = self.open(b'{')?;
+        self.open(b'{')?;
         let mut buf = Vec::new();
-        while let Some(name) = self.member(&mut first, &mut buf)? {
+        let mut next = self.member(true, &mut buf)?;
+        while let Some(name) = next {
             match name {
                 b"key" => {
                     key = if self.peek() == Some(b'n') {
@@ -718,6 +714,7 @@ impl<'a> Scan<'a> {
                 b"rules" => self.rules(deps)?,
                 _ => self.value_with::<true>()?,
             }
+            next = self.member(false, &mut buf)?;
         }
         let version = version.ok_or(SCHEMA)?;
         if deleted {
@@ -738,15 +735,17 @@ impl<'a> Scan<'a> {
         let mut first = true;
         while self.more(b']', &mut first)? {
             self.shape(b'{')?;
-            let mut first = self.open(b'{')?;
+            self.open(b'{')?;
             let mut buf = Vec::new();
-            while let Some(name) = self.member(&mut first, &mut buf)? {
+            let mut next = self.member(true, &mut buf)?;
+            while let Some(name) = next {
                 if name == b"key" {
                     let k = self.string_value()?;
                     deps.push((Kind::Flag, k.into_owned()));
                 } else {
                     self.value()?;
                 }
+                next = self.member(false, &mut buf)?;
             }
         }
         Ok(())
@@ -762,9 +761,9 @@ impl<'a> Scan<'a> {
             if !self.optional_open(b'{')? {
                 continue;
             }
-            let mut first = true;
             let mut buf = Vec::new();
-            while let Some(name) = self.member(&mut first, &mut buf)? {
+            let mut next = self.member(true, &mut buf)?;
+            while let Some(name) = next {
                 if name != b"clauses" {
                     self.value()?;
                 } else if self.optional_open(b'[')? {
@@ -773,6 +772,7 @@ impl<'a> Scan<'a> {
                         self.clause(deps)?;
                     }
                 }
+                next = self.member(false, &mut buf)?;
             }
         }
         Ok(())
@@ -784,9 +784,9 @@ impl<'a> Scan<'a> {
         let mut segment_match = None;
         let mut early: Vec<String> = Vec::new();
         if self.optional_open(b'{')? {
-            let mut first = true;
             let mut buf = Vec::new();
-            while let Some(name) = self.member(&mut first, &mut buf)? {
+            let mut next = self.member(true, &mut buf)?;
+            while let Some(name) = next {
                 match name {
                     b"op" => {
                         segment_match = Some(if self.peek() == Some(b'"') {
@@ -797,19 +797,18 @@ impl<'a> Scan<'a> {
                         });
                     }
                     b"values" if segment_match != Some(false) => {
-                        if !self.optional_open(b'[')? {
-                            continue;
-                        }
-                        let mut first = true;
-                        while self.more(b']', &mut first)? {
-                            if self.peek() == Some(b'"') {
-                                let v = self.string_value()?.into_owned();
-                                match segment_match {
-                                    Some(true) => deps.push((Kind::Segment, v)),
-                                    _ => early.push(v),
+                        if self.optional_open(b'[')? {
+                            let mut first = true;
+                            while self.more(b']', &mut first)? {
+                                if self.peek() == Some(b'"') {
+                                    let v = self.string_value()?.into_owned();
+                                    match segment_match {
+                                        Some(true) => deps.push((Kind::Segment, v)),
+                                        _ => early.push(v),
+                                    }
+                                } else {
+                                    self.value()?;
                                 }
-                            } else {
-                                self.value()?;
                             }
                         }
                     }
@@ -817,6 +816,7 @@ impl<'a> Scan<'a> {
                     b"values" => self.strings_or_value()?,
                     _ => self.value()?,
                 }
+                next = self.member(false, &mut buf)?;
             }
         }
         if segment_match == Some(true) {
