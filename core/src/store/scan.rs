@@ -54,8 +54,10 @@ impl Specials {
     /// costs about the same whatever its length. `b` must be the text the cache is of.
     #[inline(always)]
     fn next(&mut self, b: &[u8], from: usize) -> Option<usize> {
-        if from & !63 == self.block {
-            let m = self.mask >> (from & 63);
+        // In the cached block (none yet: `block` is `usize::MAX` and `mask` empty).
+        let offset = from.wrapping_sub(self.block);
+        if offset < 64 {
+            let m = self.mask >> offset;
             if m != 0 {
                 return Some(from + m.trailing_zeros() as usize);
             }
