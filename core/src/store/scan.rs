@@ -661,6 +661,23 @@ impl<'a> Scan<'a> {
     }
 
     fn u64_value(&mut self) -> Result<u64> {
+        // The usual version: up to 19 digits (no overflow), not starting with 0, and no
+        // fraction, exponent or digit after them.
+        let (b, i) = (self.b, self.i);
+        if let Some(&c @ b'1'..=b'9') = b.get(i) {
+            let (mut n, mut j) = (u64::from(c - b'0'), i + 1);
+            while j - i < 19
+                && let Some(&c) = b.get(j)
+                && c.is_ascii_digit()
+            {
+                n = n * 10 + u64::from(c - b'0');
+                j += 1;
+            }
+            if !matches!(b.get(j), Some(b'0'..=b'9' | b'.' | b'e' | b'E')) {
+                self.i = j;
+                return Ok(n);
+            }
+        }
         match self.peek() {
             Some(b'-' | b'0'..=b'9') => {
                 let (start, end) = self.number()?;
@@ -1335,6 +1352,29 @@ mod tests {
             let mut s = Scan::new(n);
             let theirs = n.parse::<u64>().map_err(|_| SCHEMA);
             assert_eq!(s.u64_value(), theirs, "{n}");
+        }
+    }
+
+    /// Versions of every length around the inline reading's 19 digits, followed by
+    /// what may follow a number (or not), read as `str::parse` reads the number the
+    /// grammar takes, ending where it ends.
+    #[test]
+    fn versions_of_every_length_end_where_the_number_does() {
+        let digits = "18446744073709551615999";
+        for len in 1..=digits.len() {
+            for lead in ["", "0", "9", "-"] {
+                for tail in ["", ",", "}", " ", ".5", "e1", "E", ".", "x"] {
+                    let text = format!("{lead}{}{tail}", &digits[..len]);
+                    let mut s = Scan::new(&text);
+                    let ours = s.u64_value().map(|n| (n, s.i));
+                    let mut s = Scan::new(&text);
+                    let theirs = s.number().and_then(|(start, end)| {
+                        let n = text[start..end].parse::<u64>().map_err(|_| SCHEMA)?;
+                        Ok((n, end))
+                    });
+                    assert_eq!(ours, theirs, "{text}");
+                }
+            }
         }
     }
 
