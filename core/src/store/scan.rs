@@ -642,6 +642,17 @@ impl<'a> Scan<'a> {
         }
     }
 
+    /// A compact `[]` within the depth limit, skipped (true); anything else is left
+    /// for the general reading.
+    #[inline(always)]
+    fn empty_array(&mut self) -> bool {
+        let empty = starts_with(self.b, self.i, b"[]") && self.depth < MAX_DEPTH;
+        if empty {
+            self.i += 2;
+        }
+        empty
+    }
+
     /// Whether the string on whose opening quote the scanner sits is `text`.
     #[inline(always)]
     fn string_is(&mut self, text: &str) -> Result<bool> {
@@ -655,8 +666,11 @@ impl<'a> Scan<'a> {
         }
     }
 
+    #[inline(always)]
     fn string_value(&mut self) -> Result<Cow<'a, str>> {
-        self.shape(b'"')?;
+        if self.b.get(self.i) != Some(&b'"') {
+            self.shape(b'"')?;
+        }
         self.string_text()
     }
 
@@ -697,7 +711,19 @@ impl<'a> Scan<'a> {
         }
     }
 
+    #[inline(always)]
     fn bool_or_null(&mut self) -> Result<bool> {
+        let (b, i) = (self.b, self.i);
+        if starts_with(b, i, b"false") {
+            self.i = i + 5;
+            return Ok(false);
+        }
+        self.bool_or_null_slow()
+    }
+
+    /// [`Self::bool_or_null`] of anything but a compact `false`.
+    #[inline(never)]
+    fn bool_or_null_slow(&mut self) -> Result<bool> {
         match self.peek() {
             Some(b't') => self.literal(b"true").map(|()| true),
             Some(b'f') => self.literal(b"false").map(|()| false),
@@ -713,9 +739,14 @@ impl<'a> Scan<'a> {
         kind: Kind,
         deps: &mut Vec<(Kind, String)>,
     ) -> Result<(Option<Cow<'a, str>>, u64, bool)> {
-        self.shape(b'{')?;
         let (mut key, mut version, mut deleted) = (None, None, false);
-        self.open(b'{')?;
+        if self.b.get(self.i) == Some(&b'{') {
+            self.i += 1;
+            self.enter()?;
+        } else {
+            self.shape(b'{')?;
+            self.open(b'{')?;
+        }
         let mut buf = Vec::new();
         let mut next = self.member(true, &mut buf)?;
         while let Some(name) = next {
@@ -729,8 +760,16 @@ impl<'a> Scan<'a> {
                 }
                 b"version" => version = Some(self.u64_value()?),
                 b"deleted" => deleted = self.bool_or_null()?,
-                b"prerequisites" if kind == Kind::Flag => self.prerequisites(deps)?,
-                b"rules" => self.rules(deps)?,
+                b"prerequisites" if kind == Kind::Flag => {
+                    if !self.empty_array() {
+                        self.prerequisites(deps)?;
+                    }
+                }
+                b"rules" => {
+                    if !self.empty_array() {
+                        self.rules(deps)?;
+                    }
+                }
                 _ => self.value_with::<true>()?,
             }
             next = self.member(false, &mut buf)?;
@@ -1355,6 +1394,42 @@ mod tests {
         }
     }
 
+    /// `deleted` read inline (a compact `false`) as by the general reading, end
+    /// position included.
+    #[test]
+    fn deleted_flags_read_as_the_general_reading() {
+        for word in [
+            "false",
+            "true",
+            "null",
+            "fals",
+            "f",
+            "",
+            "0",
+            "\"false\"",
+            "[]",
+            " false",
+        ] {
+            for tail in ["", ",", "}", "e", "x", " "] {
+                let text = format!("{word}{tail}");
+                let mut s = Scan::new(&text);
+                let ours = s.bool_or_null().map(|v| (v, s.i));
+                let mut s = Scan::new(&text);
+                let theirs = s.bool_or_null_slow().map(|v| (v, s.i));
+                assert_eq!(ours, theirs, "{text}");
+                let mut s = Scan::new(&text);
+                let expected = match serde_json::from_str::<serde_json::Value>(&text) {
+                    Ok(serde_json::Value::Bool(v)) => Ok(v),
+                    Ok(serde_json::Value::Null) => Ok(false),
+                    _ => Err(()),
+                };
+                if expected.is_ok() {
+                    assert_eq!(s.bool_or_null().ok(), expected.ok(), "{text}");
+                }
+            }
+        }
+    }
+
     /// Versions of every length around the inline reading's 19 digits, followed by
     /// what may follow a number (or not), read as `str::parse` reads the number the
     /// grammar takes, ending where it ends.
@@ -1584,7 +1659,7 @@ mod tests {
 
     /// Items of every shape the reader looks into: references, nulls where lists go,
     /// escaped names, values of the wrong shape.
-    const ITEMS: [&str; 7] = [
+    const ITEMS: [&str; 8] = [
         r#"{"key":"f","version":2,"on":true,"prerequisites":[{"key":"p","variation":0},{"variation":1,"key":"o"}],"rules":[{"id":"r","clauses":[{"contextKind":"user","attribute":"key","op":"segmentMatch","values":["s","t",3]},{"values":["a"],"op":"segmentMatch"},{"values":["b"],"op":"in","negate":false}],"trackEvents":false}],"fallthrough":{"rollout":{"variations":[{"variation":0,"weight":6441},{"variation":1,"weight":-2.5e+3}]}},"variations":[true,false,null,{"a":[]}],"deleted":false}"#,
         r#"{"key":null,"version":1,"deleted":null,"rules":[null,{"clauses":null},{"clauses":[null,{"op":null,"values":null},{"op":"segmentMatch","values":null}]}],"prerequisites":null}"#,
         r#"{"k\u0065y":"a\"b","versio\u006e":4,"rul\u0065s":[{"cl\u0061uses":[{"o\u0070":"segm\u0065ntMatch","values":["x\n"]}]}],"pr\u0065requisites":[{"k\u0065y":"q"}]}"#,
@@ -1592,6 +1667,7 @@ mod tests {
         r#"{"key":1,"version":"2","deleted":"no","rules":{"clauses":[]},"prerequisites":[1,[]]}"#,
         r#"{"version":3,"rules":[{"clauses":[{"values":["e"],"op":1}]},[]],"prerequisites":[{"key":[1]}]}"#,
         r#"{"key":"g","version":5,"targets":[{"values":["u1","u2"],"variation":0}],"rules":[{"id":"r","clauses":[{"attribute":"a","op":"in","values":["x","y\"z","w"],"negate":false},{"op":"endsWith","values":[]},{"op":"lessThan","values":[1,"v"]},{"op":"in","values":["q"]},{"op":"segmentMatch","values":["s"]}],"variation":1}],"fallthrough":{"variation":0},"deleted":false}"#,
+        r#"{"key":"h","version":1234567890123456789,"on":false,"prerequisites":[],"salt":"s","targets":[],"rules":[],"deleted":true}"#,
     ];
 
     fn edited_item() -> impl Strategy<Value = (String, bool)> {
