@@ -674,6 +674,7 @@ impl<'a> Scan<'a> {
         self.string_text()
     }
 
+    #[inline(always)]
     fn u64_value(&mut self) -> Result<u64> {
         // The usual version: up to 19 digits (no overflow), not starting with 0, and no
         // fraction, exponent or digit after them.
@@ -692,6 +693,12 @@ impl<'a> Scan<'a> {
                 return Ok(n);
             }
         }
+        self.u64_value_slow()
+    }
+
+    /// [`Self::u64_value`] of anything else.
+    #[inline(never)]
+    fn u64_value_slow(&mut self) -> Result<u64> {
         match self.peek() {
             Some(b'-' | b'0'..=b'9') => {
                 let (start, end) = self.number()?;
