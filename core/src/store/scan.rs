@@ -74,7 +74,11 @@ impl Specials {
             (block, skip) = (block + 64, 0);
         }
         loop {
-            let Some(whole) = b.get(block..).and_then(<[u8]>::first_chunk) else {
+            // The block's exact range (one bound compare; a range that wraps is none).
+            let Some(whole) = b
+                .get(block..block.wrapping_add(64))
+                .and_then(<[u8]>::first_chunk)
+            else {
                 return self.next_in_last_block(b, block, skip);
             };
             self.mask = special_mask_64(whole);
