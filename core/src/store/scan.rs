@@ -4,16 +4,18 @@
 //! Splitting a 50 MB `put` with serde_json takes two full passes (one to find each
 //! item's raw span, one to read its fields); this scanner does both in one, faster
 //! than serde_json merely skips the same bytes: string ends come from a bit mask of
-//! quotes, backslashes and control characters per 64-byte block (vector compares),
-//! unread values are skipped by one loop with the open containers as bits, and it
-//! keeps serde_json's verdicts: syntax errors
+//! quotes, backslashes and control characters per 64-byte block (a few vector steps
+//! per 16 bytes), unread values are skipped by one loop with the open containers as
+//! bits (the usual compact shapes, such as `,"name":` or a clause's array of strings,
+//! by shorter paths that leave anything else to the general reading), and it keeps
+//! serde_json's verdicts: syntax errors
 //! are [`DecodeError::MalformedJson`], well-formed JSON of the wrong shape is
 //! [`DecodeError::Schema`]. Nesting is limited to [`MAX_DEPTH`] levels.
 
 use std::borrow::Cow;
 
 use bytes::Bytes;
-use wide::u8x16;
+use wide::{i8x16, u8x16};
 
 use super::item::{DecodeError, Decoded, Item};
 use super::{Change, Kind};
@@ -54,8 +56,10 @@ impl Specials {
     /// costs about the same whatever its length. `b` must be the text the cache is of.
     #[inline(always)]
     fn next(&mut self, b: &[u8], from: usize) -> Option<usize> {
-        if from & !63 == self.block {
-            let m = self.mask >> (from & 63);
+        // In the cached block (none yet: `block` is `usize::MAX` and `mask` empty).
+        let offset = from.wrapping_sub(self.block);
+        if offset < 64 {
+            let m = self.mask >> offset;
             if m != 0 {
                 return Some(from + m.trailing_zeros() as usize);
             }
@@ -72,7 +76,11 @@ impl Specials {
             (block, skip) = (block + 64, 0);
         }
         loop {
-            let Some(whole) = b.get(block..).and_then(<[u8]>::first_chunk) else {
+            // The block's exact range (one bound compare; a range that wraps is none).
+            let Some(whole) = b
+                .get(block..block.wrapping_add(64))
+                .and_then(<[u8]>::first_chunk)
+            else {
                 return self.next_in_last_block(b, block, skip);
             };
             self.mask = special_mask_64(whole);
@@ -251,6 +259,14 @@ impl<'a> Scan<'a> {
     /// [`Self::nested_value`].
     #[inline(always)]
     fn value(&mut self) -> Result<()> {
+        self.value_with::<false>()
+    }
+
+    /// [`Self::value`], with the loop of [`Self::nested_value`] inline if `INLINE` (in
+    /// the item's member loop, where most of the nested values are: no call, no
+    /// registers saved and restored for each).
+    #[inline(always)]
+    fn value_with<const INLINE: bool>(&mut self) -> Result<()> {
         let (b, i) = (self.b, self.i);
         match b.get(i) {
             Some(b'"') => self.i = self.string_end(i + 1)?,
@@ -261,9 +277,34 @@ impl<'a> Scan<'a> {
             // Empty containers (`targets`, `rules`…), within the depth limit.
             Some(b'[') if b.get(i + 1) == Some(&b']') && self.depth < MAX_DEPTH => self.i = i + 2,
             Some(b'{') if b.get(i + 1) == Some(&b'}') && self.depth < MAX_DEPTH => self.i = i + 2,
+            _ if INLINE => return self.nested_value_inline(),
             _ => return self.nested_value(),
         }
         Ok(())
+    }
+
+    /// [`Self::value`], with an array of strings without escapes in compact form (a
+    /// clause's `values`) skipped inline; anything else, valid or not, from the start
+    /// by [`Self::value`].
+    #[inline(always)]
+    fn strings_or_value(&mut self) -> Result<()> {
+        let (b, i) = (self.b, self.i);
+        if starts_with(b, i, b"[\"") && self.depth < MAX_DEPTH {
+            let mut j = i + 2;
+            while let Some(end) = self.next_special(j)
+                && b.get(end) == Some(&b'"')
+            {
+                match b.get(end + 1) {
+                    Some(b']') => {
+                        self.i = end + 2;
+                        return Ok(());
+                    }
+                    Some(b',') if b.get(end + 2) == Some(&b'"') => j = end + 3,
+                    _ => break,
+                }
+            }
+        }
+        self.value()
     }
 
     /// [`Self::value`] in one loop over the tokens, with the open containers kept as
@@ -271,6 +312,12 @@ impl<'a> Scan<'a> {
     /// depth in locals (written back once, at the end).
     #[inline(never)]
     fn nested_value(&mut self) -> Result<()> {
+        self.nested_value_inline()
+    }
+
+    /// [`Self::nested_value`], inline.
+    #[inline(always)]
+    fn nested_value_inline(&mut self) -> Result<()> {
         let b = self.b;
         let mut i = self.i;
         let base = self.depth;
@@ -329,7 +376,7 @@ impl<'a> Scan<'a> {
                     // An array of strings, the usual array: the next element straight
                     // away when a comma and a quote follow.
                     if objects & 1 == 0 && depth != base {
-                        while b.get(i) == Some(&b',') && b.get(i + 1) == Some(&b'"') {
+                        while starts_with(b, i, b",\"") {
                             i = string_end!(i + 2);
                         }
                     }
@@ -438,6 +485,12 @@ impl<'a> Scan<'a> {
     /// deeper); a well-formed value of another shape is a schema error.
     #[inline(always)]
     fn optional_open(&mut self, open: u8) -> Result<bool> {
+        // The usual case, the bracket itself, first.
+        if self.b.get(self.i) == Some(&open) {
+            self.i += 1;
+            self.enter()?;
+            return Ok(true);
+        }
         if self.peek() == Some(b'n') {
             return self.literal(b"null").map(|()| false);
         }
@@ -450,6 +503,11 @@ impl<'a> Scan<'a> {
     /// false past the closing bracket (one level up).
     #[inline(always)]
     fn more(&mut self, close: u8, first: &mut bool) -> Result<bool> {
+        // The usual comma first.
+        if !*first && self.b.get(self.i) == Some(&b',') {
+            self.i += 1;
+            return Ok(true);
+        }
         match self.peek() {
             Some(c) if c == close => {
                 self.i += 1;
@@ -488,6 +546,67 @@ impl<'a> Scan<'a> {
         };
         self.eat(b':')?;
         Ok(name)
+    }
+
+    /// The name of the next member of the open object (`first`: none read yet, a
+    /// constant at each call) and its colon, as [`Self::name`] reads it (an escaped name is
+    /// unescaped into `buf`); `None` past the object's closing brace (one level up), as
+    /// [`Self::more`] reads it. The usual compact `,"` (or `"` for the first member)
+    /// and `":` around a name without escapes cost a two-byte compare each; anything
+    /// else takes those two.
+    #[inline(always)]
+    fn member<'s>(&mut self, first: bool, buf: &'s mut Vec<u8>) -> Result<Option<&'s [u8]>>
+    where
+        'a: 's,
+    {
+        let (b, i) = (self.b, self.i);
+        let start = if !first && starts_with(b, i, b",\"") {
+            i + 2
+        } else if b.get(i) == Some(&b'}') {
+            self.i = i + 1;
+            self.depth -= 1;
+            return Ok(None);
+        } else if first && b.get(i) == Some(&b'"') {
+            i + 1
+        } else {
+            return self.member_slow(first, buf);
+        };
+        let end = self.next_special(start).ok_or(SYNTAX)?;
+        if starts_with(b, end, b"\":") {
+            self.i = end + 2;
+            return Ok(Some(b.get(start..end).ok_or(SYNTAX)?));
+        }
+        // Back on the name's opening quote, for the general reading.
+        self.i = start - 1;
+        self.member_name(buf).map(Some)
+    }
+
+    /// [`Self::member`] past whitespace, or at the closing brace.
+    #[inline(never)]
+    fn member_slow<'s>(&mut self, mut first: bool, buf: &'s mut Vec<u8>) -> Result<Option<&'s [u8]>>
+    where
+        'a: 's,
+    {
+        if self.more(b'}', &mut first)? {
+            self.member_name(buf).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// [`Self::name`], unescaped into `buf` if it has escapes.
+    #[inline(never)]
+    fn member_name<'s>(&mut self, buf: &'s mut Vec<u8>) -> Result<&'s [u8]>
+    where
+        'a: 's,
+    {
+        Ok(match self.name()? {
+            Cow::Borrowed(name) => name,
+            Cow::Owned(name) => {
+                *buf = name;
+                buf
+            }
+        })
     }
 
     /// The text of a name that starts at `start` and has a backslash or a control
@@ -529,6 +648,17 @@ impl<'a> Scan<'a> {
         }
     }
 
+    /// A compact `[]` within the depth limit, skipped (true); anything else is left
+    /// for the general reading.
+    #[inline(always)]
+    fn empty_array(&mut self) -> bool {
+        let empty = starts_with(self.b, self.i, b"[]") && self.depth < MAX_DEPTH;
+        if empty {
+            self.i += 2;
+        }
+        empty
+    }
+
     /// Whether the string on whose opening quote the scanner sits is `text`.
     #[inline(always)]
     fn string_is(&mut self, text: &str) -> Result<bool> {
@@ -542,12 +672,39 @@ impl<'a> Scan<'a> {
         }
     }
 
+    #[inline(always)]
     fn string_value(&mut self) -> Result<Cow<'a, str>> {
-        self.shape(b'"')?;
+        if self.b.get(self.i) != Some(&b'"') {
+            self.shape(b'"')?;
+        }
         self.string_text()
     }
 
+    #[inline(always)]
     fn u64_value(&mut self) -> Result<u64> {
+        // The usual version: up to 19 digits (no overflow), not starting with 0, and no
+        // fraction, exponent or digit after them.
+        let (b, i) = (self.b, self.i);
+        if let Some(&c @ b'1'..=b'9') = b.get(i) {
+            let (mut n, mut j) = (u64::from(c - b'0'), i + 1);
+            while j - i < 19
+                && let Some(&c) = b.get(j)
+                && c.is_ascii_digit()
+            {
+                n = n * 10 + u64::from(c - b'0');
+                j += 1;
+            }
+            if !matches!(b.get(j), Some(b'0'..=b'9' | b'.' | b'e' | b'E')) {
+                self.i = j;
+                return Ok(n);
+            }
+        }
+        self.u64_value_slow()
+    }
+
+    /// [`Self::u64_value`] of anything else.
+    #[inline(never)]
+    fn u64_value_slow(&mut self) -> Result<u64> {
         match self.peek() {
             Some(b'-' | b'0'..=b'9') => {
                 let (start, end) = self.number()?;
@@ -567,7 +724,19 @@ impl<'a> Scan<'a> {
         }
     }
 
+    #[inline(always)]
     fn bool_or_null(&mut self) -> Result<bool> {
+        let (b, i) = (self.b, self.i);
+        if starts_with(b, i, b"false") {
+            self.i = i + 5;
+            return Ok(false);
+        }
+        self.bool_or_null_slow()
+    }
+
+    /// [`Self::bool_or_null`] of anything but a compact `false`.
+    #[inline(never)]
+    fn bool_or_null_slow(&mut self) -> Result<bool> {
         match self.peek() {
             Some(b't') => self.literal(b"true").map(|()| true),
             Some(b'f') => self.literal(b"false").map(|()| false),
@@ -583,11 +752,18 @@ impl<'a> Scan<'a> {
         kind: Kind,
         deps: &mut Vec<(Kind, String)>,
     ) -> Result<(Option<Cow<'a, str>>, u64, bool)> {
-        self.shape(b'{')?;
         let (mut key, mut version, mut deleted) = (None, None, false);
-        let mut first = self.open(b'{')?;
-        while self.more(b'}', &mut first)? {
-            match &*self.name()? {
+        if self.b.get(self.i) == Some(&b'{') {
+            self.i += 1;
+            self.enter()?;
+        } else {
+            self.shape(b'{')?;
+            self.open(b'{')?;
+        }
+        let mut buf = Vec::new();
+        let mut next = self.member(true, &mut buf)?;
+        while let Some(name) = next {
+            match name {
                 b"key" => {
                     key = if self.peek() == Some(b'n') {
                         self.literal(b"null").map(|()| None)?
@@ -597,10 +773,19 @@ impl<'a> Scan<'a> {
                 }
                 b"version" => version = Some(self.u64_value()?),
                 b"deleted" => deleted = self.bool_or_null()?,
-                b"prerequisites" if kind == Kind::Flag => self.prerequisites(deps)?,
-                b"rules" => self.rules(deps)?,
-                _ => self.value()?,
+                b"prerequisites" if kind == Kind::Flag => {
+                    if !self.empty_array() {
+                        self.prerequisites(deps)?;
+                    }
+                }
+                b"rules" => {
+                    if !self.empty_array() {
+                        self.rules(deps)?;
+                    }
+                }
+                _ => self.value_with::<true>()?,
             }
+            next = self.member(false, &mut buf)?;
         }
         let version = version.ok_or(SCHEMA)?;
         if deleted {
@@ -621,14 +806,17 @@ impl<'a> Scan<'a> {
         let mut first = true;
         while self.more(b']', &mut first)? {
             self.shape(b'{')?;
-            let mut first = self.open(b'{')?;
-            while self.more(b'}', &mut first)? {
-                if *self.name()? == *b"key" {
+            self.open(b'{')?;
+            let mut buf = Vec::new();
+            let mut next = self.member(true, &mut buf)?;
+            while let Some(name) = next {
+                if name == b"key" {
                     let k = self.string_value()?;
                     deps.push((Kind::Flag, k.into_owned()));
                 } else {
                     self.value()?;
                 }
+                next = self.member(false, &mut buf)?;
             }
         }
         Ok(())
@@ -644,9 +832,10 @@ impl<'a> Scan<'a> {
             if !self.optional_open(b'{')? {
                 continue;
             }
-            let mut first = true;
-            while self.more(b'}', &mut first)? {
-                if *self.name()? != *b"clauses" {
+            let mut buf = Vec::new();
+            let mut next = self.member(true, &mut buf)?;
+            while let Some(name) = next {
+                if name != b"clauses" {
                     self.value()?;
                 } else if self.optional_open(b'[')? {
                     let mut first = true;
@@ -654,6 +843,7 @@ impl<'a> Scan<'a> {
                         self.clause(deps)?;
                     }
                 }
+                next = self.member(false, &mut buf)?;
             }
         }
         Ok(())
@@ -665,9 +855,10 @@ impl<'a> Scan<'a> {
         let mut segment_match = None;
         let mut early: Vec<String> = Vec::new();
         if self.optional_open(b'{')? {
-            let mut first = true;
-            while self.more(b'}', &mut first)? {
-                match &*self.name()? {
+            let mut buf = Vec::new();
+            let mut next = self.member(true, &mut buf)?;
+            while let Some(name) = next {
+                match name {
                     b"op" => {
                         segment_match = Some(if self.peek() == Some(b'"') {
                             self.string_is("segmentMatch")?
@@ -677,24 +868,26 @@ impl<'a> Scan<'a> {
                         });
                     }
                     b"values" if segment_match != Some(false) => {
-                        if !self.optional_open(b'[')? {
-                            continue;
-                        }
-                        let mut first = true;
-                        while self.more(b']', &mut first)? {
-                            if self.peek() == Some(b'"') {
-                                let v = self.string_value()?.into_owned();
-                                match segment_match {
-                                    Some(true) => deps.push((Kind::Segment, v)),
-                                    _ => early.push(v),
+                        if self.optional_open(b'[')? {
+                            let mut first = true;
+                            while self.more(b']', &mut first)? {
+                                if self.peek() == Some(b'"') {
+                                    let v = self.string_value()?.into_owned();
+                                    match segment_match {
+                                        Some(true) => deps.push((Kind::Segment, v)),
+                                        _ => early.push(v),
+                                    }
+                                } else {
+                                    self.value()?;
                                 }
-                            } else {
-                                self.value()?;
                             }
                         }
                     }
+                    // Not a segment match: skipped, as the strings they usually are.
+                    b"values" => self.strings_or_value()?,
                     _ => self.value()?,
                 }
+                next = self.member(false, &mut buf)?;
             }
         }
         if segment_match == Some(true) {
@@ -841,18 +1034,23 @@ fn special_mask_short(block: &[u8]) -> u64 {
     special_mask_64(&padded)
 }
 
-/// [`special_mask`] of 64 bytes, sixteen per vector compare (SSE2 on x86-64, NEON on
-/// aarch64, scalar lanes elsewhere). A byte `c` is a quote or a control character
-/// exactly when `c ^ 2` is at most `0x20` (the quote, `0x22`, becomes `0x20`; the
-/// control characters stay below it; nothing else lands at or below it).
+/// [`special_mask`] of 64 bytes, sixteen per vector step (SSE2 on x86-64, NEON on
+/// aarch64, scalar lanes elsewhere), read off the bytes' top bits. A byte `c` is a
+/// quote or a control character exactly when `c ^ 0x82`, as a signed byte, is at most
+/// -96 (the control characters become -128..=-97, the quote -96; every other byte is
+/// above): adding 95 with saturation leaves those negative and everything else not.
+/// A backslash is found by an equality compare (all bits set).
 #[inline(always)]
 fn special_mask_64(block: &[u8; 64]) -> u64 {
-    let (two, space, backslash) = (u8x16::splat(2), u8x16::splat(b' '), u8x16::splat(b'\\'));
+    let (flip, lift) = (i8x16::splat(0x82_u8 as i8), i8x16::splat(95));
+    let backslash = u8x16::splat(b'\\');
     let mut mask = 0;
     for (n, lanes) in block.as_chunks::<16>().0.iter().enumerate() {
         let v = u8x16::new(*lanes);
-        let flipped = v ^ two;
-        let hits = flipped.min(space).simd_eq(flipped) | v.simd_eq(backslash);
+        let hits = (v.cast_signed() ^ flip)
+            .saturating_add(lift)
+            .cast_unsigned()
+            | v.simd_eq(backslash);
         mask |= u64::from(hits.to_bitmask() as u16) << (16 * n);
     }
     mask
@@ -1000,6 +1198,18 @@ mod tests {
             .enumerate()
             .filter(|&(_, &c)| c == b'"' || c == b'\\' || c < 0x20)
             .fold(0, |m, (n, _)| m | 1 << n)
+    }
+
+    /// Every byte value at every position of a block (the mask's saturating arithmetic
+    /// has edges at the quote, the control characters and the top bit).
+    #[test]
+    fn special_mask_of_every_byte_at_every_position() {
+        for shift in 0..64 {
+            let all: Vec<u8> = (0..=255u8).map(|c| c.wrapping_add(shift)).collect();
+            for block in all.chunks(64) {
+                assert_eq!(special_mask(block), naive(block), "shift {shift}");
+            }
+        }
     }
 
     proptest! {
@@ -1194,6 +1404,65 @@ mod tests {
             let mut s = Scan::new(n);
             let theirs = n.parse::<u64>().map_err(|_| SCHEMA);
             assert_eq!(s.u64_value(), theirs, "{n}");
+        }
+    }
+
+    /// `deleted` read inline (a compact `false`) as by the general reading, end
+    /// position included.
+    #[test]
+    fn deleted_flags_read_as_the_general_reading() {
+        for word in [
+            "false",
+            "true",
+            "null",
+            "fals",
+            "f",
+            "",
+            "0",
+            "\"false\"",
+            "[]",
+            " false",
+        ] {
+            for tail in ["", ",", "}", "e", "x", " "] {
+                let text = format!("{word}{tail}");
+                let mut s = Scan::new(&text);
+                let ours = s.bool_or_null().map(|v| (v, s.i));
+                let mut s = Scan::new(&text);
+                let theirs = s.bool_or_null_slow().map(|v| (v, s.i));
+                assert_eq!(ours, theirs, "{text}");
+                let mut s = Scan::new(&text);
+                let expected = match serde_json::from_str::<serde_json::Value>(&text) {
+                    Ok(serde_json::Value::Bool(v)) => Ok(v),
+                    Ok(serde_json::Value::Null) => Ok(false),
+                    _ => Err(()),
+                };
+                if expected.is_ok() {
+                    assert_eq!(s.bool_or_null().ok(), expected.ok(), "{text}");
+                }
+            }
+        }
+    }
+
+    /// Versions of every length around the inline reading's 19 digits, followed by
+    /// what may follow a number (or not), read as `str::parse` reads the number the
+    /// grammar takes, ending where it ends.
+    #[test]
+    fn versions_of_every_length_end_where_the_number_does() {
+        let digits = "18446744073709551615999";
+        for len in 1..=digits.len() {
+            for lead in ["", "0", "9", "-"] {
+                for tail in ["", ",", "}", " ", ".5", "e1", "E", ".", "x"] {
+                    let text = format!("{lead}{}{tail}", &digits[..len]);
+                    let mut s = Scan::new(&text);
+                    let ours = s.u64_value().map(|n| (n, s.i));
+                    let mut s = Scan::new(&text);
+                    let theirs = s.number().and_then(|(start, end)| {
+                        let n = text[start..end].parse::<u64>().map_err(|_| SCHEMA)?;
+                        Ok((n, end))
+                    });
+                    assert_eq!(ours, theirs, "{text}");
+                }
+            }
         }
     }
 
@@ -1403,13 +1672,15 @@ mod tests {
 
     /// Items of every shape the reader looks into: references, nulls where lists go,
     /// escaped names, values of the wrong shape.
-    const ITEMS: [&str; 6] = [
+    const ITEMS: [&str; 8] = [
         r#"{"key":"f","version":2,"on":true,"prerequisites":[{"key":"p","variation":0},{"variation":1,"key":"o"}],"rules":[{"id":"r","clauses":[{"contextKind":"user","attribute":"key","op":"segmentMatch","values":["s","t",3]},{"values":["a"],"op":"segmentMatch"},{"values":["b"],"op":"in","negate":false}],"trackEvents":false}],"fallthrough":{"rollout":{"variations":[{"variation":0,"weight":6441},{"variation":1,"weight":-2.5e+3}]}},"variations":[true,false,null,{"a":[]}],"deleted":false}"#,
         r#"{"key":null,"version":1,"deleted":null,"rules":[null,{"clauses":null},{"clauses":[null,{"op":null,"values":null},{"op":"segmentMatch","values":null}]}],"prerequisites":null}"#,
         r#"{"k\u0065y":"a\"b","versio\u006e":4,"rul\u0065s":[{"cl\u0061uses":[{"o\u0070":"segm\u0065ntMatch","values":["x\n"]}]}],"pr\u0065requisites":[{"k\u0065y":"q"}]}"#,
         r#"{ "key" : "s" , "version" : 7 , "included" : [ "a" , "b" ] , "rules" : [ { "clauses" : [ { "op" : "segmentMatch" , "values" : [ "z" ] } ] } ] , "deleted" : true }"#,
         r#"{"key":1,"version":"2","deleted":"no","rules":{"clauses":[]},"prerequisites":[1,[]]}"#,
         r#"{"version":3,"rules":[{"clauses":[{"values":["e"],"op":1}]},[]],"prerequisites":[{"key":[1]}]}"#,
+        r#"{"key":"g","version":5,"targets":[{"values":["u1","u2"],"variation":0}],"rules":[{"id":"r","clauses":[{"attribute":"a","op":"in","values":["x","y\"z","w"],"negate":false},{"op":"endsWith","values":[]},{"op":"lessThan","values":[1,"v"]},{"op":"in","values":["q"]},{"op":"segmentMatch","values":["s"]}],"variation":1}],"fallthrough":{"variation":0},"deleted":false}"#,
+        r#"{"key":"h","version":1234567890123456789,"on":false,"prerequisites":[],"salt":"s","targets":[],"rules":[],"deleted":true}"#,
     ];
 
     fn edited_item() -> impl Strategy<Value = (String, bool)> {
@@ -1450,23 +1721,118 @@ mod tests {
             })
     }
 
+    /// An item with a few separators or brackets put (or taken away) right next to
+    /// others, where the fast paths for the usual `,"`, `":` and `}` look.
+    fn item_edited_at_tokens() -> impl Strategy<Value = (String, bool)> {
+        let edit = (
+            any::<prop::sample::Index>(),
+            prop::option::of(prop_oneof![
+                Just('{'),
+                Just('}'),
+                Just('['),
+                Just(']'),
+                Just(','),
+                Just('"'),
+                Just(':'),
+                Just(' '),
+            ]),
+        );
+        (
+            prop::sample::select(&ITEMS[..]),
+            any::<bool>(),
+            prop::collection::vec(edit, 1..3),
+        )
+            .prop_map(|(item, flag, edits)| {
+                let mut chars: Vec<char> = item.chars().collect();
+                for (at, insert) in edits {
+                    let tokens: Vec<usize> = (0..chars.len())
+                        .filter(|&n| matches!(chars[n], '{' | '}' | '[' | ']' | ',' | '"' | ':'))
+                        .collect();
+                    let at = tokens[at.index(tokens.len())];
+                    match insert {
+                        Some(c) => chars.insert(at + 1, c),
+                        None => drop(chars.remove(at)),
+                    }
+                }
+                (chars.into_iter().collect(), flag)
+            })
+    }
+
+    /// A clause's `values` after a known `op` (the inline skip of arrays of strings),
+    /// well-formed or not, read as before.
+    #[test]
+    fn clause_values_after_the_op_read_as_before() {
+        let values = [
+            r#"["x"]"#,
+            r#"["x","y"]"#,
+            r#"[]"#,
+            r#"[ "x"]"#,
+            r#"["x" ]"#,
+            r#"["x" ,"y"]"#,
+            r#"["x",1]"#,
+            r#"["x",1"]"#,
+            r#"["x",1,"y"]"#,
+            r#"["x","y""#,
+            r#"["x"#,
+            r#"["x\"]"#,
+            r#"["x\"y"]"#,
+            r#"["x",]"#,
+            r#"[,"x"]"#,
+            r#"["x""y"]"#,
+            r#"["x"],"#,
+            r#"["x"]]"#,
+            "[\"x\u{1}\"]",
+            r#"["x",{"a":1}]"#,
+            r#"["x",["y"]]"#,
+            r#"["x",null]"#,
+            r#""x""#,
+            r#"{"a":"b"}"#,
+            r#"["x"}"#,
+            r#"["x",,"y"]"#,
+        ];
+        for v in values {
+            for op in [r#""in""#, r#""segmentMatch""#, "1"] {
+                let text = format!(
+                    r#"{{"version":1,"rules":[{{"clauses":[{{"op":{op},"values":{v},"negate":false}}]}}]}}"#
+                );
+                items_read_alike(&text, true).unwrap();
+            }
+        }
+    }
+
+    fn items_read_alike(text: &str, flag: bool) -> std::result::Result<(), TestCaseError> {
+        let kind = if flag { Kind::Flag } else { Kind::Segment };
+        let (mut deps, mut before_deps) = (Vec::new(), Vec::new());
+        let mut s = Scan::new(text);
+        let ours = s.item(kind, &mut deps).map(|(key, version, deleted)| {
+            ((key.map(Cow::into_owned), version, deleted), s.i, s.depth)
+        });
+        let mut s = Scan::new(text);
+        let before = closures::item(&mut s, kind, &mut before_deps).map(|r| (r, s.i, s.depth));
+        prop_assert_eq!(&ours, &before, "{:?}", text);
+        if ours.is_ok() {
+            prop_assert_eq!(deps, before_deps);
+        }
+        Ok(())
+    }
+
     proptest! {
         /// The item reader gives the results, errors and end positions of the reading
         /// it replaced, on items of every shape, damaged or not.
         #[test]
         fn items_read_as_before((text, flag) in edited_item()) {
-            let kind = if flag { Kind::Flag } else { Kind::Segment };
-            let (mut deps, mut before_deps) = (Vec::new(), Vec::new());
-            let mut s = Scan::new(&text);
-            let ours = s
-                .item(kind, &mut deps)
-                .map(|(key, version, deleted)| ((key.map(Cow::into_owned), version, deleted), s.i, s.depth));
-            let mut s = Scan::new(&text);
-            let before = closures::item(&mut s, kind, &mut before_deps).map(|r| (r, s.i, s.depth));
-            prop_assert_eq!(&ours, &before, "{:?}", text);
-            if ours.is_ok() {
-                prop_assert_eq!(deps, before_deps);
-            }
+            items_read_alike(&text, flag)?;
+        }
+    }
+
+    proptest! {
+        // Damage where it matters is rarer than anywhere: more cases.
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        /// The same, on damage next to the tokens.
+        #[test]
+        fn items_edited_at_tokens_read_as_before((text, flag) in item_edited_at_tokens()) {
+            items_read_alike(&text, flag)?;
         }
     }
 }
