@@ -645,13 +645,14 @@ impl Parser {
 
     /// A terminator arrived: `content` is the end of the line (or all of it).
     fn complete_line(&mut self, content: &[u8]) {
-        if self.line_taken > 0 {
-            self.complete_taken_line(content);
+        let limit = self.config.max_line_len;
+        let len = self.line.len().saturating_add(self.line_taken);
+        if len.saturating_add(content.len()) > limit {
+            self.fail(Error::LineTooLong { limit });
             return;
         }
-        let limit = self.config.max_line_len;
-        if self.line.len().saturating_add(content.len()) > limit {
-            self.fail(Error::LineTooLong { limit });
+        if self.line_taken > 0 {
+            self.complete_taken_line(content);
             return;
         }
         if self.line.is_empty() {
@@ -659,11 +660,7 @@ impl Parser {
             self.process_line(content);
             return;
         }
-        self.reserve_line(content.len());
-        self.line.extend_from_slice(content);
-        let valid = self.line_utf8.is_valid(&self.line);
-        self.line_utf8 = Utf8Progress::default();
-        let line = mem::take(&mut self.line);
+        let (line, valid) = self.end_buffered_line(content);
         if valid
             && !self.has_data
             && let Some(([b'd', b'a', b't', b'a'], value_start)) = split_field(&line)
@@ -678,21 +675,21 @@ impl Parser {
         self.clear_line();
     }
 
-    /// The end of the pending event's first `data` line, of which the start was taken
-    /// (`line` holds the rest of its value).
-    #[inline(never)]
-    fn complete_taken_line(&mut self, content: &[u8]) {
-        let limit = self.config.max_line_len;
-        let len = self.line.len().saturating_add(self.line_taken);
-        if len.saturating_add(content.len()) > limit {
-            self.fail(Error::LineTooLong { limit });
-            return;
-        }
+    /// Append `content` to the line buffer and take the line out of it, with whether it
+    /// is valid UTF-8 (only its unchecked tail is validated).
+    fn end_buffered_line(&mut self, content: &[u8]) -> (BytesMut, bool) {
         self.reserve_line(content.len());
         self.line.extend_from_slice(content);
         let valid = self.line_utf8.is_valid(&self.line);
         self.line_utf8 = Utf8Progress::default();
-        let rest = mem::take(&mut self.line);
+        (mem::take(&mut self.line), valid)
+    }
+
+    /// The end of the pending event's first `data` line, of which the start was taken
+    /// (`line` holds the rest of its value).
+    #[inline(never)]
+    fn complete_taken_line(&mut self, content: &[u8]) {
+        let (rest, valid) = self.end_buffered_line(content);
         let taken = self.data_taken;
         self.line_taken = 0;
         if valid {

@@ -496,79 +496,59 @@ const ITEMS: [&str; 8] = [
     r#"{"key":"h","version":1234567890123456789,"on":false,"prerequisites":[],"salt":"s","targets":[],"rules":[],"deleted":true}"#,
 ];
 
-fn edited_item() -> impl Strategy<Value = (String, bool)> {
+/// An item of `ITEMS` and a kind flag, with `edits` edits of characters from `inserts`
+/// (or removals), each made by `apply`.
+fn edited_with(
+    inserts: &'static [char],
+    edits: std::ops::Range<usize>,
+    apply: fn(&mut Vec<char>, prop::sample::Index, Option<char>),
+) -> impl Strategy<Value = (String, bool)> {
     let edit = (
         any::<prop::sample::Index>(),
-        prop::option::of(prop_oneof![
-            Just('{'),
-            Just('}'),
-            Just('['),
-            Just(']'),
-            Just(','),
-            Just('"'),
-            Just(':'),
-            Just(' '),
-            Just('\\'),
-            Just('n'),
-            Just('1'),
-            Just('-'),
-            Just('é'),
-        ]),
+        prop::option::of(prop::sample::select(inserts)),
     );
     (
         prop::sample::select(&ITEMS[..]),
         any::<bool>(),
-        prop::collection::vec(edit, 0..4),
+        prop::collection::vec(edit, edits),
     )
-        .prop_map(|(item, flag, edits)| {
+        .prop_map(move |(item, flag, edits)| {
             let mut chars: Vec<char> = item.chars().collect();
             for (at, insert) in edits {
-                let at = at.index(chars.len() + 1);
-                match insert {
-                    Some(c) => chars.insert(at, c),
-                    None if at < chars.len() => drop(chars.remove(at)),
-                    None => {}
-                }
+                apply(&mut chars, at, insert);
             }
             (chars.into_iter().collect(), flag)
         })
 }
 
+fn edited_item() -> impl Strategy<Value = (String, bool)> {
+    const INSERTS: &[char] = &[
+        '{', '}', '[', ']', ',', '"', ':', ' ', '\\', 'n', '1', '-', 'é',
+    ];
+    edited_with(INSERTS, 0..4, |chars, at, insert| {
+        let at = at.index(chars.len() + 1);
+        match insert {
+            Some(c) => chars.insert(at, c),
+            None if at < chars.len() => drop(chars.remove(at)),
+            None => {}
+        }
+    })
+}
+
 /// An item with a few separators or brackets put (or taken away) right next to
 /// others, where the fast paths for the usual `,"`, `":` and `}` look.
 fn item_edited_at_tokens() -> impl Strategy<Value = (String, bool)> {
-    let edit = (
-        any::<prop::sample::Index>(),
-        prop::option::of(prop_oneof![
-            Just('{'),
-            Just('}'),
-            Just('['),
-            Just(']'),
-            Just(','),
-            Just('"'),
-            Just(':'),
-            Just(' '),
-        ]),
-    );
-    (
-        prop::sample::select(&ITEMS[..]),
-        any::<bool>(),
-        prop::collection::vec(edit, 1..3),
-    )
-        .prop_map(|(item, flag, edits)| {
-            let mut chars: Vec<char> = item.chars().collect();
-            for (at, insert) in edits {
-                let tokens: Vec<usize> = (0..chars.len())
-                    .filter(|&n| matches!(chars[n], '{' | '}' | '[' | ']' | ',' | '"' | ':'))
-                    .collect();
-                let at = tokens[at.index(tokens.len())];
-                match insert {
-                    Some(c) => chars.insert(at + 1, c),
-                    None => drop(chars.remove(at)),
-                }
-            }
-            (chars.into_iter().collect(), flag)
-        })
+    const INSERTS: &[char] = &['{', '}', '[', ']', ',', '"', ':', ' '];
+    edited_with(INSERTS, 1..3, |chars, at, insert| {
+        let tokens: Vec<usize> = (0..chars.len())
+            .filter(|&n| matches!(chars[n], '{' | '}' | '[' | ']' | ',' | '"' | ':'))
+            .collect();
+        let at = tokens[at.index(tokens.len())];
+        match insert {
+            Some(c) => chars.insert(at + 1, c),
+            None => drop(chars.remove(at)),
+        }
+    })
 }
 
 /// A clause's `values` after a known `op` (the inline skip of arrays of strings),
