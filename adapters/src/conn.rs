@@ -1,7 +1,8 @@
 //! The connection task: a byte pump that makes no decisions.
 //!
-//! connect (through an HTTP `CONNECT` proxy if one applies) → TLS if the endpoint asks
-//! for it → write the request → report `Connected` → report every read as `Data` →
+//! connect (an `https` endpoint through an HTTP `CONNECT` tunnel if a proxy applies;
+//! an `http` one through the proxy, which forwards the request) → TLS if the endpoint
+//! asks for it → write the request → report `Connected` → report every read as `Data` →
 //! report `Closed { cause }`. Cancelling the task (dropping its cancel sender) or
 //! dropping it drops the socket, which closes it.
 
@@ -58,9 +59,27 @@ async fn pump<C: Send>(
     request: &[u8],
     tx: &async_channel::Sender<Msg<C>>,
 ) -> CloseCause {
-    let mut io = match open(rt, config, endpoint).await {
+    // A plain-http request goes to the proxy itself, in absolute form (RFC 9112 §3.2.2):
+    // what HTTP proxies expect, where many refuse `CONNECT` to any port but 443.
+    let forward = config
+        .proxy
+        .for_endpoint(endpoint)
+        .filter(|_| !endpoint.tls);
+    let opened = match forward {
+        Some(proxy) => rt.connect(&proxy.host, proxy.port).await,
+        None => open(rt, config, endpoint).await,
+    };
+    let mut io = match opened {
         Ok(io) => io,
         Err(e) => return io_cause(e),
+    };
+    let forwarded;
+    let request = match forward {
+        Some(proxy) => {
+            forwarded = forward_request(request, endpoint, proxy);
+            &forwarded[..]
+        }
+        None => request,
     };
     if let Err(e) = async {
         io.write_all(request).await?;
@@ -98,7 +117,41 @@ fn io_cause(e: io::Error) -> CloseCause {
     })
 }
 
-/// TCP (through the proxy if any), then TLS if `endpoint.tls`.
+/// `request` (origin form, as the core writes it) for an HTTP proxy: the target in
+/// absolute form, then `Proxy-Authorization` when the proxy URL has credentials. A
+/// request line that is not in origin form is left as it is.
+fn forward_request(request: &[u8], endpoint: &Endpoint, proxy: &Proxy) -> Vec<u8> {
+    let line_end = request
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .unwrap_or(request.len());
+    let line = &request[..line_end];
+    let mut parts = line.splitn(3, |b| *b == b' ');
+    let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return request.to_vec();
+    };
+    if !target.starts_with(b"/") {
+        return request.to_vec();
+    }
+    let mut out = Vec::with_capacity(request.len() + 128);
+    out.extend_from_slice(method);
+    out.extend_from_slice(b" http://");
+    out.extend_from_slice(endpoint_authority(endpoint).as_bytes());
+    out.extend_from_slice(target);
+    out.push(b' ');
+    out.extend_from_slice(version);
+    out.extend_from_slice(b"\r\n");
+    if let Some(auth) = &proxy.authorization {
+        out.extend_from_slice(b"Proxy-Authorization: ");
+        out.extend_from_slice(auth.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(request.get(line_end + 2..).unwrap_or_default());
+    out
+}
+
+/// TCP (through a `CONNECT` tunnel if a proxy applies), then TLS if `endpoint.tls`.
 async fn open(rt: &dyn Runtime, config: &ConnConfig, endpoint: &Endpoint) -> io::Result<BoxIo> {
     let io = match config.proxy.for_endpoint(endpoint) {
         Some(proxy) => tunnel(rt, proxy, endpoint).await?,
@@ -176,5 +229,56 @@ fn endpoint_authority(endpoint: &Endpoint) -> String {
         format!("[{}]:{}", endpoint.host, endpoint.port)
     } else {
         format!("{}:{}", endpoint.host, endpoint.port)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoint(host: &str, port: u16) -> Endpoint {
+        Endpoint {
+            tls: false,
+            host: host.into(),
+            port,
+        }
+    }
+
+    #[test]
+    fn a_forwarded_request_names_its_target_in_absolute_form() {
+        let proxy = Proxy {
+            host: "proxy".into(),
+            port: 3128,
+            authorization: Some("Basic dTpw".into()),
+        };
+        let req =
+            b"GET /all?filter=x HTTP/1.1\r\nHost: stream.example:8080\r\nAuthorization: k\r\n\r\n";
+        let out = forward_request(req, &endpoint("stream.example", 8080), &proxy);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "GET http://stream.example:8080/all?filter=x HTTP/1.1\r\nProxy-Authorization: Basic dTpw\r\n\
+             Host: stream.example:8080\r\nAuthorization: k\r\n\r\n"
+        );
+        let ipv6 = forward_request(
+            b"GET / HTTP/1.1\r\n\r\n",
+            &endpoint("::1", 80),
+            &Proxy {
+                authorization: None,
+                ..proxy.clone()
+            },
+        );
+        assert_eq!(ipv6, b"GET http://[::1]:80/ HTTP/1.1\r\n\r\n");
+    }
+
+    #[test]
+    fn a_request_not_in_origin_form_is_left_alone() {
+        let proxy = Proxy {
+            host: "p".into(),
+            port: 1,
+            authorization: None,
+        };
+        for req in [&b"garbage"[..], b"GET http://a/ HTTP/1.1\r\n\r\n", b""] {
+            assert_eq!(forward_request(req, &endpoint("a", 80), &proxy), req);
+        }
     }
 }

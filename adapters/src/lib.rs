@@ -194,8 +194,18 @@ impl ClientBuilder {
     }
 
     /// Ask for a filtered payload (`filter=` key).
+    ///
+    /// A filtered environment's key is a letter or digit, then letters, digits, `.`, `_`
+    /// and `-`. Any other key names no filtered environment: it is ignored (logged at
+    /// `warn`) and the whole environment is requested, as LaunchDarkly's Go SDK does.
     pub fn payload_filter(mut self, filter: impl Into<String>) -> Self {
-        self.config.payload_filter = Some(filter.into());
+        let filter = filter.into();
+        if valid_payload_filter(&filter) {
+            self.config.payload_filter = Some(filter);
+        } else {
+            tracing::warn!(filter = %filter, "ignoring an invalid payload filter key");
+            self.config.payload_filter = None;
+        }
         self
     }
 
@@ -203,6 +213,15 @@ impl ClientBuilder {
     pub fn application(mut self, id: impl Into<String>, version: impl Into<String>) -> Self {
         self.config.identity.application_id = Some(id.into());
         self.config.identity.application_version = Some(version.into());
+        self
+    }
+
+    /// Name the library or framework that wraps flagsync, sent as
+    /// `X-LaunchDarkly-Wrapper: name/version` (just `name` when `version` is empty; no
+    /// header when `name` is empty).
+    pub fn wrapper(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
+        let version = version.into();
+        self.config.identity.wrapper = Some((name.into(), Some(version).filter(|v| !v.is_empty())));
         self
     }
 
@@ -330,7 +349,11 @@ impl ClientBuilder {
         let conn_config = Arc::new(self.transport.conn_config()?);
         let now = Instant::now();
         let seed = self.seed.unwrap_or_else(|| fastrand::u64(..));
-        let system = DataSystem::new(self.config, seed, now)?;
+        let mut config = self.config;
+        // One id per client, from the client's own seed: reproducible with `seed`.
+        let instance_id = instance_id(&mut fastrand::Rng::with_seed(seed ^ INSTANCE_ID_STREAM));
+        config.identity.instance_id = Some(instance_id.clone());
+        let system = DataSystem::new(config, seed, now)?;
         let store = self
             .persistent
             .map(|(store, cache)| Arc::new(CachingStore::new(store, cache)));
@@ -342,6 +365,7 @@ impl ClientBuilder {
                 finished: Finished::new(),
                 tx,
                 close_timeout: self.close_timeout,
+                instance_id,
                 life: Mutex::new(Life::Built {
                     system: Box::new(system),
                     rx,
@@ -354,6 +378,33 @@ impl ClientBuilder {
             }),
         })
     }
+}
+
+/// `^[a-zA-Z0-9][._\-a-zA-Z0-9]*$`: the keys of filtered environments.
+fn valid_payload_filter(key: &str) -> bool {
+    let mut bytes = key.bytes();
+    bytes.next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// Mixed into the client's seed for its instance id, so that the id and the reconnect
+/// jitter are independent draws.
+const INSTANCE_ID_STREAM: u64 = 0x1d5e_a7c0_ffee_0001;
+
+/// A random (version 4) UUID from `rng`, in its usual lower-case hyphenated form.
+fn instance_id(rng: &mut fastrand::Rng) -> String {
+    let mut b = rng.u128(..).to_be_bytes();
+    b[6] = (b[6] & 0x0f) | 0x40; // version 4
+    b[8] = (b[8] & 0x3f) | 0x80; // RFC 4122 variant
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
 }
 
 /// A flag-delivery client: keeps an in-memory copy of the flags up to date.
@@ -371,6 +422,7 @@ struct Inner {
     finished: Arc<Finished>,
     tx: async_channel::Sender<Msg<Command>>,
     close_timeout: Duration,
+    instance_id: String,
     life: Mutex<Life>,
     #[cfg(feature = "eval")]
     models: eval::ModelCache,
@@ -629,6 +681,13 @@ impl Client {
         self.inner.published.store_status_subs.subscribe()
     }
 
+    /// This client's instance id: a random UUID made when it was built (from the
+    /// builder's [`seed`](ClientBuilder::seed) when one is given), sent with every request
+    /// as `X-LaunchDarkly-Instance-Id` so the service can tell SDK instances apart.
+    pub fn instance_id(&self) -> &str {
+        &self.inner.instance_id
+    }
+
     /// The environment id the service reported, if any.
     pub fn environment_id(&self) -> Option<String> {
         self.inner.published.environment_id()
@@ -692,5 +751,59 @@ impl Drop for Inner {
         if let Life::Running(_) = &*self.lock() {
             let _ = self.tx.force_send(Msg::Shutdown);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_instance_id_is_a_v4_uuid_from_the_seed() {
+        let a = Client::builder("k").seed(7).build().expect("client");
+        let b = Client::builder("k").seed(7).build().expect("client");
+        let c = Client::builder("k").seed(8).build().expect("client");
+        let id = a.instance_id();
+        assert_eq!(id, b.instance_id());
+        assert_ne!(id, c.instance_id());
+        let parts: Vec<&str> = id.split('-').collect();
+        assert_eq!(
+            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            [8, 4, 4, 4, 12]
+        );
+        assert!(
+            id.bytes()
+                .all(|b| b == b'-' || b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        );
+        assert!(parts[2].starts_with('4'));
+        assert!(matches!(parts[3].as_bytes()[0], b'8' | b'9' | b'a' | b'b'));
+    }
+
+    #[test]
+    fn payload_filter_keys_are_checked() {
+        for ok in ["a", "microservice-1", "encoding_not_necessary", "A.b-c_9"] {
+            assert!(valid_payload_filter(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "-a",
+            ".a",
+            "my filter",
+            "encoding necessary +! %& ( )",
+            "é",
+        ] {
+            assert!(!valid_payload_filter(bad), "{bad}");
+        }
+        let b = Client::builder("k").payload_filter("mobile");
+        assert_eq!(b.config.payload_filter.as_deref(), Some("mobile"));
+        let b = b.payload_filter("not valid");
+        assert_eq!(b.config.payload_filter, None);
+    }
+
+    #[test]
+    fn unseeded_clients_have_different_instance_ids() {
+        let a = Client::builder("k").build().expect("client");
+        let b = Client::builder("k").build().expect("client");
+        assert_ne!(a.instance_id(), b.instance_id());
     }
 }

@@ -1,6 +1,8 @@
-//! HTTP `CONNECT` proxies: an explicit proxy URL, or `HTTP_PROXY` / `HTTPS_PROXY` /
-//! `NO_PROXY` from the environment. Both `http` and `https` targets are tunnelled with
-//! `CONNECT`, so the proxy never sees the request (nor its `Authorization` header).
+//! HTTP proxies: an explicit proxy URL, or `HTTP_PROXY` / `HTTPS_PROXY` / `NO_PROXY`
+//! from the environment. `https` targets are tunnelled with `CONNECT`, so the proxy
+//! never sees the request (nor its `Authorization` header); a plain-`http` request is
+//! sent to the proxy in absolute form, as HTTP proxies expect (the proxy reads
+//! cleartext traffic either way).
 
 use std::fmt;
 

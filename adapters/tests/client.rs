@@ -25,7 +25,7 @@ runtime_tests!(
     service_unavailable_then_recovery,
     silent_stream_times_out_and_reconnects,
     polling_with_etag_304_and_gzip,
-    through_a_connect_proxy,
+    through_a_forwarding_proxy,
     close_releases_every_socket,
     initial_change_events_are_delivered_before_initialized,
     bytes_received_counts_the_data_connections,
@@ -289,7 +289,7 @@ async fn polling_with_etag_304_and_gzip(rt: Rt) {
     assert!(eventually(&rt, 3 * SEC, || server.open_connections() == 0).await);
 }
 
-async fn through_a_connect_proxy(rt: Rt) {
+async fn through_a_forwarding_proxy(rt: Rt) {
     let server = Server::start(|_, r| {
         r.send(SSE_HEAD);
         r.send(put_event(&[("f", 1, true)], &[], None));
@@ -302,13 +302,18 @@ async fn through_a_connect_proxy(rt: Rt) {
         .unwrap();
     client.start().unwrap();
     assert!(client.wait_for_initialization(5 * SEC).await);
-    let connects = proxy.connects.lock().unwrap().clone();
-    assert_eq!(connects.len(), 1);
-    assert!(connects[0].starts_with(&format!("CONNECT 127.0.0.1:{} HTTP/1.1\r\n", server.port)));
+    // A plain-http request is forwarded by the proxy, in absolute form (no tunnel).
+    assert!(proxy.connects.lock().unwrap().is_empty());
+    let forwarded = proxy.forwarded.lock().unwrap().clone();
+    assert_eq!(forwarded.len(), 1);
     assert!(
-        !connects[0].contains(SDK_KEY),
-        "the proxy never sees the request"
+        forwarded[0].starts_with(&format!(
+            "GET http://127.0.0.1:{}/all HTTP/1.1\r\n",
+            server.port
+        )),
+        "{forwarded:?}"
     );
+    assert_eq!(server.requests()[0].header("authorization"), Some(SDK_KEY));
     client.close().await;
     assert!(eventually(&rt, 3 * SEC, || server.open_connections() == 0).await);
 }
@@ -436,7 +441,17 @@ mod tls_tests {
             .unwrap();
         client.start().unwrap();
         assert!(client.wait_for_initialization(5 * SEC).await);
-        assert_eq!(proxy.connects.lock().unwrap().len(), 1);
+        // https: a CONNECT tunnel, so the proxy never sees the request or the key.
+        let connects = proxy.connects.lock().unwrap().clone();
+        assert_eq!(connects.len(), 1);
+        assert!(
+            connects[0].starts_with(&format!("CONNECT localhost:{} HTTP/1.1\r\n", server.port))
+        );
+        assert!(
+            !connects[0].contains(SDK_KEY),
+            "the proxy never sees the request"
+        );
+        assert!(proxy.forwarded.lock().unwrap().is_empty());
         client.close().await;
     }
 

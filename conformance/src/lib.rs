@@ -13,4 +13,6 @@ pub mod check;
 pub mod live;
 pub mod report;
 pub mod scenario;
+pub mod sdk_service;
+pub mod service_http;
 pub mod virtual_run;

@@ -52,6 +52,7 @@
 
 mod all_flags;
 mod cache;
+mod equality;
 mod segment;
 mod store;
 #[cfg(test)]
@@ -66,6 +67,7 @@ use launchdarkly_server_sdk_evaluation::{
 };
 
 pub use all_flags::{AllFlagsOptions, AllFlagsState, FlagState};
+pub use equality::same_context;
 /// The official evaluation engine, `launchdarkly-server-sdk-evaluation` 2.2.1.
 pub use launchdarkly_server_sdk_evaluation as engine;
 pub use launchdarkly_server_sdk_evaluation::{

@@ -1,4 +1,5 @@
-//! A small HTTP CONNECT proxy on std threads.
+//! A small HTTP proxy on std threads: `CONNECT` tunnels, and plain requests in absolute
+//! form forwarded to their origin.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -9,6 +10,8 @@ pub struct Proxy {
     pub port: u16,
     /// The CONNECT request heads received.
     pub connects: Arc<Mutex<Vec<String>>>,
+    /// The heads of the requests forwarded (absolute form, as received).
+    pub forwarded: Arc<Mutex<Vec<String>>>,
 }
 
 impl Proxy {
@@ -16,14 +19,19 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let connects = Arc::new(Mutex::new(Vec::new()));
-        let log = connects.clone();
+        let forwarded = Arc::new(Mutex::new(Vec::new()));
+        let (log, flog) = (connects.clone(), forwarded.clone());
         thread::spawn(move || {
             for client in listener.incoming().flatten() {
-                let log = log.clone();
-                thread::spawn(move || tunnel(client, &log));
+                let (log, flog) = (log.clone(), flog.clone());
+                thread::spawn(move || tunnel(client, &log, &flog));
             }
         });
-        Self { port, connects }
+        Self {
+            port,
+            connects,
+            forwarded,
+        }
     }
 
     pub fn url(&self) -> String {
@@ -31,7 +39,7 @@ impl Proxy {
     }
 }
 
-fn tunnel(mut client: TcpStream, log: &Mutex<Vec<String>>) {
+fn tunnel(mut client: TcpStream, log: &Mutex<Vec<String>>, forwarded: &Mutex<Vec<String>>) {
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
@@ -41,13 +49,33 @@ fn tunnel(mut client: TcpStream, log: &Mutex<Vec<String>>) {
         }
     }
     let head = String::from_utf8_lossy(&head).into_owned();
-    log.lock().unwrap().push(head.clone());
-    let target = head.split(' ').nth(1).unwrap_or_default().to_owned();
-    let Ok(upstream) = TcpStream::connect(&target) else {
-        let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n");
-        return;
+    let mut words = head.split(' ');
+    let method = words.next().unwrap_or_default().to_owned();
+    let target = words.next().unwrap_or_default().to_owned();
+    let upstream = if method == "CONNECT" {
+        log.lock().unwrap().push(head.clone());
+        let Ok(upstream) = TcpStream::connect(&target) else {
+            let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n");
+            return;
+        };
+        let _ = client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n");
+        upstream
+    } else {
+        // `GET http://host:port/path HTTP/1.1`: to the origin, in origin form.
+        forwarded.lock().unwrap().push(head.clone());
+        let Some(rest) = target.strip_prefix("http://") else {
+            let _ = client.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n");
+            return;
+        };
+        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let Ok(mut upstream) = TcpStream::connect(authority) else {
+            let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n");
+            return;
+        };
+        let origin_form = head.replacen(&target, if path.is_empty() { "/" } else { path }, 1);
+        let _ = upstream.write_all(origin_form.as_bytes());
+        upstream
     };
-    let _ = client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n");
     let (mut c2, mut u2) = (client.try_clone().unwrap(), upstream.try_clone().unwrap());
     let (mut c1, mut u1) = (client, upstream);
     let t = thread::spawn(move || {

@@ -5,12 +5,11 @@
 //! on smol; requests are served by std threads, one per connection.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use flagsync::sse_client::{EventSource, EventSourceControl, Method, SseEvent};
+use flagsync_conformance::service_http::{After, Request, Response, post, serve};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -74,36 +73,6 @@ struct Service {
 
 type Shared = Arc<Mutex<Service>>;
 
-struct Request {
-    method: String,
-    path: String,
-    body: Vec<u8>,
-}
-
-struct Response {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Response {
-    fn empty(status: u16) -> Self {
-        Self {
-            status,
-            headers: Vec::new(),
-            body: Vec::new(),
-        }
-    }
-
-    fn text(status: u16, text: &str) -> Self {
-        Self {
-            status,
-            headers: vec![("Content-Type".into(), "text/plain".into())],
-            body: text.as_bytes().to_vec(),
-        }
-    }
-}
-
 fn main() {
     let mut port: u16 = 8000;
     let mut args = std::env::args().skip(1);
@@ -122,20 +91,10 @@ fn main() {
             },
         }
     }
-    let listener = match TcpListener::bind(("127.0.0.1", port)) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("sse-contract-service: cannot listen on 127.0.0.1:{port}: {e}");
-            std::process::exit(1);
-        }
-    };
-    eprintln!("sse-contract-service: listening on 127.0.0.1:{port}");
     let shared: Shared = Arc::default();
-    for stream in listener.incoming() {
-        let Ok(stream) = stream else { continue };
-        let shared = shared.clone();
-        std::thread::spawn(move || handle(stream, &shared));
-    }
+    let e = serve("sse-contract-service", port, move |req| route(req, &shared));
+    eprintln!("sse-contract-service: cannot listen on 127.0.0.1:{port}: {e}");
+    std::process::exit(1);
 }
 
 fn usage() -> ! {
@@ -143,107 +102,39 @@ fn usage() -> ! {
     std::process::exit(2);
 }
 
-fn handle(mut stream: TcpStream, shared: &Shared) {
-    let Some(req) = read_request(&mut stream) else {
-        return;
-    };
-    let (resp, exit) = route(&req, shared);
-    let mut out = format!("HTTP/1.1 {} X\r\n", resp.status);
-    for (n, v) in &resp.headers {
-        out.push_str(&format!("{n}: {v}\r\n"));
-    }
-    out.push_str(&format!(
-        "Content-Length: {}\r\nConnection: close\r\n\r\n",
-        resp.body.len()
-    ));
-    let _ = stream.write_all(out.as_bytes());
-    let _ = stream.write_all(&resp.body);
-    let _ = stream.flush();
-    if exit {
-        let _ = stream.shutdown(std::net::Shutdown::Both);
-        eprintln!("sse-contract-service: stopping (DELETE /)");
-        std::process::exit(0);
-    }
-}
-
-fn read_request(stream: &mut TcpStream) -> Option<Request> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        let n = stream.read(&mut chunk).ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut req = httparse::Request::new(&mut headers);
-        match req.parse(&buf) {
-            Ok(httparse::Status::Complete(len)) => {
-                let content_length = req
-                    .headers
-                    .iter()
-                    .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-                    .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse().ok())
-                    .unwrap_or(0usize);
-                let method = req.method?.to_owned();
-                let path = req.path?.to_owned();
-                let mut body = buf[len..].to_vec();
-                while body.len() < content_length {
-                    let n = stream.read(&mut chunk).ok()?;
-                    if n == 0 {
-                        break;
-                    }
-                    body.extend_from_slice(&chunk[..n]);
-                }
-                body.truncate(content_length);
-                return Some(Request { method, path, body });
-            }
-            Ok(httparse::Status::Partial) if buf.len() < 1 << 20 => {}
-            _ => return None,
-        }
-    }
-}
-
 fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Service> {
     shared.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn route(req: &Request, shared: &Shared) -> (Response, bool) {
+fn route(req: &Request, shared: &Shared) -> (Response, After) {
     let path = req.path.split('?').next().unwrap_or("");
     match (req.method.as_str(), path) {
         ("GET", "/") => {
-            let body = json!({ "capabilities": CAPABILITIES }).to_string();
-            (
-                Response {
-                    status: 200,
-                    headers: vec![("Content-Type".into(), "application/json".into())],
-                    body: body.into_bytes(),
-                },
-                false,
-            )
+            let body = json!({ "capabilities": CAPABILITIES });
+            (Response::json(&body), After::Continue)
         }
-        ("DELETE", "/") => (Response::empty(204), true),
-        ("POST", "/") => (create(req, shared), false),
+        ("DELETE", "/") => (Response::empty(204), After::Exit),
+        ("POST", "/") => (create(req, shared), After::Continue),
         (method, p) => {
             let Some(id) = p
                 .strip_prefix("/streams/")
                 .and_then(|id| id.parse::<u64>().ok())
             else {
-                return (Response::text(404, "not found"), false);
+                return (Response::text(404, "not found"), After::Continue);
             };
             match method {
-                "POST" => (command(id, req, shared), false),
+                "POST" => (command(id, req, shared), After::Continue),
                 "DELETE" => {
                     let entry = lock(shared).streams.remove(&id);
                     match entry {
                         Some(e) => {
                             smol::block_on(e.control.close());
-                            (Response::empty(204), false)
+                            (Response::empty(204), After::Continue)
                         }
-                        None => (Response::text(404, "unknown stream"), false),
+                        None => (Response::text(404, "unknown stream"), After::Continue),
                     }
                 }
-                _ => (Response::text(405, "method not allowed"), false),
+                _ => (Response::text(405, "method not allowed"), After::Continue),
             }
         }
     }
@@ -360,36 +251,23 @@ fn pump(mut source: EventSource, callback: &str, listens: &Mutex<HashSet<String>
                 _ => continue,
             };
             n += 1;
-            if let Err(e) = post(callback, n, &body) {
+            if let Err(e) = post_callback(callback, n, &body) {
                 eprintln!("sse-contract-service: [{tag}] callback {n} failed: {e}");
             }
         }
     });
 }
 
-/// POST `body` as JSON to `<callback>/<n>` with a plain std socket.
-fn post(callback: &str, n: u64, body: &Value) -> std::io::Result<()> {
-    let bad = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "bad callback URL");
-    let rest = callback.strip_prefix("http://").ok_or_else(bad)?;
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
-        None => (rest, ""),
-    };
-    let addr = if authority.contains(':') {
-        authority.to_owned()
-    } else {
-        format!("{authority}:80")
-    };
+/// POST `body` as JSON to `<callback>/<n>`, waiting for the answer so that callbacks
+/// stay in order.
+fn post_callback(callback: &str, n: u64, body: &Value) -> std::io::Result<()> {
+    let url = format!("{}/{n}", callback.trim_end_matches('/'));
     let body = body.to_string();
-    let mut stream = TcpStream::connect(addr)?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(
-        stream,
-        "POST {path}/{n} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )?;
-    // Wait for the status line, so that callbacks stay in order.
-    let mut buf = [0u8; 512];
-    let _ = stream.read(&mut buf)?;
-    Ok(())
+    post(
+        &url,
+        "application/json",
+        body.as_bytes(),
+        Duration::from_secs(10),
+    )
+    .map(drop)
 }
