@@ -96,9 +96,7 @@ fn stderr(o: &Output) -> String {
 
 #[test]
 fn watch_writes_through_then_daemon_snapshot_and_serve_read_redis() {
-    let Some(redis) = RedisServer::start_with_password(Some(PASSWORD)) else {
-        return;
-    };
+    let redis = RedisServer::start_with_password(Some(PASSWORD));
     let url = redis.url();
     let file = temp_file("source.json", &data().to_string());
     let service = Serve::start(&["--data", file.to_str().unwrap()]);

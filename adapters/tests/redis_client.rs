@@ -100,9 +100,7 @@ fn item(key: &str, version: u64, on: bool) -> Item {
 }
 
 async fn write_through_keeps_redis_equal_to_the_stream(rt: Rt) {
-    let Some(redis) = RedisServer::start() else {
-        return;
-    };
+    let redis = RedisServer::start();
     let (feed, server) = feed_server();
     let store = redis_store(&redis);
     let client = builder(&rt, &server.url())
@@ -162,9 +160,7 @@ async fn write_through_keeps_redis_equal_to_the_stream(rt: Rt) {
 }
 
 async fn read_only_never_writes(rt: Rt) {
-    let Some(redis) = RedisServer::start() else {
-        return;
-    };
+    let redis = RedisServer::start();
     // Another process's data.
     redis.cli(&[
         "HSET",
@@ -212,9 +208,7 @@ async fn read_only_never_writes(rt: Rt) {
 }
 
 async fn warm_start_serves_the_stored_flags_until_the_stream_delivers(rt: Rt) {
-    let Some(redis) = RedisServer::start() else {
-        return;
-    };
+    let redis = RedisServer::start();
     let store = redis_store(&redis);
     // What the previous run of this service left.
     store
@@ -274,9 +268,7 @@ async fn warm_start_serves_the_stored_flags_until_the_stream_delivers(rt: Rt) {
 }
 
 async fn daemon_mode_serves_data_another_process_wrote(rt: Rt) {
-    let Some(redis) = RedisServer::start() else {
-        return;
-    };
+    let redis = RedisServer::start();
     // The writer: another process (here a second store on its own connections).
     let writer = redis_store(&redis);
     writer
@@ -339,9 +331,7 @@ async fn daemon_mode_serves_data_another_process_wrote(rt: Rt) {
 }
 
 async fn outage_mid_stream_ends_with_redis_equal_to_the_last_state(rt: Rt) {
-    let Some(mut redis) = RedisServer::start() else {
-        return;
-    };
+    let mut redis = RedisServer::start();
     let store = redis_store(&redis);
     let (feed, server) = feed_server();
     let client = builder(&rt, &server.url())

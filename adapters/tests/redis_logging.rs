@@ -51,9 +51,7 @@ runtime_tests!(the_redis_password_is_never_logged);
 
 async fn the_redis_password_is_never_logged(rt: Rt) {
     let logs = logs();
-    let Some(mut redis) = RedisServer::start_with_password(Some(PASSWORD)) else {
-        return;
-    };
+    let mut redis = RedisServer::start_with_password(Some(PASSWORD));
     let (feed_tx, feed_rx) = std::sync::mpsc::channel::<String>();
     let feed_rx = Arc::new(Mutex::new(feed_rx));
     let server = Server::start(move |_, r| {

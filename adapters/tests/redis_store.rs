@@ -2,7 +2,7 @@
 //! runtime feature, and the key layout other LaunchDarkly SDKs read (interop).
 //!
 //! Each test starts its own redis-server on a free 127.0.0.1 port (see
-//! `common/redis_server.rs`); `.ci/run` installs it.
+//! `common/redis_server.rs`); `bash .ci/test` installs it when it is missing.
 #![cfg(all(
     feature = "redis",
     any(feature = "tokio", feature = "smol", feature = "async-std")
@@ -61,9 +61,7 @@ fn json(s: &str) -> serde_json::Value {
 }
 
 async fn init_replaces_everything_and_marks_initialized(_rt: Rt) {
-    let Some(server) = RedisServer::start() else {
-        return;
-    };
+    let server = RedisServer::start();
     let store = store(&server);
     assert!(!store.initialized().await.unwrap());
     store
@@ -102,9 +100,7 @@ async fn init_replaces_everything_and_marks_initialized(_rt: Rt) {
 }
 
 async fn get_and_all_return_tombstones_and_live_items(_rt: Rt) {
-    let Some(server) = RedisServer::start() else {
-        return;
-    };
+    let server = RedisServer::start();
     let store = store(&server);
     store
         .init(&[
@@ -130,9 +126,7 @@ async fn get_and_all_return_tombstones_and_live_items(_rt: Rt) {
 }
 
 async fn upsert_writes_newer_and_rejects_same_or_older(_rt: Rt) {
-    let Some(server) = RedisServer::start() else {
-        return;
-    };
+    let server = RedisServer::start();
     let store = store(&server);
     store
         .init(&[(Kind::Flag, "f".into(), item("f", 5))])
@@ -170,9 +164,7 @@ async fn upsert_writes_newer_and_rejects_same_or_older(_rt: Rt) {
 }
 
 async fn delete_is_a_tombstone_that_blocks_older_upserts(_rt: Rt) {
-    let Some(server) = RedisServer::start() else {
-        return;
-    };
+    let server = RedisServer::start();
     let store = store(&server);
     store
         .init(&[(Kind::Flag, "f".into(), item("f", 1))])
@@ -217,9 +209,7 @@ async fn delete_is_a_tombstone_that_blocks_older_upserts(_rt: Rt) {
 }
 
 async fn tombstones_in_three_shapes_written_by_redis_cli(_rt: Rt) {
-    let Some(server) = RedisServer::start() else {
-        return;
-    };
+    let server = RedisServer::start();
     // As the Node/.NET/Java SDKs, the Go SDK/Relay Proxy, and the Python SDK write them.
     server.cli(&[
         "HSET",
@@ -275,9 +265,7 @@ async fn tombstones_in_three_shapes_written_by_redis_cli(_rt: Rt) {
 }
 
 async fn prefixes_are_isolated(_rt: Rt) {
-    let Some(server) = RedisServer::start() else {
-        return;
-    };
+    let server = RedisServer::start();
     let a = RedisStore::builder(server.url())
         .prefix("env-a")
         .build()
@@ -310,9 +298,7 @@ async fn prefixes_are_isolated(_rt: Rt) {
 }
 
 async fn concurrent_upserts_keep_the_highest_version(rt: Rt) {
-    let Some(server) = RedisServer::start() else {
-        return;
-    };
+    let server = RedisServer::start();
     // Several writers (separate pools, as separate processes would be) race on one
     // hash: the optimistic lock lets exactly the newest version written win. A writer
     // that loses the race every time gives up with `Contended` after
@@ -357,9 +343,7 @@ async fn concurrent_upserts_keep_the_highest_version(rt: Rt) {
 }
 
 async fn a_store_written_by_flagsync_has_the_layout_other_sdks_read(_rt: Rt) {
-    let Some(server) = RedisServer::start() else {
-        return;
-    };
+    let server = RedisServer::start();
     let store = store(&server);
     let flag = r#"{"key":"f","version":2,"on":true,"prerequisites":[{"key":"p","variation":0}],"variations":[1,2]}"#;
     store
@@ -421,9 +405,7 @@ async fn a_store_written_by_flagsync_has_the_layout_other_sdks_read(_rt: Rt) {
 }
 
 async fn data_written_as_other_sdks_do_is_read(_rt: Rt) {
-    let Some(server) = RedisServer::start() else {
-        return;
-    };
+    let server = RedisServer::start();
     // What the Relay Proxy leaves under a custom prefix: one hash per kind, JSON items,
     // and the marker (whose value does not matter).
     server.cli(&[
@@ -466,9 +448,7 @@ async fn data_written_as_other_sdks_do_is_read(_rt: Rt) {
 }
 
 async fn operations_fail_while_the_server_is_down_and_work_after_it_returns(_rt: Rt) {
-    let Some(mut server) = RedisServer::start() else {
-        return;
-    };
+    let mut server = RedisServer::start();
     let store = RedisStore::builder(server.url())
         .connect_timeout(std::time::Duration::from_millis(500))
         .build()
@@ -501,9 +481,7 @@ async fn operations_fail_while_the_server_is_down_and_work_after_it_returns(_rt:
 }
 
 async fn the_caching_wrapper_over_redis(_rt: Rt) {
-    let Some(server) = RedisServer::start() else {
-        return;
-    };
+    let server = RedisServer::start();
     let cached = CachingStore::new(Arc::new(store(&server)), CacheConfig::default());
     assert!(!cached.initialized().await.unwrap());
     // Another process initializes the store: the cached "false" holds for the TTL.

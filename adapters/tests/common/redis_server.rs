@@ -1,13 +1,20 @@
 //! A real `redis-server` on a free 127.0.0.1 port for one test, killed when dropped.
 //!
-//! `.ci/run` installs redis-server. When the binary is missing, a test fails if the
-//! environment variable `CI` is set, and is skipped with a message otherwise.
+//! The Redis tests need `redis-server` and `redis-cli` on the PATH (Debian/Ubuntu:
+//! `sudo apt-get install redis-server`); `bash .ci/test`, the README's test command,
+//! installs them when they are missing and then runs `cargo test --all-features`. A
+//! Redis test that cannot run fails with a message saying so: it is never skipped.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// How to get the Redis binaries, for the failure messages.
+const INSTALL: &str = "install it with `sudo apt-get install redis-server` \
+                       (Debian/Ubuntu), or run the tests with `bash .ci/test`, which \
+                       installs it when it is missing";
 
 /// A running (or stopped) redis-server owned by one test.
 #[derive(Debug)]
@@ -18,35 +25,35 @@ pub struct RedisServer {
     password: Option<String>,
 }
 
-/// True if `redis-server` can be run; panics in CI when it cannot.
-pub fn available() -> bool {
-    let ok = Command::new("redis-server")
+/// Panics, saying how to install it, unless `redis-server --version` runs and succeeds.
+fn require_redis_server() {
+    match Command::new("redis-server")
         .arg("--version")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        if std::env::var_os("CI").is_some() {
-            panic!("redis-server is not installed, and CI is set: .ci/run must install it");
-        }
-        eprintln!("SKIPPED: redis-server is not installed (apt-get install redis-server)");
+    {
+        Ok(status) if status.success() => {}
+        Ok(status) => panic!(
+            "`redis-server --version` failed ({status}): this Redis test cannot run; {INSTALL}"
+        ),
+        Err(e) => panic!(
+            "redis-server is missing (not on the PATH: {e}): this Redis test cannot run; \
+             {INSTALL}"
+        ),
     }
-    ok
 }
 
 impl RedisServer {
-    /// Start a server on a free port; `None` (the test should return) if redis-server
-    /// is not installed outside CI.
-    pub fn start() -> Option<Self> {
+    /// Start a server on a free port; panics (the test fails) if redis-server is
+    /// missing or does not start.
+    pub fn start() -> Self {
         Self::start_with_password(None)
     }
 
     /// [`Self::start`], requiring `password` (`requirepass`) when given.
-    pub fn start_with_password(password: Option<&str>) -> Option<Self> {
-        if !available() {
-            return None;
-        }
+    pub fn start_with_password(password: Option<&str>) -> Self {
+        require_redis_server();
         let dir = std::env::temp_dir().join(format!(
             "flagsync-redis-{}-{}",
             std::process::id(),
@@ -66,7 +73,7 @@ impl RedisServer {
                 password: password.map(str::to_owned),
             };
             if server.spawn() {
-                return Some(server);
+                return server;
             }
         }
         panic!("redis-server did not start");
@@ -140,7 +147,7 @@ impl RedisServer {
             )
             .args(args)
             .output()
-            .expect("run redis-cli");
+            .unwrap_or_else(|e| panic!("redis-cli did not run ({e}): {INSTALL}"));
         assert!(out.status.success(), "redis-cli {args:?} failed");
         String::from_utf8(out.stdout).unwrap().trim_end().to_owned()
     }
