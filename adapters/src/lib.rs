@@ -353,11 +353,24 @@ impl ClientBuilder {
         // One id per client, from the client's own seed: reproducible with `seed`.
         let instance_id = instance_id(&mut fastrand::Rng::with_seed(seed ^ INSTANCE_ID_STREAM));
         config.identity.instance_id = Some(instance_id.clone());
+        // FDv2 hands reads over to memory once it holds a full data set; FDv1 keeps
+        // reading the persistent store, which is then the SDK's store.
+        let hands_over = config.mode == Mode::Fdv2;
         let system = DataSystem::new(config, seed, now)?;
-        let store = self
-            .persistent
-            .map(|(store, cache)| Arc::new(CachingStore::new(store, cache)));
-        let published = Arc::new(Published::new(&system, Clock::new(now), store.is_some()));
+        let (store, view) = match self.persistent {
+            Some((store, cache)) => {
+                let (view, fetches) = persist::view::StoreView::new(cache);
+                let store = Arc::new(CachingStore::new(store, cache));
+                (Some((store, fetches)), Some(view))
+            }
+            None => (None, None),
+        };
+        let published = Arc::new(Published::new(
+            &system,
+            Clock::new(now),
+            view.clone(),
+            hands_over,
+        ));
         let (tx, rx) = async_channel::bounded(64);
         Ok(Client {
             inner: Arc::new(Inner {
@@ -435,7 +448,10 @@ enum Life {
         rx: async_channel::Receiver<Msg<Command>>,
         transport: Transport,
         conn_config: Arc<conn::ConnConfig>,
-        store: Option<Arc<CachingStore>>,
+        store: Option<(
+            Arc<CachingStore>,
+            async_channel::Receiver<persist::view::Fetch>,
+        )>,
     },
     Running(Arc<dyn Runtime>),
     Closed(Option<Arc<dyn Runtime>>),
@@ -476,7 +492,8 @@ impl Client {
         tracing::debug!(runtime = ?rt, "starting");
         // Every task holds the guard: `close()` waits for the store tasks too.
         let guard = Arc::new(TaskGuard(self.inner.finished.clone()));
-        let link = store.map(|store| self.start_store_tasks(&rt, store, &guard));
+        let link =
+            store.map(|(store, fetches)| self.start_store_tasks(&rt, store, fetches, &guard));
         // The inbox is empty: this cannot fail.
         let _ = self.inner.tx.try_send(Msg::Command(Command::Start));
         driver::spawn(
@@ -491,19 +508,34 @@ impl Client {
         Ok(())
     }
 
-    /// Spawn the store task (the core's requests, in order) and the store reader
-    /// (reads until memory holds data).
+    /// Spawn the store task (the core's requests, in order), the store reader (watches
+    /// `$inited` while reads come from the store) and the view's fetch task (reads
+    /// items key by key meanwhile).
     fn start_store_tasks(
         &self,
         rt: &Arc<dyn Runtime>,
         store: Arc<CachingStore>,
+        fetches: async_channel::Receiver<persist::view::Fetch>,
         guard: &Arc<TaskGuard>,
     ) -> StoreLink {
         let (requests, requests_rx) = async_channel::unbounded();
         let (stop_reader, stop_rx) = async_channel::bounded(1);
         let check_pending = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let view = self.inner.published.store_view();
+        if let Some(view) = &view {
+            rt.spawn(Box::pin(persist::view::run(
+                view.clone(),
+                fetches,
+                store.clone(),
+                self.inner.published.clone(),
+                stop_rx.clone(),
+                self.inner.tx.clone(),
+                guard.clone(),
+            )));
+        }
         rt.spawn(Box::pin(persist::writer::run(
             store.clone(),
+            view,
             requests_rx,
             self.inner.tx.clone(),
             check_pending.clone(),
@@ -625,16 +657,27 @@ impl Client {
     }
 
     /// The flag `key`, unless it is unknown or deleted.
+    ///
+    /// While reads come from a persistent store (see
+    /// [`ClientBuilder::persistent_store`]), a flag not read within the cache TTL is
+    /// read from the store in the background: this call answers with what the client
+    /// holds, and a later one with the store's answer.
     pub fn flag(&self, key: &str) -> Option<Flag> {
-        let snapshot = self.snapshot();
+        if let Some(view) = self.inner.published.view() {
+            view.touch(Kind::Flag, key);
+        }
+        let snapshot = self.inner.published.snapshot();
         snapshot
             .get(Kind::Flag, key)
             .map(|item| Flag::from_item(key, item))
     }
 
-    /// The segment `key`, unless it is unknown or deleted.
+    /// The segment `key`, unless it is unknown or deleted (read as [`Client::flag`]).
     pub fn segment(&self, key: &str) -> Option<Segment> {
-        let snapshot = self.snapshot();
+        if let Some(view) = self.inner.published.view() {
+            view.touch(Kind::Segment, key);
+        }
+        let snapshot = self.inner.published.snapshot();
         snapshot
             .get(Kind::Segment, key)
             .map(|item| Segment::from_item(key, item))
@@ -650,7 +693,15 @@ impl Client {
     }
 
     /// An immutable view of the whole store (cheap: it shares structure).
+    ///
+    /// While reads come from a persistent store, this is what the client holds of it:
+    /// the items read so far, and every item once a whole read of the store (asked for
+    /// by this call, at most once per cache TTL) has been answered.
     pub fn snapshot(&self) -> Snapshot {
+        if let Some(view) = self.inner.published.view() {
+            view.touch_all(Kind::Segment);
+            view.touch_all(Kind::Flag);
+        }
         self.inner.published.snapshot()
     }
 

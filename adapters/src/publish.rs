@@ -4,7 +4,7 @@
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 
@@ -14,6 +14,7 @@ use flagsync_core::{
 
 use crate::driver::Sink;
 use crate::persist::CachingStore;
+use crate::persist::view::StoreView;
 
 /// The data-source status, with wall-clock times.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,8 +184,13 @@ pub(crate) struct Published {
     pub(crate) status_subs: Subscribers<DataSourceStatus>,
     pub(crate) flag_subs: Subscribers<FlagChange>,
     /// True while reads are served from the persistent store (memory holds no full data
-    /// set yet). Changed only under the snapshot's write lock.
+    /// set yet, or never takes over). Changed only under the snapshot's write lock.
     store_reads: AtomicBool,
+    /// The per-key view of the persistent store that serves reads meanwhile.
+    view: Option<Arc<StoreView>>,
+    /// Memory takes reads over once it holds a full data set (FDv2); under FDv1 the
+    /// persistent store stays the store reads come from, as in the reference SDKs.
+    hands_over: bool,
     /// The persistent store said it is initialized (`$inited`) when last read.
     store_initialized: AtomicBool,
     // Closed once the first read of the persistent store ended (or at once without
@@ -196,9 +202,16 @@ pub(crate) struct Published {
 }
 
 impl Published {
-    /// What `system` shows now; `store_reads`: serve reads from the persistent store
-    /// until memory holds a full data set.
-    pub(crate) fn new(system: &DataSystem, clock: Clock, store_reads: bool) -> Self {
+    /// What `system` shows now; with a `view`, reads are served from the persistent
+    /// store through it, until memory holds a full data set if `hands_over`, else for
+    /// good.
+    pub(crate) fn new(
+        system: &DataSystem,
+        clock: Clock,
+        view: Option<Arc<StoreView>>,
+        hands_over: bool,
+    ) -> Self {
+        let store_reads = view.is_some();
         let (ready_tx, ready_rx) = async_channel::bounded(1);
         let (store_loaded_tx, store_loaded_rx) = async_channel::bounded(1);
         if !store_reads {
@@ -220,6 +233,8 @@ impl Published {
             status_subs: Subscribers::new(),
             flag_subs: Subscribers::new(),
             store_reads: AtomicBool::new(store_reads),
+            view,
+            hands_over,
             store_initialized: AtomicBool::new(false),
             store_loaded_tx,
             store_loaded_rx,
@@ -228,11 +243,28 @@ impl Published {
         }
     }
 
+    /// What reads see: memory, or while reads come from the persistent store, what its
+    /// view holds.
     pub(crate) fn snapshot(&self) -> Snapshot {
-        self.snapshot
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        match self.view() {
+            Some(view) => view.snapshot(),
+            None => self
+                .snapshot
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        }
+    }
+
+    /// The persistent store's view, if a store is configured (whether or not reads
+    /// come from it now).
+    pub(crate) fn store_view(&self) -> Option<Arc<StoreView>> {
+        self.view.clone()
+    }
+
+    /// The persistent store's view, while reads come from it.
+    pub(crate) fn view(&self) -> Option<&StoreView> {
+        self.view.as_deref().filter(|_| self.reads_from_store())
     }
 
     pub(crate) fn status(&self) -> DataSourceStatus {
@@ -279,26 +311,19 @@ impl Published {
         self.store_reads.load(Ordering::Acquire)
     }
 
-    /// Serve `snapshot`, read from the persistent store, unless memory took over
-    /// meanwhile; flag changes against the previous data are published.
-    pub(crate) fn publish_store_data(&self, snapshot: Snapshot, inited: bool) {
-        let changed = {
-            let mut current = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
-            if !self.reads_from_store() {
-                return;
-            }
-            let changed = crate::persist::changed_flags(&current, &snapshot);
-            *current = snapshot;
-            self.store_initialized.store(inited, Ordering::Release);
-            changed
-        };
+    /// What the persistent store last said of `$inited`.
+    pub(crate) fn set_store_initialized(&self, inited: bool) {
+        self.store_initialized.store(inited, Ordering::Release);
+    }
+
+    /// Flags read from the persistent store changed.
+    pub(crate) fn flags_changed(&self, keys: Vec<String>) {
         tracing::debug!(
-            changed = changed.len(),
-            inited,
-            "serving data from the persistent store"
+            changed = keys.len(),
+            "flags changed in the persistent store"
         );
         self.flag_subs
-            .send_all(changed.into_iter().map(|key| FlagChange { key }));
+            .send_all(keys.into_iter().map(|key| FlagChange { key }));
     }
 
     /// Memory holds a full data set: serve reads from it from now on.
@@ -399,7 +424,8 @@ impl DataSink {
     /// Once memory holds a full data set, serve reads from it and stop reading (and
     /// caching) the persistent store (PROTOCOL.md B §5.8–5.9).
     fn hand_over(&mut self, system: &DataSystem) {
-        if !system.initialized() || !self.published.reads_from_store() {
+        if !system.initialized() || !self.published.reads_from_store() || !self.published.hands_over
+        {
             return;
         }
         self.published.hand_over();

@@ -261,7 +261,8 @@ impl Client {
                 flag: key,
                 keys: RefCell::new(Vec::new()),
             };
-            let store = SnapshotStore::new(&snapshot, models, context);
+            let store = SnapshotStore::new(&snapshot, models, context)
+                .with_view(self.inner.published.view());
             let detail = evaluate(&store, &flag, context, Some(&recorder));
             // As the analytics events do: an experiment needs the full event and reason.
             let experiment = flag.is_experimentation_enabled(&detail.reason);

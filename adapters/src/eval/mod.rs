@@ -112,8 +112,12 @@ impl Client {
             tracing::debug!(flag = key, "evaluation before the client has data");
             return with(None, Detail::err(EvalError::ClientNotReady));
         }
-        let snapshot = self.snapshot();
-        evaluate_in(&snapshot, self.models(), key, context, recorder, with)
+        let view = self.inner.published.view();
+        if let Some(view) = view {
+            view.touch(Kind::Flag, key);
+        }
+        let snapshot = self.inner.published.snapshot();
+        evaluate_in(&snapshot, self.models(), view, key, context, recorder, with)
     }
 }
 
@@ -122,6 +126,7 @@ impl Client {
 fn evaluate_in<R>(
     snapshot: &Snapshot,
     models: &ModelCache,
+    view: Option<&crate::persist::view::StoreView>,
     key: &str,
     context: &Context,
     recorder: Option<&dyn PrerequisiteEventRecorder>,
@@ -133,7 +138,7 @@ fn evaluate_in<R>(
     let Some(flag) = models.flag(snapshot, key, item) else {
         return with(None, Detail::err(EvalError::MalformedFlag));
     };
-    let store = SnapshotStore::new(snapshot, models, context);
+    let store = SnapshotStore::new(snapshot, models, context).with_view(view);
     let detail = engine_evaluate(&store, &flag, context, recorder);
     with(Some(&flag), detail)
 }

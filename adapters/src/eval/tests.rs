@@ -67,7 +67,7 @@ fn ours(
     key: &str,
     context: &Context,
 ) -> Detail<FlagValue> {
-    evaluate_in(snapshot, models, key, context, None, |_, d| {
+    evaluate_in(snapshot, models, None, key, context, None, |_, d| {
         d.map(Clone::clone)
     })
 }

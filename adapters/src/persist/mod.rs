@@ -26,6 +26,7 @@ mod in_memory;
 pub(crate) mod reader;
 #[cfg(all(feature = "redis", any(feature = "tokio", feature = "async-io-net")))]
 mod redis;
+pub(crate) mod view;
 pub(crate) mod writer;
 
 use std::fmt::Debug;
@@ -37,7 +38,6 @@ pub use flagsync_core::{PersistenceConfig, StoreMode, StoreStatus};
 
 pub use cache::{CacheConfig, CacheTtl, CachingStore, ItemMap};
 pub use in_memory::{InMemoryStore, OpCounts};
-pub(crate) use reader::changed_flags;
 #[cfg(all(feature = "redis", any(feature = "tokio", feature = "async-io-net")))]
 pub use redis::{DEFAULT_PREFIX, RedisStore, RedisStoreBuilder};
 

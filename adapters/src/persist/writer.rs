@@ -7,16 +7,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use flagsync_core::{Command, Persist};
 
-use super::CachingStore;
+use super::view::StoreView;
+use super::{CachingStore, Upserted};
 use crate::driver::{Msg, StoreReport, TaskGuard};
 
-/// Perform every request from `requests` against `store` until the driver drops the
+/// Perform every request from `requests` against `store` (and tell `view` what is now
+/// stored) until the driver drops the
 /// sending side (then finish what is queued and end). `check_pending` is cleared once
 /// an availability check is answered (the driver sends at most one at a time).
 /// `_guard` keeps the client's "finished" mark unset until then, so `close()` waits
 /// (boundedly) for writes in flight.
 pub(crate) async fn run(
     store: Arc<CachingStore>,
+    view: Option<Arc<StoreView>>,
     requests: async_channel::Receiver<Persist>,
     inbox: async_channel::Sender<Msg<Command>>,
     check_pending: Arc<AtomicBool>,
@@ -27,6 +30,9 @@ pub(crate) async fn run(
             Persist::Init(items) => match store.init(&items).await {
                 Ok(()) => {
                     tracing::debug!(items = items.len(), "persistent store initialized");
+                    if let Some(view) = &view {
+                        view.wrote_all(&items);
+                    }
                     None
                 }
                 Err(error) => {
@@ -37,6 +43,13 @@ pub(crate) async fn run(
             Persist::Upsert(kind, key, item) => match store.upsert(kind, &key, &item).await {
                 Ok(outcome) => {
                     tracing::trace!(%kind, key, ?outcome, "persistent store upsert");
+                    if let Some(view) = &view {
+                        let stored = match &outcome {
+                            Upserted::Written => &item,
+                            Upserted::Rejected { stored } => stored,
+                        };
+                        view.wrote(kind, &key, stored);
+                    }
                     None
                 }
                 Err(error) => {

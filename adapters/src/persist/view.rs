@@ -1,0 +1,433 @@
+//! Reads served from a persistent store, key by key, through a cache with a time to
+//! live — the way LaunchDarkly's SDKs read a persistent store (PROTOCOL.md B §4.3).
+//!
+//! The client's reads are synchronous and never wait for I/O, so a read that finds no
+//! fresh entry is answered from what the view holds (the expired entry, or nothing)
+//! and asks the fetch task for the key; the answer lands in the view a moment later
+//! (stale while revalidating). An entry lives for the cache TTL from the moment it was
+//! read or written: with the cache off every read asks again, with an infinite TTL an
+//! entry never expires. Writes of this process (a full data set, an upsert) replace
+//! the entries they touch, as the caching wrapper does.
+//!
+//! ```text
+//!  Client::bool_variation ─► StoreView::touch(flag, key) ── fresh? ── yes ─► answer
+//!                                 │ no (absent, expired, cache off)
+//!                                 └─► fetch task ─► PersistentStore::get ─► entry, snapshot
+//! ```
+//!
+//! The view serves reads while they come from the store: a warm start until memory
+//! holds a full data set (FDv2 then hands reads over to memory), daemon mode for good,
+//! and FDv1 with a persistent store for good (the store is the SDK's store there, as in
+//! the reference SDKs: another process's change shows once the entry expires).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use flagsync_core::store::{Change, ChangeSet, Store};
+use flagsync_core::{Command, Kind, Snapshot};
+
+use super::{CacheConfig, CacheTtl, CachingStore, Item, StoreError};
+use crate::driver::{Msg, StoreReport, TaskGuard};
+use crate::publish::Published;
+use crate::runtime::race;
+
+/// What the fetch task is asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum Fetch {
+    /// One item.
+    Item(Kind, String),
+    /// Every item of a kind.
+    All(Kind),
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    /// The item as stored (a tombstone reads as absent); `None`: the store has none.
+    item: Option<Item>,
+    at: Instant,
+}
+
+#[derive(Debug)]
+struct State {
+    entries: HashMap<(Kind, String), Entry>,
+    /// When each kind was last read whole.
+    all_at: [Option<Instant>; 2],
+    pending: HashSet<Fetch>,
+    snapshot: Snapshot,
+}
+
+/// The per-key view of a persistent store (see the module docs).
+#[derive(Debug)]
+pub(crate) struct StoreView {
+    config: CacheConfig,
+    state: Mutex<State>,
+    requests: async_channel::Sender<Fetch>,
+}
+
+fn slot(kind: Kind) -> usize {
+    match kind {
+        Kind::Segment => 0,
+        Kind::Flag => 1,
+    }
+}
+
+/// True while an entry read at `at` may be served without asking again.
+fn fresh(ttl: CacheTtl, at: Instant, now: Instant) -> bool {
+    match ttl {
+        CacheTtl::Disabled => false,
+        CacheTtl::Expires(d) => now.saturating_duration_since(at) < d,
+        CacheTtl::Infinite => true,
+    }
+}
+
+/// Whether two readings of a flag differ for its subscribers.
+fn differs(old: Option<&Item>, new: Option<&Item>) -> bool {
+    let live = |i: Option<&Item>| i.filter(|i| !i.deleted).map(|i| i.version);
+    live(old) != live(new)
+}
+
+impl State {
+    fn rebuild(&mut self) {
+        let changes = self
+            .entries
+            .iter()
+            .filter_map(|((kind, key), e)| {
+                e.item.as_ref().map(|item| Change {
+                    kind: *kind,
+                    key: key.clone(),
+                    item: item.clone(),
+                    depends_on: Vec::new(),
+                })
+            })
+            .collect();
+        let mut store = Store::new();
+        store.apply(ChangeSet::fdv1_full(changes));
+        self.snapshot = store.snapshot();
+    }
+
+    /// Set one entry; the key of a flag whose reading changed.
+    fn set(&mut self, kind: Kind, key: &str, item: Option<Item>, at: Instant) -> Option<String> {
+        let old = self.entries.insert(
+            (kind, key.to_owned()),
+            Entry {
+                item: item.clone(),
+                at,
+            },
+        );
+        let old = old.and_then(|e| e.item);
+        (kind == Kind::Flag && differs(old.as_ref(), item.as_ref())).then(|| key.to_owned())
+    }
+
+    /// At most `capacity` entries: the oldest go first.
+    fn evict(&mut self, capacity: usize) {
+        while self.entries.len() > capacity {
+            let Some(oldest) = self
+                .entries
+                .iter()
+                .min_by_key(|(_, e)| e.at)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            self.entries.remove(&oldest);
+        }
+    }
+}
+
+impl StoreView {
+    /// An empty view with `config`'s TTL and capacity, and the receiving side of its
+    /// fetch requests (for [`run`]).
+    pub(crate) fn new(config: CacheConfig) -> (Arc<Self>, async_channel::Receiver<Fetch>) {
+        let (requests, rx) = async_channel::unbounded();
+        let view = Self {
+            config,
+            state: Mutex::new(State {
+                entries: HashMap::new(),
+                all_at: [None, None],
+                pending: HashSet::new(),
+                snapshot: Snapshot::default(),
+            }),
+            requests,
+        };
+        (Arc::new(view), rx)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What the view holds now.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        self.lock().snapshot.clone()
+    }
+
+    fn request(&self, state: &mut State, fetch: Fetch) {
+        if state.pending.insert(fetch.clone()) && self.requests.try_send(fetch.clone()).is_err() {
+            // The fetch task has ended (the client is closing): nothing will answer.
+            state.pending.remove(&fetch);
+        }
+    }
+
+    /// A read of `key` is about to be served: ask the store again unless its entry is
+    /// fresh.
+    pub(crate) fn touch(&self, kind: Kind, key: &str) {
+        let now = Instant::now();
+        let mut state = self.lock();
+        let stale = state
+            .entries
+            .get(&(kind, key.to_owned()))
+            .is_none_or(|e| !fresh(self.config.ttl, e.at, now));
+        if stale {
+            self.request(&mut state, Fetch::Item(kind, key.to_owned()));
+        }
+    }
+
+    /// Every item of `kind` is about to be listed: read the kind whole again unless it
+    /// was read within the TTL.
+    pub(crate) fn touch_all(&self, kind: Kind) {
+        let now = Instant::now();
+        let mut state = self.lock();
+        let stale = state.all_at[slot(kind)].is_none_or(|at| !fresh(self.config.ttl, at, now));
+        if stale {
+            self.request(&mut state, Fetch::All(kind));
+        }
+    }
+
+    /// The answer to `fetch`; the keys of the flags whose reading changed.
+    fn fetched(&self, fetch: &Fetch, answer: Answer, at: Instant) -> Vec<String> {
+        let mut state = self.lock();
+        state.pending.remove(fetch);
+        let mut changed = Vec::new();
+        match (fetch, answer) {
+            (Fetch::Item(kind, key), Answer::Item(item)) => {
+                changed.extend(state.set(*kind, key, item, at));
+            }
+            (Fetch::All(kind), Answer::All(items)) => {
+                let mut gone: HashSet<String> = state
+                    .entries
+                    .keys()
+                    .filter(|(k, _)| k == kind)
+                    .map(|(_, key)| key.clone())
+                    .collect();
+                for (key, item) in items {
+                    gone.remove(&key);
+                    changed.extend(state.set(*kind, &key, Some(item), at));
+                }
+                for key in gone {
+                    changed.extend(state.set(*kind, &key, None, at));
+                }
+                state.all_at[slot(*kind)] = Some(at);
+            }
+            _ => return changed,
+        }
+        state.evict(self.config.capacity);
+        state.rebuild();
+        changed
+    }
+
+    /// This process wrote a full data set: it replaces every entry.
+    pub(crate) fn wrote_all(&self, items: &[(Kind, String, Item)]) {
+        let at = Instant::now();
+        let mut state = self.lock();
+        state.entries.clear();
+        for (kind, key, item) in items {
+            state.set(*kind, key, Some(item.clone()), at);
+        }
+        state.all_at = [Some(at), Some(at)];
+        state.evict(self.config.capacity);
+        state.rebuild();
+    }
+
+    /// This process wrote `item` (or learnt it is what the store holds).
+    pub(crate) fn wrote(&self, kind: Kind, key: &str, item: &Item) {
+        let mut state = self.lock();
+        state.set(kind, key, Some(item.clone()), Instant::now());
+        state.all_at[slot(kind)] = None;
+        state.evict(self.config.capacity);
+        state.rebuild();
+    }
+}
+
+/// A fetch's answer.
+enum Answer {
+    Item(Option<Item>),
+    All(Vec<(String, Item)>),
+}
+
+async fn answer(store: &CachingStore, fetch: &Fetch) -> Result<Answer, StoreError> {
+    // The store itself, not its cache: the view is the cache of these reads.
+    let inner = store.inner();
+    Ok(match fetch {
+        Fetch::Item(kind, key) => Answer::Item(inner.get(*kind, key).await?),
+        Fetch::All(kind) => Answer::All(inner.all(*kind).await?),
+    })
+}
+
+/// Answer the view's fetch requests, one at a time, until `stop` closes (the hand-over
+/// to memory, or the client's end). Changed flags are published to the flag
+/// subscribers; a failed read keeps what the view holds and is reported to the core
+/// as a store failure (PROTOCOL.md A.4.4).
+pub(crate) async fn run(
+    view: Arc<StoreView>,
+    requests: async_channel::Receiver<Fetch>,
+    store: Arc<CachingStore>,
+    published: Arc<Published>,
+    stop: async_channel::Receiver<()>,
+    inbox: async_channel::Sender<Msg<Command>>,
+    _guard: Arc<TaskGuard>,
+) {
+    loop {
+        let fetch = match race(requests.recv(), stop.recv()).await {
+            Ok(Ok(fetch)) => fetch,
+            _ => break,
+        };
+        let changed = match answer(&store, &fetch).await {
+            Ok(a) => view.fetched(&fetch, a, Instant::now()),
+            Err(error) => {
+                tracing::debug!(%error, "reading the persistent store failed");
+                view.lock().pending.remove(&fetch);
+                let _ = inbox.send(Msg::Store(StoreReport::Failed)).await;
+                Vec::new()
+            }
+        };
+        if !changed.is_empty() {
+            published.flags_changed(changed);
+        }
+    }
+    requests.close();
+    tracing::debug!("persistent store view ended");
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use bytes::Bytes;
+
+    use super::*;
+
+    fn item(key: &str, version: u64) -> Item {
+        Item {
+            version,
+            deleted: false,
+            raw: Bytes::from(format!(r#"{{"key":"{key}","version":{version}}}"#)),
+        }
+    }
+
+    fn versions(view: &StoreView, kind: Kind) -> Vec<(String, u64)> {
+        let snapshot = view.snapshot();
+        let mut v: Vec<_> = snapshot
+            .iter(kind)
+            .map(|(k, i)| (k.to_owned(), i.version))
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_read_without_a_fresh_entry_asks_once_until_answered() {
+        let (view, rx) = StoreView::new(CacheConfig::ttl(Duration::from_secs(60)));
+        view.touch(Kind::Flag, "f");
+        view.touch(Kind::Flag, "f");
+        assert_eq!(rx.try_recv(), Ok(Fetch::Item(Kind::Flag, "f".into())));
+        assert!(rx.try_recv().is_err(), "one request in flight per key");
+        let fetch = Fetch::Item(Kind::Flag, "f".into());
+        let changed = view.fetched(&fetch, Answer::Item(Some(item("f", 3))), Instant::now());
+        assert_eq!(changed, ["f"]);
+        assert_eq!(versions(&view, Kind::Flag), [("f".into(), 3)]);
+        view.touch(Kind::Flag, "f");
+        assert!(rx.try_recv().is_err(), "fresh: not asked again");
+    }
+
+    #[test]
+    fn an_absent_answer_is_cached_too() {
+        let (view, rx) = StoreView::new(CacheConfig::infinite());
+        let fetch = Fetch::Item(Kind::Segment, "s".into());
+        view.touch(Kind::Segment, "s");
+        assert!(rx.try_recv().is_ok());
+        assert!(
+            view.fetched(&fetch, Answer::Item(None), Instant::now())
+                .is_empty()
+        );
+        view.touch(Kind::Segment, "s");
+        assert!(rx.try_recv().is_err(), "the miss is cached");
+        assert!(versions(&view, Kind::Segment).is_empty());
+    }
+
+    #[test]
+    fn expired_and_uncached_entries_are_served_and_asked_again() {
+        let (view, rx) = StoreView::new(CacheConfig::ttl(Duration::from_millis(50)));
+        let fetch = Fetch::Item(Kind::Flag, "f".into());
+        let long_ago = Instant::now() - Duration::from_secs(1);
+        view.fetched(&fetch, Answer::Item(Some(item("f", 1))), long_ago);
+        view.touch(Kind::Flag, "f");
+        assert_eq!(rx.try_recv(), Ok(fetch.clone()), "expired: asked again");
+        assert_eq!(
+            versions(&view, Kind::Flag),
+            [("f".into(), 1)],
+            "and served meanwhile"
+        );
+
+        let (off, rx) = StoreView::new(CacheConfig::disabled());
+        off.fetched(&fetch, Answer::Item(Some(item("f", 1))), Instant::now());
+        off.touch(Kind::Flag, "f");
+        assert_eq!(rx.try_recv(), Ok(fetch), "no cache: every read asks");
+    }
+
+    #[test]
+    fn writes_replace_entries_and_a_full_write_replaces_all() {
+        let (view, _rx) = StoreView::new(CacheConfig::infinite());
+        let fetch = Fetch::Item(Kind::Flag, "old".into());
+        view.fetched(&fetch, Answer::Item(Some(item("old", 1))), Instant::now());
+        view.wrote_all(&[
+            (Kind::Flag, "a".into(), item("a", 1)),
+            (Kind::Segment, "s".into(), item("s", 1)),
+        ]);
+        assert_eq!(versions(&view, Kind::Flag), [("a".into(), 1)]);
+        view.wrote(Kind::Flag, "a", &item("a", 2));
+        assert_eq!(versions(&view, Kind::Flag), [("a".into(), 2)]);
+        assert_eq!(versions(&view, Kind::Segment), [("s".into(), 1)]);
+    }
+
+    #[test]
+    fn a_whole_read_of_a_kind_removes_what_the_store_no_longer_has() {
+        let (view, rx) = StoreView::new(CacheConfig::infinite());
+        view.wrote_all(&[(Kind::Flag, "a".into(), item("a", 1))]);
+        view.touch_all(Kind::Flag);
+        assert!(
+            rx.try_recv().is_err(),
+            "a full write counts as a whole read"
+        );
+        let (view, rx) = StoreView::new(CacheConfig::infinite());
+        let fetch = Fetch::Item(Kind::Flag, "a".into());
+        view.fetched(&fetch, Answer::Item(Some(item("a", 1))), Instant::now());
+        view.touch_all(Kind::Flag);
+        assert_eq!(rx.try_recv(), Ok(Fetch::All(Kind::Flag)));
+        let all = Fetch::All(Kind::Flag);
+        let changed = view.fetched(
+            &all,
+            Answer::All(vec![("b".into(), item("b", 1))]),
+            Instant::now(),
+        );
+        assert_eq!(versions(&view, Kind::Flag), [("b".into(), 1)]);
+        let mut changed = changed;
+        changed.sort();
+        assert_eq!(changed, ["a", "b"]);
+    }
+
+    #[test]
+    fn the_capacity_evicts_the_oldest_entries() {
+        let (view, _rx) = StoreView::new(CacheConfig::infinite().with_capacity(2));
+        let t0 = Instant::now();
+        for (i, key) in ["a", "b", "c"].into_iter().enumerate() {
+            let fetch = Fetch::Item(Kind::Flag, key.into());
+            let at = t0 + Duration::from_millis(i as u64);
+            view.fetched(&fetch, Answer::Item(Some(item(key, 1))), at);
+        }
+        assert_eq!(
+            versions(&view, Kind::Flag),
+            [("b".into(), 1), ("c".into(), 1)]
+        );
+    }
+}
