@@ -551,9 +551,13 @@ add("poll_unanswered_request_times_out", "polling",
      "statuses": [st("valid", "none"), st("interrupted", "network_error", 0), st("valid", "network_error", 0)]},
     61000, config=pc(connect_timeout_ms=10000, read_timeout_ms=10000))
 add("poll_wrong_body_for_304_without_cache", "polling",
-    "A 304 with no cached ETag (the client never sent If-None-Match) has no data to reuse: an error, and polling continues (B 2.2).",
+    "A 304 with no cached ETag (the client never sent If-None-Match) has no data to reuse: an error "
+    "(INITIALIZING with UNKNOWN, not VALID), and polling continues at the interval (B 2.2).",
     [status(304), poll_ok([("a", 1)])],
-    {"request_count": 2, "initialized": True, "final_status": st("valid")}, 31000, config=P)
+    {"request_count": 2, "initialized": True,
+     "requests": [{"absent": ["If-None-Match"]}, {"at_ms": [30000, 30000]}],
+     "statuses": [st("initializing", "unknown", 0), st("valid", "unknown", 0)],
+     "final_status": st("valid")}, 31000, config=P)
 add("poll_stop_closes_and_stops_polling", "polling",
     "Stopping a polling client reports OFF and makes no more requests (E 27).",
     [poll_ok([("a", 1)])],

@@ -593,6 +593,30 @@ fn initializer_304_is_no_data_and_moves_on() {
     assert_eq!(flags(&h), kv(&[("a", 1)]));
 }
 
+/// A 304 to a poll that sent no `If-None-Match` confirms nothing: an error, not VALID,
+/// and not ready (PROTOCOL.md B §2.2); the next poll brings the data.
+#[test]
+fn polling_synchronizer_304_without_if_none_match_is_an_error_not_valid() {
+    let mut h = fdv2(Fdv2Config::custom().synchronizers([SourceSpec::Polling {
+        base_uri: None,
+        interval: Some(secs(30)),
+    }]));
+    h.reply_to(POLL, json(304, ""));
+    h.reply_to(POLL, json(200, &poll_full(&[("a", 1)], "s")));
+    h.start(secs(1));
+    assert_eq!(h.requests_to(POLL)[0].header("If-None-Match"), None);
+    let status = h.system.status();
+    assert_eq!(status.state, State::Initializing);
+    let error = status.error.as_ref().expect("an error is reported");
+    assert_eq!(error.kind, ErrorKind::Unknown);
+    assert!(!h.system.ready());
+    assert_eq!(h.system.data_availability(), DataAvailability::Defaults);
+    h.run_until(secs(31));
+    assert_eq!(flags(&h), kv(&[("a", 1)]));
+    assert_eq!(h.system.status().state, State::Valid);
+    assert!(h.system.ready());
+}
+
 // ---- synchronizer fallback, removal, recovery -----------------------------------
 
 fn two_synchronizers() -> Fdv2Config {
