@@ -683,6 +683,20 @@ add("fdv2_goodbye_disconnects_and_reconnects_with_basis", "fdv2",
     {"request_count": 2, "requests": [{"target": "/sdk/stream"}, {"target": "/sdk/stream?basis=state-1"}],
      "store": [{"at_ms": 3000, "flags": {"a": 1, "b": 1, "uncommitted": None}, "exact": True}],
      "statuses": [st("valid", "none")]}, 3000, config=v2())
+def chunked_body(text):
+    return f"{len(text.encode()):x}\r\n{text}\r\n0\r\n\r\n"
+
+add("fdv2_goodbye_then_the_end_of_the_stream_is_not_a_failure", "fdv2",
+    "goodbye announces the close: the end of the body that follows it (here in the same write) and the server's close "
+    "report nothing, as when the close comes later; the reconnect carries basis=<state> (A.3, E 33).",
+    [sse(chunked_body(full([("a", 1)], "state-1") + intent("xfer-changes") + put_obj("uncommitted", 1)
+                      + ev("goodbye", j({"reason": "bye"}))),
+         end="close",
+         headers=[["Content-Type", "text/event-stream"], ["Transfer-Encoding", "chunked"]]),
+     sse(changes([("b", 1)], "state-2"))],
+    {"request_count": 2, "requests": [{"target": "/sdk/stream"}, {"target": "/sdk/stream?basis=state-1"}],
+     "store": [{"at_ms": 3000, "flags": {"a": 1, "b": 1, "uncommitted": None}, "exact": True}],
+     "statuses": [st("valid", "none")]}, 3000, config=v2())
 add("fdv2_reconnect_sends_basis_of_last_payload", "fdv2",
     "After the stream closes, the reconnect carries basis=<state> from the last payload-transferred, form-encoded (C.2 FDv2, E 30).",
     [sse(full([("a", 1)], "abc/+ =x"), end="close"), sse("")],

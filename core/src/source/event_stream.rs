@@ -297,7 +297,27 @@ impl EventStream {
     /// The owner ends the connection without counting it as a failure (the FDv2
     /// `goodbye`, PROTOCOL.md A.3): close it, discard every item not yet drained, and
     /// connect again after the backoff delay. Nothing is reported.
+    ///
+    /// The connection may already have ended in the same input, after the item the
+    /// owner is acting on (the body ended in the same read): then its failure, not yet
+    /// drained, is discarded too, and the reconnect it scheduled (the same backoff
+    /// delay from the same `now`) stands. So the outcome does not depend on whether the
+    /// end arrives with the item or as a later input, which is ignored because the
+    /// connection is closed.
     pub fn reconnect_later(&mut self, now: Instant) {
+        if matches!(self.phase, Phase::Waiting { .. }) {
+            self.out.retain(|o| {
+                !o.is_data()
+                    && !matches!(
+                        o,
+                        StreamOutput::Failed {
+                            retry_at: Some(_),
+                            ..
+                        }
+                    )
+            });
+            return;
+        }
         if !matches!(self.phase, Phase::Active { .. }) {
             return;
         }

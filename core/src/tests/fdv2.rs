@@ -387,6 +387,90 @@ fn goodbye_disconnects_discards_and_reconnects_with_basis() {
     assert!(h.statuses().iter().all(|s| s.error.is_none()));
 }
 
+/// A `goodbye` announces the close, so the close is reported the same way whether it
+/// arrives after the goodbye (its own input, for a connection the source has already
+/// closed) or with it (the body ends in the same read): nothing but the VALID of the
+/// payload, and the same reconnect with the basis (PROTOCOL.md A.3).
+#[test]
+fn goodbye_reports_the_same_whether_the_close_comes_after_it_or_with_it() {
+    use crate::{CloseCause, IoCause};
+    let events = full(&[("a", 1)], "state-1")
+        + &intent("xfer-changes")
+        + &put_flag("uncommitted", 1)
+        + &sse("goodbye", r#"{"reason":"bye"}"#);
+    let chunked = |body: String| {
+        let mut r = Response::sse("", End::Hang).header("Transfer-Encoding", "chunked");
+        r.chunks = vec![(Duration::ZERO, bytes::Bytes::from(body))];
+        Reply::Respond(r)
+    };
+    let framed = format!("{:x}\r\n{events}\r\n", events.len());
+    let reset = CloseCause::Io(IoCause {
+        kind: std::io::ErrorKind::ConnectionReset,
+        message: "connection reset".into(),
+    });
+    let hanging = || Reply::Respond(Response::sse(&events, End::Hang));
+    let cases = [
+        // The close arrives as its own input after the goodbye.
+        ("eof after", hanging(), Some(CloseCause::Eof)),
+        ("reset after", hanging(), Some(reset)),
+        // The body ends in the same read as the goodbye.
+        (
+            "end of chunked body with it",
+            chunked(format!("{framed}0\r\n\r\n")),
+            None,
+        ),
+        (
+            "bad chunk framing with it",
+            chunked(format!("{framed}zz\r\n")),
+            None,
+        ),
+        (
+            "end of content-length body with it",
+            Reply::Respond(
+                Response::sse(&events, End::Hang)
+                    .header("Content-Length", &events.len().to_string()),
+            ),
+            None,
+        ),
+    ];
+    let mut runs = Vec::new();
+    for (name, reply, close_after) in cases {
+        let mut h = fdv2(stream_only());
+        h.reply_to(STREAM, reply);
+        h.reply_to(STREAM, stream(&intent("none")));
+        h.start(ms(100));
+        assert_eq!(
+            h.closed.len(),
+            1,
+            "{name}: the goodbye closed the connection"
+        );
+        if let Some(cause) = close_after {
+            let conn = h.requests_to(STREAM)[0].conn;
+            h.input(Input::Closed { conn, cause });
+        }
+        h.run_until(secs(5));
+        let statuses: Vec<_> = h
+            .statuses()
+            .iter()
+            .map(|s| (s.state, s.error.as_ref().map(|e| e.kind)))
+            .collect();
+        let reqs: Vec<_> = h
+            .requests_to(STREAM)
+            .iter()
+            .map(|r| (r.at, r.target().to_owned()))
+            .collect();
+        assert_eq!(flags(&h), kv(&[("a", 1)]), "{name}");
+        runs.push((name, statuses, reqs));
+    }
+    let (_, statuses, reqs) = &runs[0];
+    assert_eq!(*statuses, [(State::Valid, None)]);
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[1].1, "/sdk/stream?basis=state-1");
+    for (name, s, r) in &runs[1..] {
+        assert_eq!((s, r), (statuses, reqs), "{name}");
+    }
+}
+
 #[test]
 fn reconnects_send_the_basis_of_the_last_payload() {
     let mut h = fdv2(stream_only());
