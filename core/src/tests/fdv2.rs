@@ -1058,6 +1058,61 @@ fn selector_survives_fdv1_fallback_only_as_undefined() {
     assert_eq!(h.system.data_availability(), DataAvailability::Cached);
 }
 
+/// `DataSystem::selector` is the selector of the payload the store holds: none before
+/// the first payload, then the last `payload-transferred`'s (PROTOCOL.md B §5.2, §5.8),
+/// unchanged by intent `none`, and none again once FDv1 data replaced it (B §5.6).
+#[test]
+fn selector_is_the_last_transferred_payload_the_store_holds() {
+    let sel = |state: &str, version| Selector {
+        state: state.into(),
+        version,
+    };
+    let mut h = fdv2(stream_only());
+    h.reply_to(
+        STREAM,
+        Reply::Respond(
+            Response::sse(&full(&[("a", 1)], "s1"), End::Hang)
+                .then(secs(2), &(intent("xfer-changes") + &put_flag("b", 1)))
+                .then(secs(1), &transferred("s2", 7))
+                .then(secs(1), &intent("none")),
+        ),
+    );
+    assert_eq!(h.system.selector(), None);
+    h.input(Input::Command(Command::Start));
+    assert_eq!(h.system.selector(), None, "no payload yet");
+    h.run_until(secs(1));
+    assert_eq!(h.system.selector(), Some(&sel("s1", 1)));
+    h.run_until(secs(2) + ms(500));
+    assert_eq!(
+        h.system.selector(),
+        Some(&sel("s1", 1)),
+        "uncommitted changes"
+    );
+    h.run_until(secs(3) + ms(500));
+    assert_eq!(h.system.selector(), Some(&sel("s2", 7)));
+    h.run_until(secs(5));
+    assert_eq!(h.system.selector(), Some(&sel("s2", 7)), "intent none");
+    assert_eq!(h.system.selector(), Some(h.system.store().selector()));
+
+    // FDv1 data carries no selector.
+    let mut h = fdv2(Fdv2Config::streaming());
+    h.reply_to(
+        STREAM,
+        Reply::Respond(
+            Response::sse(&full(&[("a", 1)], "s"), End::Hang).header("X-LD-FD-Fallback", "true"),
+        ),
+    );
+    h.reply_to(FDV1_POLL, json(200, &all_data(&[("b", 1)], &[])));
+    h.start(secs(1));
+    assert_eq!(flags(&h), kv(&[("b", 1)]));
+    assert_eq!(h.system.selector(), None);
+    let mut h = harness(config(Mode::Streaming));
+    h.reply(stream(&super::put(&[("a", 1)], &[])));
+    h.start(secs(1));
+    assert!(h.system.initialized());
+    assert_eq!(h.system.selector(), None, "FDv1 has no selector");
+}
+
 #[test]
 fn a_long_gap_catches_up_the_check_grid_at_once() {
     // Found by the fdv2_system fuzz target: catching the grid up one interval at a time
