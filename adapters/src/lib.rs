@@ -83,7 +83,7 @@ use flagsync_core::{Command, Config, DataSystem, PersistenceConfig};
 pub use flag::{Flag, Segment};
 pub use flagsync_core::config::{CoordinatorTiming, Fdv2Config, SourceSpec};
 pub use flagsync_core::source::UnrecoverablePolicy;
-pub use flagsync_core::{DataAvailability, ErrorKind, Kind, Mode, Snapshot, State};
+pub use flagsync_core::{DataAvailability, ErrorKind, Kind, Mode, Selector, Snapshot, State};
 pub use proxy::ProxyError;
 pub use publish::{DataSourceError, DataSourceStatus, FlagChange, Subscription};
 
@@ -647,6 +647,29 @@ impl Client {
     /// ```
     pub fn active_source(&self) -> Option<&'static str> {
         self.inner.published.active_source()
+    }
+
+    /// FDv2: the selector (`state`, `version`) of the payload the client holds, as the
+    /// service sent it with `payload-transferred` (PROTOCOL.md B §5.2). Read-only.
+    ///
+    /// `None` under FDv1, before the first FDv2 payload, and after the fallback to FDv1
+    /// (its data has no selector, B §5.6); kept after [`Client::close`]. Its `state` is
+    /// what the client sends as `basis` when it reconnects or polls (B §5.4, §5.5).
+    ///
+    /// Use it to debug which payload a client is on (compare it with the service's),
+    /// or to record alongside data you persist yourself which payload that copy is.
+    /// Published with the snapshot after each input the client handles, like
+    /// [`Client::data_availability`].
+    ///
+    /// ```
+    /// use flagsync::{Client, Fdv2Config};
+    ///
+    /// let client = Client::builder("sdk-key").fdv2(Fdv2Config::default()).build()?;
+    /// assert_eq!(client.fdv2_selector(), None); // no payload yet
+    /// # Ok::<(), flagsync::Error>(())
+    /// ```
+    pub fn fdv2_selector(&self) -> Option<Selector> {
+        self.inner.published.selector()
     }
 
     /// Bytes received so far on data-source connections (HTTP heads and bodies, after

@@ -9,7 +9,8 @@ use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 
 use flagsync_core::{
-    DataAvailability, DataSystem, ErrorKind, Event, Persist, Snapshot, State, Status, StoreStatus,
+    DataAvailability, DataSystem, ErrorKind, Event, Persist, Selector, Snapshot, State, Status,
+    StoreStatus,
 };
 
 use crate::driver::Sink;
@@ -178,6 +179,8 @@ pub(crate) struct Published {
     /// [`DataSystem::target_availability`], as [`availability_code`].
     target_availability: AtomicU8,
     active_source: RwLock<Option<&'static str>>,
+    /// [`DataSystem::selector`].
+    selector: RwLock<Option<Selector>>,
     // Closed once ready: waiters wake on `recv` failing.
     ready_tx: async_channel::Sender<()>,
     ready_rx: async_channel::Receiver<()>,
@@ -228,6 +231,7 @@ impl Published {
             data_availability: AtomicU8::new(availability_code(system.data_availability())),
             target_availability: AtomicU8::new(availability_code(system.target_availability())),
             active_source: RwLock::new(system.active_source()),
+            selector: RwLock::new(system.selector().cloned()),
             ready_tx,
             ready_rx,
             status_subs: Subscribers::new(),
@@ -356,7 +360,14 @@ impl Published {
         *self.active_source.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Publish the data availability and the active source. Called after the snapshot
+    pub(crate) fn selector(&self) -> Option<Selector> {
+        self.selector
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Publish the data availability, the active source and the selector. Called after the snapshot
     /// is published and before a status is sent, so a reader that sees an availability
     /// also sees the data it describes, and a status subscriber sees the availability
     /// the same input produced.
@@ -365,6 +376,11 @@ impl Published {
             .active_source
             .write()
             .unwrap_or_else(|e| e.into_inner()) = system.active_source();
+        let selector = system.selector();
+        // Written only when it changed: this runs after every drain.
+        if self.selector().as_ref() != selector {
+            *self.selector.write().unwrap_or_else(|e| e.into_inner()) = selector.cloned();
+        }
         self.data_availability.store(
             availability_code(system.data_availability()),
             Ordering::Release,

@@ -19,7 +19,7 @@ use std::time::Duration;
 use common::{Rt, SDK_KEY, builder, eventually, sleep, timeout};
 use flagsync::server::{Endpoint, RecordedRequest, Server, ServerHandle};
 use flagsync::{
-    Client, CoordinatorTiming, DataAvailability, ErrorKind, Fdv2Config, SourceSpec, State,
+    Client, CoordinatorTiming, DataAvailability, ErrorKind, Fdv2Config, Selector, SourceSpec, State,
 };
 use serde_json::json;
 
@@ -33,6 +33,7 @@ runtime_tests!(
     fallback_header_on_a_failed_initializer_poll_skips_fdv2,
     fallback_header_on_a_refused_stream_moves_to_fdv1_polling,
     goodbye_then_reconnect_with_basis,
+    selector_is_the_payload_the_client_holds,
     error_event_mid_payload_keeps_the_stream,
     hung_stream_falls_back_to_polling_then_recovers,
 );
@@ -339,6 +340,48 @@ async fn goodbye_then_reconnect_with_basis(rt: Rt) {
     assert_eq!(seen, [State::Valid]);
     assert_eq!(of(&server, Endpoint::Fdv2Stream).len(), 2);
     client.close().await;
+}
+
+/// The selector the server sent with the payload the client holds.
+fn served(server: &ServerHandle) -> Option<Selector> {
+    Some(Selector {
+        state: server.fdv2_state(),
+        version: server.payload_version(),
+    })
+}
+
+async fn selector_is_the_payload_the_client_holds(rt: Rt) {
+    let server = start_server();
+    let client = client(&rt, &server, streaming_fast());
+    assert_eq!(client.fdv2_selector(), None);
+    client.start().unwrap();
+    assert!(client.wait_for_initialization(5 * SEC).await);
+    assert_eq!(client.fdv2_selector(), served(&server));
+    assert_eq!(client.fdv2_selector().unwrap().version, 1);
+
+    // Each change is a new payload, with a new selector.
+    server.set_flag("f1", json!({"on": false})).unwrap();
+    assert!(eventually(&rt, 3 * SEC, || client.flag("f1").is_some_and(|f| !f.on)).await);
+    assert_eq!(client.fdv2_selector(), served(&server));
+    assert_eq!(client.fdv2_selector().unwrap().version, 2);
+    // A reconnect sends the selector's state as the basis.
+    server.drop_streams();
+    assert!(
+        eventually(&rt, 3 * SEC, || of(&server, Endpoint::Fdv2Stream).len()
+            == 2)
+        .await
+    );
+    let basis = of(&server, Endpoint::Fdv2Stream)[1].query("basis");
+    assert_eq!(basis, client.fdv2_selector().map(|s| s.state));
+    client.close().await;
+    assert_eq!(client.fdv2_selector(), served(&server), "kept after close");
+
+    // FDv1 data has no selector.
+    let fdv1 = builder(&rt, &server.url()).build().unwrap();
+    fdv1.start().unwrap();
+    assert!(fdv1.wait_for_initialization(5 * SEC).await);
+    assert_eq!(fdv1.fdv2_selector(), None);
+    fdv1.close().await;
 }
 
 async fn error_event_mid_payload_keeps_the_stream(rt: Rt) {

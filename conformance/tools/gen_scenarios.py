@@ -551,9 +551,13 @@ add("poll_unanswered_request_times_out", "polling",
      "statuses": [st("valid", "none"), st("interrupted", "network_error", 0), st("valid", "network_error", 0)]},
     61000, config=pc(connect_timeout_ms=10000, read_timeout_ms=10000))
 add("poll_wrong_body_for_304_without_cache", "polling",
-    "A 304 with no cached ETag (the client never sent If-None-Match) has no data to reuse: an error, and polling continues (B 2.2).",
+    "A 304 with no cached ETag (the client never sent If-None-Match) has no data to reuse: an error "
+    "(INITIALIZING with UNKNOWN, not VALID), and polling continues at the interval (B 2.2).",
     [status(304), poll_ok([("a", 1)])],
-    {"request_count": 2, "initialized": True, "final_status": st("valid")}, 31000, config=P)
+    {"request_count": 2, "initialized": True,
+     "requests": [{"absent": ["If-None-Match"]}, {"at_ms": [30000, 30000]}],
+     "statuses": [st("initializing", "unknown", 0), st("valid", "unknown", 0)],
+     "final_status": st("valid")}, 31000, config=P)
 add("poll_stop_closes_and_stops_polling", "polling",
     "Stopping a polling client reports OFF and makes no more requests (E 27).",
     [poll_ok([("a", 1)])],
@@ -675,6 +679,20 @@ add("fdv2_goodbye_disconnects_and_reconnects_with_basis", "fdv2",
     "goodbye closes the connection, discards the uncommitted put and reconnects with basis=<state> (A.3, C.2 FDv2, E 33).",
     [sse(full([("a", 1)], "state-1") + intent("xfer-changes") + put_obj("uncommitted", 1)
          + ev("goodbye", j({"reason": "bye"}))),
+     sse(changes([("b", 1)], "state-2"))],
+    {"request_count": 2, "requests": [{"target": "/sdk/stream"}, {"target": "/sdk/stream?basis=state-1"}],
+     "store": [{"at_ms": 3000, "flags": {"a": 1, "b": 1, "uncommitted": None}, "exact": True}],
+     "statuses": [st("valid", "none")]}, 3000, config=v2())
+def chunked_body(text):
+    return f"{len(text.encode()):x}\r\n{text}\r\n0\r\n\r\n"
+
+add("fdv2_goodbye_then_the_end_of_the_stream_is_not_a_failure", "fdv2",
+    "goodbye announces the close: the end of the body that follows it (here in the same write) and the server's close "
+    "report nothing, as when the close comes later; the reconnect carries basis=<state> (A.3, E 33).",
+    [sse(chunked_body(full([("a", 1)], "state-1") + intent("xfer-changes") + put_obj("uncommitted", 1)
+                      + ev("goodbye", j({"reason": "bye"}))),
+         end="close",
+         headers=[["Content-Type", "text/event-stream"], ["Transfer-Encoding", "chunked"]]),
      sse(changes([("b", 1)], "state-2"))],
     {"request_count": 2, "requests": [{"target": "/sdk/stream"}, {"target": "/sdk/stream?basis=state-1"}],
      "store": [{"at_ms": 3000, "flags": {"a": 1, "b": 1, "uncommitted": None}, "exact": True}],

@@ -83,7 +83,7 @@ pub mod testing;
 pub use config::{Config, ConfigError, Mode};
 pub use io::{Action, CloseCause, ConnId, IoCause};
 pub use status::{ErrorInfo, ErrorKind, State, Status};
-pub use store::{Kind, Snapshot};
+pub use store::{Kind, Selector, Snapshot};
 pub use system::{
     Command, DataAvailability, DataSystem, Event, Input, Output, Persist, PersistenceConfig,
     StoreMode, StoreStatus,

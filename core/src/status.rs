@@ -75,6 +75,9 @@ pub enum Cause {
     ContentType(String),
     /// A redirect without a usable `Location`, or too many redirects.
     Redirect,
+    /// A poll was answered `304 Not Modified` although it sent no `If-None-Match`:
+    /// there is no cached data it could confirm (PROTOCOL.md B §2.2).
+    UnexpectedNotModified,
     /// The HTTP response could not be read.
     Http(crate::http1::Error),
     /// The event stream could not be read.
@@ -98,6 +101,9 @@ impl fmt::Display for Cause {
             Self::ConnectTimeout => f.write_str("connect timed out"),
             Self::ContentType(ct) => write!(f, "unexpected content type {ct:?}"),
             Self::Redirect => f.write_str("bad or too many redirects"),
+            Self::UnexpectedNotModified => {
+                f.write_str("not modified (304) to a poll that sent no If-None-Match")
+            }
             Self::Http(e) => write!(f, "bad HTTP response: {e}"),
             Self::Sse(e) => write!(f, "bad event stream: {e}"),
             Self::Fdv1(e) => e.fmt(f),

@@ -138,7 +138,6 @@ pub struct EventStream {
     phase: Phase,
     url: Url,
     redirects: u8,
-    seen_id: bool,
     out: VecDeque<StreamOutput>,
     progress: Vec<Progress>,
     /// Read large `put` events while they arrive (FDv1).
@@ -167,7 +166,6 @@ impl EventStream {
             phase: Phase::Idle,
             url: config.url.clone(),
             redirects: 0,
-            seen_id: false,
             out: VecDeque::new(),
             progress: Vec::new(),
             read_ahead: false,
@@ -207,9 +205,13 @@ impl EventStream {
     }
 
     /// The last event id that a reconnect sends.
+    ///
+    /// The configured first id until the stream commits one; from then on the stream's
+    /// last committed id, `None` once an empty `id` cleared it. A block holding only an
+    /// `id` commits it too (PROTOCOL.md A.2).
     pub fn last_event_id(&self) -> Option<&str> {
-        let id = self.parser.last_event_id();
-        if self.seen_id {
+        if self.parser.has_committed_id() {
+            let id = self.parser.last_event_id();
             (!id.is_empty()).then_some(id)
         } else {
             self.config
@@ -295,7 +297,27 @@ impl EventStream {
     /// The owner ends the connection without counting it as a failure (the FDv2
     /// `goodbye`, PROTOCOL.md A.3): close it, discard every item not yet drained, and
     /// connect again after the backoff delay. Nothing is reported.
+    ///
+    /// The connection may already have ended in the same input, after the item the
+    /// owner is acting on (the body ended in the same read): then its failure, not yet
+    /// drained, is discarded too, and the reconnect it scheduled (the same backoff
+    /// delay from the same `now`) stands. So the outcome does not depend on whether the
+    /// end arrives with the item or as a later input, which is ignored because the
+    /// connection is closed.
     pub fn reconnect_later(&mut self, now: Instant) {
+        if matches!(self.phase, Phase::Waiting { .. }) {
+            self.out.retain(|o| {
+                !o.is_data()
+                    && !matches!(
+                        o,
+                        StreamOutput::Failed {
+                            retry_at: Some(_),
+                            ..
+                        }
+                    )
+            });
+            return;
+        }
         if !matches!(self.phase, Phase::Active { .. }) {
             return;
         }
@@ -404,9 +426,6 @@ impl EventStream {
                 Ok(item) => {
                     if let sse::Item::Retry(ms) = &item {
                         self.backoff.set_initial(Duration::from_millis(*ms));
-                    }
-                    if !self.parser.last_event_id().is_empty() {
-                        self.seen_id = true;
                     }
                     // A prescan read the first data line of this event, the one
                     // dispatched next.
@@ -535,5 +554,78 @@ impl EventStream {
             error,
             retry_at: Some(at),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Run one connection of `stream` that answers `body` and closes, then reconnect;
+    /// return the `Last-Event-ID` header of the reconnect's request.
+    fn reconnect_after(stream: &mut EventStream, now: Instant, body: &str) -> Option<String> {
+        let conn = stream.conn().expect("connecting");
+        stream.handle_connected(now, conn);
+        let response = format!("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n{body}");
+        stream.handle_data(now, conn, response.as_bytes());
+        stream.handle_closed(now, conn, CloseCause::Eof);
+        let retry = stream.poll_timeout().expect("a reconnect is scheduled");
+        while stream.poll_output().is_some() {}
+        stream.handle_timeout(retry);
+        let request = std::iter::from_fn(|| stream.poll_output())
+            .find_map(|o| match o {
+                StreamOutput::Action(Action::Connect { request, .. }) => Some(request),
+                _ => None,
+            })
+            .expect("a reconnect request");
+        let head = String::from_utf8_lossy(&request).into_owned();
+        head.lines()
+            .find_map(|l| l.strip_prefix("Last-Event-ID: "))
+            .map(str::to_owned)
+    }
+
+    fn started(last_event_id: Option<&str>) -> (EventStream, Instant) {
+        let mut config = EventStreamConfig::new(Url::parse("http://sse.test/s").unwrap());
+        config.last_event_id = last_event_id.map(str::to_owned);
+        let mut stream = EventStream::new(config, 1, 0);
+        let now = crate::testing::origin() + Duration::from_secs(1);
+        stream.handle_start(now);
+        (stream, now)
+    }
+
+    #[test]
+    fn id_only_block_is_sent_on_the_reconnect() {
+        let (mut stream, now) = started(None);
+        assert_eq!(
+            reconnect_after(&mut stream, now, "id: 7\n\n"),
+            Some("7".into())
+        );
+    }
+
+    #[test]
+    fn id_only_block_replaces_the_configured_first_id() {
+        let (mut stream, now) = started(Some("start"));
+        assert_eq!(
+            reconnect_after(&mut stream, now, "id: 7\n\n"),
+            Some("7".into())
+        );
+    }
+
+    #[test]
+    fn empty_id_clears_the_configured_first_id() {
+        let (mut stream, now) = started(Some("start"));
+        assert_eq!(reconnect_after(&mut stream, now, "id:\ndata: x\n\n"), None);
+        let (mut stream, now) = started(Some("start"));
+        assert_eq!(reconnect_after(&mut stream, now, "id\n\n"), None);
+    }
+
+    #[test]
+    fn configured_first_id_stays_until_an_id_is_committed() {
+        let (mut stream, now) = started(Some("start"));
+        let body = "data: x\n\nid: 9\ndata: unfinished";
+        assert_eq!(
+            reconnect_after(&mut stream, now, body),
+            Some("start".into())
+        );
     }
 }

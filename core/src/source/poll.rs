@@ -273,6 +273,17 @@ impl Poller {
             self.running = false;
         }
         match (head.status, classify(head.status)) {
+            // A 304 answers a conditional request. Without an ETag no `If-None-Match`
+            // was sent, so there is no data it could confirm: an invalid response, like
+            // the reference's empty body that fails to parse (PROTOCOL.md B §2.2,
+            // INTERRUPTED with UNKNOWN, INITIALIZING before the first success), retried
+            // at the interval. Never VALID: nothing was received.
+            (304, _) if self.etag.is_none() => self.finish(
+                now,
+                State::Interrupted,
+                err(ErrorKind::Unknown, Cause::UnexpectedNotModified),
+                Regime::Normal,
+            ),
             (304, _) => {
                 if self.config.format == PollFormat::Fdv2 {
                     self.out

@@ -108,6 +108,8 @@ pub struct Parser {
     last_event_id: SharedStr,
     /// `last_event_id` may differ from the id of the last queued event.
     id_dirty: bool,
+    /// Some block with an `id` field has been dispatched (`last_event_id` was set).
+    id_committed: bool,
     /// The allocation of the last large line, kept after its event was dispatched: once
     /// the consumer drops that event's data, the next large line reuses it instead of
     /// faulting in a fresh buffer (a `put` of tens of MB per connection).
@@ -143,6 +145,7 @@ impl Parser {
             id_changed: false,
             last_event_id: SharedStr::default(),
             id_dirty: false,
+            id_committed: false,
             retained: BytesMut::new(),
             items: Queue::default(),
             failed: false,
@@ -391,6 +394,17 @@ impl Parser {
     /// An id is committed when its block is dispatched by a blank line.
     pub fn last_event_id(&self) -> &str {
         &self.last_event_id
+    }
+
+    /// True once a block with an `id` field has been dispatched by a blank line, so
+    /// that [`last_event_id`](Self::last_event_id) is the stream's own (possibly empty)
+    /// id rather than the initial one.
+    ///
+    /// This includes a block holding only an `id` (no `data`), which dispatches no
+    /// event but still commits the id (PROTOCOL.md A.2). Kept across
+    /// [`reset`](Self::reset), like the id itself.
+    pub fn has_committed_id(&self) -> bool {
+        self.id_committed
     }
 
     /// Drop the unterminated line and the unfinished event; uncommitted ids revert.
@@ -954,6 +968,7 @@ impl Parser {
         self.id_changed = false;
         self.last_event_id.clone_from(&self.id_buffer);
         self.id_dirty = true;
+        self.id_committed = true;
     }
 
     /// Queue the data of an event whose data buffer is the allocation of a large line;

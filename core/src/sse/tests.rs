@@ -317,6 +317,24 @@ fn id_is_committed_only_at_dispatch() {
 }
 
 #[test]
+fn an_id_counts_as_committed_at_dispatch_even_empty_and_without_data() {
+    let mut parser = Parser::new(Config::default());
+    parser.handle_bytes(b"data: x\n\nid\n");
+    assert!(!parser.has_committed_id());
+    parser.handle_eof();
+    parser.reset();
+    assert!(
+        !parser.has_committed_id(),
+        "an unfinished block commits nothing"
+    );
+    parser.handle_bytes(b"id\n\n");
+    assert!(parser.has_committed_id());
+    assert_eq!(parser.last_event_id(), "");
+    parser.reset();
+    assert!(parser.has_committed_id(), "kept across reset");
+}
+
+#[test]
 fn id_in_unfinished_event_at_eof_is_not_committed() {
     let (items, last) = run_with(Config::default(), [&b"id: 1\n\nid: 2\ndata: x\n"[..]]);
     assert_eq!(items, vec![]);

@@ -16,7 +16,7 @@ use crate::config::{Config, ConfigError, Mode};
 use crate::io::{Action, CloseCause, ConnId};
 use crate::source::SourceOutput;
 use crate::status::{ErrorInfo, State, Status, StatusTracker};
-use crate::store::{ChangeSet, Item, Kind, Snapshot, Store, Transfer};
+use crate::store::{ChangeSet, Item, Kind, Selector, Snapshot, Store, Transfer};
 use coordinator::Coordinator;
 use persist::Persistence;
 
@@ -337,6 +337,23 @@ impl DataSystem {
             }
             Engine::Fdv2(_) => DataAvailability::Defaults,
         }
+    }
+
+    /// FDv2: the selector (`state`, `version`) of the payload the store holds, from its
+    /// last `payload-transferred` (PROTOCOL.md B §5.2, §5.8). Read-only.
+    ///
+    /// `None` before the first payload, under FDv1, and while the store holds data
+    /// without a selector (after the FDv1 fallback, B §5.6). Intent `none` leaves it as
+    /// it is; changes not yet committed by `payload-transferred` do not move it. The
+    /// `state` is what the next request sends as `basis` (B §5.4, §5.5).
+    ///
+    /// For debugging (which payload a client is on, compared with the server's), and
+    /// for callers that persist the data themselves and want to record which payload
+    /// their copy is. It changes only in [`DataSystem::handle_input`] and has no event
+    /// of its own (a payload that changes no item moves it without a
+    /// [`Event::StoreChanged`]): read it after draining, as the adapters do.
+    pub fn selector(&self) -> Option<&Selector> {
+        Some(self.shared.store.selector()).filter(|s| s.is_defined())
     }
 
     /// The best availability this configuration can reach: REFRESHED with a data

@@ -62,6 +62,29 @@ fn etag_is_sent_back_and_304_keeps_the_data() {
     assert_eq!(items(&h, Kind::Flag), [("a".into(), 3)]);
 }
 
+/// A 304 answers a conditional request only: with no ETag held (no `If-None-Match`
+/// sent) there is nothing to reuse, so it is an error, not data (PROTOCOL.md B §2.2),
+/// and the poll is retried at the interval.
+#[test]
+fn not_modified_without_if_none_match_is_an_error_not_data() {
+    let mut h = harness(config(Mode::Polling));
+    h.reply(Reply::Respond(Response::status(304, "")));
+    h.reply(ok(&all_data(&[("a", 1)], &[]), None));
+    h.start(secs(1));
+    assert_eq!(h.requests[0].header("If-None-Match"), None);
+    let status = h.system.status();
+    assert_eq!(status.state, State::Initializing);
+    let error = status.error.as_ref().expect("an error is reported");
+    assert_eq!((error.kind, error.status_code), (ErrorKind::Unknown, 0));
+    assert!(!h.system.initialized());
+    assert!(!h.events.iter().any(|(_, e)| *e == crate::Event::Ready));
+    h.run_until(secs(31));
+    assert_eq!(h.requests.len(), 2);
+    assert_eq!(h.requests[1].at, secs(30));
+    assert_eq!(h.system.status().state, State::Valid);
+    assert!(h.system.initialized());
+}
+
 #[test]
 fn gzip_bodies_are_decoded() {
     let body = all_data(&[("z", 7)], &[]);

@@ -308,6 +308,17 @@ fn reconnect_sends_the_last_committed_event_id() {
     );
 }
 
+/// PROTOCOL.md A.2: the `id` field sets the last event id buffer, and the blank line
+/// commits it even though a block without data dispatches no event.
+#[test]
+fn id_only_block_sets_the_last_event_id_of_the_reconnect() {
+    let mut h = harness(config(Mode::Streaming));
+    h.reply(Reply::Respond(Response::sse("id: 7\n\n", End::Close)));
+    h.reply(stream(""));
+    h.start(secs(10));
+    assert_eq!(h.requests[1].header("Last-Event-ID"), Some("7"));
+}
+
 #[test]
 fn no_content_stops_reconnecting() {
     let mut h = harness(config(Mode::Streaming));

@@ -387,6 +387,90 @@ fn goodbye_disconnects_discards_and_reconnects_with_basis() {
     assert!(h.statuses().iter().all(|s| s.error.is_none()));
 }
 
+/// A `goodbye` announces the close, so the close is reported the same way whether it
+/// arrives after the goodbye (its own input, for a connection the source has already
+/// closed) or with it (the body ends in the same read): nothing but the VALID of the
+/// payload, and the same reconnect with the basis (PROTOCOL.md A.3).
+#[test]
+fn goodbye_reports_the_same_whether_the_close_comes_after_it_or_with_it() {
+    use crate::{CloseCause, IoCause};
+    let events = full(&[("a", 1)], "state-1")
+        + &intent("xfer-changes")
+        + &put_flag("uncommitted", 1)
+        + &sse("goodbye", r#"{"reason":"bye"}"#);
+    let chunked = |body: String| {
+        let mut r = Response::sse("", End::Hang).header("Transfer-Encoding", "chunked");
+        r.chunks = vec![(Duration::ZERO, bytes::Bytes::from(body))];
+        Reply::Respond(r)
+    };
+    let framed = format!("{:x}\r\n{events}\r\n", events.len());
+    let reset = CloseCause::Io(IoCause {
+        kind: std::io::ErrorKind::ConnectionReset,
+        message: "connection reset".into(),
+    });
+    let hanging = || Reply::Respond(Response::sse(&events, End::Hang));
+    let cases = [
+        // The close arrives as its own input after the goodbye.
+        ("eof after", hanging(), Some(CloseCause::Eof)),
+        ("reset after", hanging(), Some(reset)),
+        // The body ends in the same read as the goodbye.
+        (
+            "end of chunked body with it",
+            chunked(format!("{framed}0\r\n\r\n")),
+            None,
+        ),
+        (
+            "bad chunk framing with it",
+            chunked(format!("{framed}zz\r\n")),
+            None,
+        ),
+        (
+            "end of content-length body with it",
+            Reply::Respond(
+                Response::sse(&events, End::Hang)
+                    .header("Content-Length", &events.len().to_string()),
+            ),
+            None,
+        ),
+    ];
+    let mut runs = Vec::new();
+    for (name, reply, close_after) in cases {
+        let mut h = fdv2(stream_only());
+        h.reply_to(STREAM, reply);
+        h.reply_to(STREAM, stream(&intent("none")));
+        h.start(ms(100));
+        assert_eq!(
+            h.closed.len(),
+            1,
+            "{name}: the goodbye closed the connection"
+        );
+        if let Some(cause) = close_after {
+            let conn = h.requests_to(STREAM)[0].conn;
+            h.input(Input::Closed { conn, cause });
+        }
+        h.run_until(secs(5));
+        let statuses: Vec<_> = h
+            .statuses()
+            .iter()
+            .map(|s| (s.state, s.error.as_ref().map(|e| e.kind)))
+            .collect();
+        let reqs: Vec<_> = h
+            .requests_to(STREAM)
+            .iter()
+            .map(|r| (r.at, r.target().to_owned()))
+            .collect();
+        assert_eq!(flags(&h), kv(&[("a", 1)]), "{name}");
+        runs.push((name, statuses, reqs));
+    }
+    let (_, statuses, reqs) = &runs[0];
+    assert_eq!(*statuses, [(State::Valid, None)]);
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[1].1, "/sdk/stream?basis=state-1");
+    for (name, s, r) in &runs[1..] {
+        assert_eq!((s, r), (statuses, reqs), "{name}");
+    }
+}
+
 #[test]
 fn reconnects_send_the_basis_of_the_last_payload() {
     let mut h = fdv2(stream_only());
@@ -591,6 +675,30 @@ fn initializer_304_is_no_data_and_moves_on() {
     assert_eq!(h.requests[1].path(), STREAM);
     assert_eq!(h.requests[1].query("basis"), None);
     assert_eq!(flags(&h), kv(&[("a", 1)]));
+}
+
+/// A 304 to a poll that sent no `If-None-Match` confirms nothing: an error, not VALID,
+/// and not ready (PROTOCOL.md B §2.2); the next poll brings the data.
+#[test]
+fn polling_synchronizer_304_without_if_none_match_is_an_error_not_valid() {
+    let mut h = fdv2(Fdv2Config::custom().synchronizers([SourceSpec::Polling {
+        base_uri: None,
+        interval: Some(secs(30)),
+    }]));
+    h.reply_to(POLL, json(304, ""));
+    h.reply_to(POLL, json(200, &poll_full(&[("a", 1)], "s")));
+    h.start(secs(1));
+    assert_eq!(h.requests_to(POLL)[0].header("If-None-Match"), None);
+    let status = h.system.status();
+    assert_eq!(status.state, State::Initializing);
+    let error = status.error.as_ref().expect("an error is reported");
+    assert_eq!(error.kind, ErrorKind::Unknown);
+    assert!(!h.system.ready());
+    assert_eq!(h.system.data_availability(), DataAvailability::Defaults);
+    h.run_until(secs(31));
+    assert_eq!(flags(&h), kv(&[("a", 1)]));
+    assert_eq!(h.system.status().state, State::Valid);
+    assert!(h.system.ready());
 }
 
 // ---- synchronizer fallback, removal, recovery -----------------------------------
@@ -948,6 +1056,61 @@ fn selector_survives_fdv1_fallback_only_as_undefined() {
     assert_eq!(h.system.store().selector(), &Selector::default());
     assert_eq!(flags(&h), kv(&[("b", 1)]));
     assert_eq!(h.system.data_availability(), DataAvailability::Cached);
+}
+
+/// `DataSystem::selector` is the selector of the payload the store holds: none before
+/// the first payload, then the last `payload-transferred`'s (PROTOCOL.md B §5.2, §5.8),
+/// unchanged by intent `none`, and none again once FDv1 data replaced it (B §5.6).
+#[test]
+fn selector_is_the_last_transferred_payload_the_store_holds() {
+    let sel = |state: &str, version| Selector {
+        state: state.into(),
+        version,
+    };
+    let mut h = fdv2(stream_only());
+    h.reply_to(
+        STREAM,
+        Reply::Respond(
+            Response::sse(&full(&[("a", 1)], "s1"), End::Hang)
+                .then(secs(2), &(intent("xfer-changes") + &put_flag("b", 1)))
+                .then(secs(1), &transferred("s2", 7))
+                .then(secs(1), &intent("none")),
+        ),
+    );
+    assert_eq!(h.system.selector(), None);
+    h.input(Input::Command(Command::Start));
+    assert_eq!(h.system.selector(), None, "no payload yet");
+    h.run_until(secs(1));
+    assert_eq!(h.system.selector(), Some(&sel("s1", 1)));
+    h.run_until(secs(2) + ms(500));
+    assert_eq!(
+        h.system.selector(),
+        Some(&sel("s1", 1)),
+        "uncommitted changes"
+    );
+    h.run_until(secs(3) + ms(500));
+    assert_eq!(h.system.selector(), Some(&sel("s2", 7)));
+    h.run_until(secs(5));
+    assert_eq!(h.system.selector(), Some(&sel("s2", 7)), "intent none");
+    assert_eq!(h.system.selector(), Some(h.system.store().selector()));
+
+    // FDv1 data carries no selector.
+    let mut h = fdv2(Fdv2Config::streaming());
+    h.reply_to(
+        STREAM,
+        Reply::Respond(
+            Response::sse(&full(&[("a", 1)], "s"), End::Hang).header("X-LD-FD-Fallback", "true"),
+        ),
+    );
+    h.reply_to(FDV1_POLL, json(200, &all_data(&[("b", 1)], &[])));
+    h.start(secs(1));
+    assert_eq!(flags(&h), kv(&[("b", 1)]));
+    assert_eq!(h.system.selector(), None);
+    let mut h = harness(config(Mode::Streaming));
+    h.reply(stream(&super::put(&[("a", 1)], &[])));
+    h.start(secs(1));
+    assert!(h.system.initialized());
+    assert_eq!(h.system.selector(), None, "FDv1 has no selector");
 }
 
 #[test]
