@@ -715,17 +715,23 @@ impl Client {
             .collect()
     }
 
-    /// An immutable view of the whole store (cheap: it shares structure).
+    /// An immutable view of the whole store (cheap: it shares structure): what the
+    /// data source delivered, tombstones included.
     ///
-    /// While reads come from a persistent store, this is what the client holds of it:
-    /// the items read so far, and every item once a whole read of the store (asked for
-    /// by this call, at most once per cache TTL) has been answered.
+    /// Before memory holds a full data set, with a persistent store (a warm start,
+    /// daemon mode), this is what the client holds of the store instead: the items read
+    /// so far, and every item once a whole read of the store (asked for by this call,
+    /// at most once per cache TTL) has been answered.
     pub fn snapshot(&self) -> Snapshot {
-        if let Some(view) = self.inner.published.view() {
-            view.touch_all(Kind::Segment);
-            view.touch_all(Kind::Flag);
+        let published = &self.inner.published;
+        match published.view() {
+            Some(view) if !published.memory_initialized() => {
+                view.touch_all(Kind::Segment);
+                view.touch_all(Kind::Flag);
+                view.snapshot()
+            }
+            _ => published.memory_snapshot(),
         }
-        self.inner.published.snapshot()
     }
 
     /// The data-source status.

@@ -252,12 +252,21 @@ impl Published {
     pub(crate) fn snapshot(&self) -> Snapshot {
         match self.view() {
             Some(view) => view.snapshot(),
-            None => self
-                .snapshot
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone(),
+            None => self.memory_snapshot(),
         }
+    }
+
+    /// What memory holds (the core's store), whatever reads are served from.
+    pub(crate) fn memory_snapshot(&self) -> Snapshot {
+        self.snapshot
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Memory holds a full data set.
+    pub(crate) fn memory_initialized(&self) -> bool {
+        self.initialized.load(Ordering::Acquire)
     }
 
     /// The persistent store's view, if a store is configured (whether or not reads
@@ -266,9 +275,19 @@ impl Published {
         self.view.clone()
     }
 
-    /// The persistent store's view, while reads come from it.
+    /// The persistent store's view, while reads come from it: not during a store
+    /// outage once memory holds a full data set (FDv1: memory, which the data source
+    /// keeps current, serves until the store is back and has been given the data).
     pub(crate) fn view(&self) -> Option<&StoreView> {
-        self.view.as_deref().filter(|_| self.reads_from_store())
+        let view = self.view.as_deref()?;
+        if !self.reads_from_store() {
+            return None;
+        }
+        let outage = self.store_status().is_some_and(|s| !s.available);
+        if outage && self.initialized.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(view)
     }
 
     pub(crate) fn status(&self) -> DataSourceStatus {
@@ -462,12 +481,10 @@ impl Sink<DataSystem> for DataSink {
                 // Order matters: the snapshot, then the change events; `initialized`
                 // only once the drain ends or readiness is reported (after the status),
                 // so `wait_for_initialization` returning means every change event of
-                // the initial data is already in each earlier subscription. While reads
-                // come from a persistent store, memory holds no full data set (an FDv2
-                // delta before any payload): the store's data stays published.
-                if !p.reads_from_store() {
-                    *p.snapshot.write().unwrap_or_else(|e| e.into_inner()) = system.snapshot();
-                }
+                // the initial data is already in each earlier subscription. Memory is
+                // published even while reads come from a persistent store's view: it
+                // serves them during a store outage.
+                *p.snapshot.write().unwrap_or_else(|e| e.into_inner()) = system.snapshot();
                 p.publish_availability(system);
                 tracing::debug!("store changed");
                 // The keys are listed only for subscribers (a first data set changes

@@ -74,9 +74,9 @@ async fn readiness_never_raises_while_the_store_is_down(rt: Rt) {
             stale: false
         })
     );
-    // The reader tries again and serves the data.
+    // The store is read again: the flag, and (on the reader's own schedule) `$inited`.
     assert!(eventually(&rt, 3 * SEC, || client.flag("f").is_some()).await);
-    assert!(client.initialized());
+    assert!(eventually(&rt, 3 * SEC, || client.initialized()).await);
     assert_eq!(db.op_counts().init + db.op_counts().upsert, 0);
     client.close().await;
     assert!(client.is_closed());

@@ -229,7 +229,8 @@ async fn warm_start_serves_the_stored_flags_until_the_stream_delivers(rt: Rt) {
     assert!(eventually(&rt, 3 * SEC, || client.flag("f1").is_some()).await);
     let f1 = client.flag("f1").unwrap();
     assert_eq!((f1.version, f1.on), (5, false));
-    assert!(client.segment("s").is_some());
+    // Read key by key: the segment once asked for.
+    assert!(eventually(&rt, 3 * SEC, || client.segment("s").is_some()).await);
     assert_eq!(client.data_availability(), DataAvailability::Cached);
     assert!(client.initialized());
     assert_eq!(changes.recv().await.unwrap().key, "f1");
@@ -256,7 +257,9 @@ async fn warm_start_serves_the_stored_flags_until_the_stream_delivers(rt: Rt) {
         sleep(&rt, Duration::from_millis(10)).await;
     }
     assert_eq!(got, want);
-    // A later change in Redis by someone else no longer shows: memory serves reads.
+    // Under FDv1 the store stays the store reads come from, through its cache: a
+    // later change in Redis by someone else shows only once the entry written above
+    // expires (a TTL of 15 s).
     store
         .upsert(Kind::Flag, "f1", &item("f1", 99, false))
         .await
@@ -290,9 +293,15 @@ async fn daemon_mode_serves_data_another_process_wrote(rt: Rt) {
     let changes = client.flag_changes();
     client.start().unwrap();
     assert!(client.wait_for_initialization(5 * SEC).await);
-    assert_eq!(client.flag("f1").unwrap().version, 1);
+    // Items are read key by key: each once asked for.
+    assert!(
+        eventually(&rt, 3 * SEC, || client
+            .flag("f1")
+            .is_some_and(|f| f.version == 1))
+        .await
+    );
     assert!(client.flag("gone").is_none());
-    assert!(client.segment("s").is_some());
+    assert!(eventually(&rt, 3 * SEC, || client.segment("s").is_some()).await);
     assert_eq!(client.data_availability(), DataAvailability::Cached);
     assert_eq!(client.target_availability(), DataAvailability::Cached);
     assert_eq!(changes.recv().await.unwrap().key, "f1");
@@ -306,7 +315,13 @@ async fn daemon_mode_serves_data_another_process_wrote(rt: Rt) {
         .await
         .unwrap();
     assert!(eventually(&rt, 5 * SEC, || client.flag("f9").is_some()).await);
-    assert_eq!(client.flag("f1").unwrap().version, 2);
+    // f1 was read before: it is read again once its entry expires.
+    assert!(
+        eventually(&rt, 5 * SEC, || client
+            .flag("f1")
+            .is_some_and(|f| f.version == 2))
+        .await
+    );
     let mut keys = vec![
         timeout(&rt, SEC, changes.recv())
             .await
