@@ -52,6 +52,7 @@
 
 mod all_flags;
 mod cache;
+mod model;
 mod segment;
 mod store;
 #[cfg(test)]
