@@ -5,13 +5,14 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use flagsync_core::Kind;
+use flagsync_core::{Kind, Snapshot};
 use launchdarkly_server_sdk_evaluation::{
     Context, Error as EvalError, FlagValue, PrerequisiteEvent, PrerequisiteEventRecorder, Reason,
     evaluate,
 };
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
+use super::ModelCache;
 use super::store::SnapshotStore;
 use crate::Client;
 
@@ -228,59 +229,69 @@ impl Client {
                 flags: BTreeMap::new(),
             };
         }
-        let snapshot = self.snapshot();
-        let models = self.models();
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
-        let mut flags = BTreeMap::new();
-        for (key, item) in snapshot.iter(Kind::Flag) {
-            let Some(flag) = models.flag(&snapshot, key, item) else {
-                if !options.client_side_only {
-                    let reason = Reason::Error {
-                        error: EvalError::MalformedFlag,
-                    };
-                    let state = FlagState {
-                        value: None,
-                        variation: None,
-                        version: Some(item.version),
-                        reason: options.with_reasons.then_some(reason),
-                        track_events: false,
-                        track_reason: false,
-                        debug_events_until_date: None,
-                        prerequisites: Vec::new(),
-                    };
-                    flags.insert(key.to_owned(), state);
-                }
-                continue;
-            };
-            if options.client_side_only && !flag.using_environment_id() {
-                continue;
-            }
-            let recorder = DirectPrerequisites {
-                flag: key,
-                keys: RefCell::new(Vec::new()),
-            };
-            let store = SnapshotStore::new(&snapshot, models, context);
-            let detail = evaluate(&store, &flag, context, Some(&recorder));
-            // As the analytics events do: an experiment needs the full event and reason.
-            let experiment = flag.is_experimentation_enabled(&detail.reason);
-            let track_events = flag.track_events || experiment;
-            let debugging = flag.debug_events_until_date.is_some_and(|t| t > now_ms);
-            let details =
-                !options.details_only_for_tracked_flags || track_events || experiment || debugging;
-            let state = FlagState {
-                value: detail.value.cloned(),
-                variation: detail.variation_index,
-                version: details.then_some(flag.version),
-                reason: (details && (options.with_reasons || experiment)).then_some(detail.reason),
-                track_events,
-                track_reason: experiment,
-                debug_events_until_date: flag.debug_events_until_date,
-                prerequisites: recorder.keys.into_inner(),
-            };
-            flags.insert(key.to_owned(), state);
-        }
-        AllFlagsState { valid: true, flags }
+        flags_state(&self.snapshot(), self.models(), context, options, now_ms)
     }
+}
+
+/// Every flag of `snapshot` evaluated for `context` with the models of `models`, at Unix
+/// time `now_ms` (for `debugEventsUntilDate`); see [`Client::all_flags_state`].
+pub(super) fn flags_state(
+    snapshot: &Snapshot,
+    models: &ModelCache,
+    context: &Context,
+    options: AllFlagsOptions,
+    now_ms: u64,
+) -> AllFlagsState {
+    let mut flags = BTreeMap::new();
+    for (key, item) in snapshot.iter(Kind::Flag) {
+        let Some(flag) = models.flag(snapshot, key, item) else {
+            if !options.client_side_only {
+                let reason = Reason::Error {
+                    error: EvalError::MalformedFlag,
+                };
+                let state = FlagState {
+                    value: None,
+                    variation: None,
+                    version: Some(item.version),
+                    reason: options.with_reasons.then_some(reason),
+                    track_events: false,
+                    track_reason: false,
+                    debug_events_until_date: None,
+                    prerequisites: Vec::new(),
+                };
+                flags.insert(key.to_owned(), state);
+            }
+            continue;
+        };
+        if options.client_side_only && !flag.using_environment_id() {
+            continue;
+        }
+        let recorder = DirectPrerequisites {
+            flag: key,
+            keys: RefCell::new(Vec::new()),
+        };
+        let store = SnapshotStore::new(snapshot, models, context);
+        let detail = evaluate(&store, &flag, context, Some(&recorder));
+        // As the analytics events do: an experiment needs the full event and reason.
+        let experiment = flag.is_experimentation_enabled(&detail.reason);
+        let track_events = flag.track_events || experiment;
+        let debugging = flag.debug_events_until_date.is_some_and(|t| t > now_ms);
+        let details =
+            !options.details_only_for_tracked_flags || track_events || experiment || debugging;
+        let state = FlagState {
+            value: detail.value.cloned(),
+            variation: detail.variation_index,
+            version: details.then_some(flag.version),
+            reason: (details && (options.with_reasons || experiment)).then_some(detail.reason),
+            track_events,
+            track_reason: experiment,
+            debug_events_until_date: flag.debug_events_until_date,
+            prerequisites: recorder.keys.into_inner(),
+        };
+        flags.insert(key.to_owned(), state);
+    }
+    AllFlagsState { valid: true, flags }
 }
