@@ -952,3 +952,90 @@ fn prerequisites_lists_every_direct_prerequisite_the_evaluation_reached() {
     );
     assert_eq!(state["needs-bad"]["prerequisites"], json!(["p2", "bad"]));
 }
+
+/// The sdk-test-harness's cases (sdktests/server_side_secure_mode_hash.go, taken from
+/// the Go SDK), then the multi-kind and plain cases of LaunchDarkly's Rust SDK
+/// (launchdarkly-server-sdk src/client.rs, tests `secure_mode_hash*`).
+#[test]
+fn secure_mode_hash_matches_the_reference_vectors() {
+    let key1 = "sdk-01234567-89ab-cdef-0123-456789abcdef";
+    let key2 = "sdk-11234567-89ab-cdef-0123-456789abcdef";
+    let mut with_attributes = ContextBuilder::new("user-key-123");
+    with_attributes
+        .anonymous(true)
+        .name("a")
+        .set_string("email", "b");
+    let other = ContextBuilder::new("user-key-123")
+        .kind("other")
+        .build()
+        .unwrap();
+    let multi = MultiContextBuilder::new()
+        .add_context(
+            ContextBuilder::new("org-key|1")
+                .kind("org")
+                .build()
+                .unwrap(),
+        )
+        .add_context(user("user-key:2"))
+        .build()
+        .unwrap();
+    let cases = [
+        (
+            key1,
+            user("user-key-123"),
+            "73df666a13f2c474e50aa34ca5a761e89abb737fb139ff65fdde7fa85c9dcacd",
+        ),
+        (
+            key1,
+            with_attributes.build().unwrap(),
+            "73df666a13f2c474e50aa34ca5a761e89abb737fb139ff65fdde7fa85c9dcacd",
+        ),
+        (
+            key2,
+            user("user-key-123"),
+            "63538426a9845721a5547b4715f4284b060c21743702a896e1ff8a9a5b57215d",
+        ),
+        (
+            key1,
+            user("user-key-456"),
+            "55be6b5ceb2a11acc6a7e9c60dbee5022d9c7084baf9ecd8cf69d12bce5a92fb",
+        ),
+        (
+            key1,
+            other,
+            "98a933ca26d2951547fc021981ebcdeda95fbca2ac3f767ae67f7042d5458f72",
+        ),
+        (
+            "secret",
+            user("Message"),
+            "aa747c502a898200f9e4fa21bac68136f886a0e27aec70ba06daf2e2a5cb5597",
+        ),
+        (
+            "secret",
+            multi,
+            "5687e6383b920582ed50c2a96c98a115f1b6aad85a60579d761d9b8797415163",
+        ),
+    ];
+    for (sdk_key, context, want) in cases {
+        let client = crate::Client::builder(sdk_key).build().unwrap();
+        assert_eq!(
+            client.secure_mode_hash(&context),
+            want,
+            "{sdk_key} {:?}",
+            context.canonical_key()
+        );
+        assert_eq!(
+            format!("{:?}", client.inner.secure_mode),
+            "SecureModeKey(<redacted>)"
+        );
+    }
+    // The key the client sends is the one it hashes with, however it was set.
+    let client = crate::Client::builder("sdk-other")
+        .core_config(|c| c.identity.sdk_key = key2.to_owned())
+        .build()
+        .unwrap();
+    assert_eq!(
+        client.secure_mode_hash(&user("user-key-123")),
+        "63538426a9845721a5547b4715f4284b060c21743702a896e1ff8a9a5b57215d"
+    );
+}
