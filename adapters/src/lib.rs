@@ -347,6 +347,8 @@ impl ClientBuilder {
     /// Check the settings and make a stopped client.
     pub fn build(self) -> Result<Client, Error> {
         let conn_config = Arc::new(self.transport.conn_config()?);
+        #[cfg(feature = "eval")]
+        let secure_mode = eval::SecureModeKey::new(&self.config.identity.sdk_key);
         let now = Instant::now();
         let seed = self.seed.unwrap_or_else(|| fastrand::u64(..));
         let mut config = self.config;
@@ -388,6 +390,8 @@ impl ClientBuilder {
                 }),
                 #[cfg(feature = "eval")]
                 models: eval::ModelCache::default(),
+                #[cfg(feature = "eval")]
+                secure_mode,
             }),
         })
     }
@@ -439,6 +443,9 @@ struct Inner {
     life: Mutex<Life>,
     #[cfg(feature = "eval")]
     models: eval::ModelCache,
+    /// The SDK key's HMAC, for `secure_mode_hash` (its `Debug` is redacted).
+    #[cfg(feature = "eval")]
+    secure_mode: eval::SecureModeKey,
 }
 
 #[derive(Debug)]

@@ -529,8 +529,10 @@ async fn migration_stage_and_migrator_from_a_live_flag(rt: Rt) {
     );
     let write_event: Value = serde_json::from_str(&events[1].to_json()).unwrap();
     assert_eq!(write_event["operation"], "write");
+    // invoked, latency_ms, error (PROTOCOL.md B §6.6).
+    assert_eq!(write_event["measurements"][1]["key"], "latency_ms");
     assert_eq!(
-        write_event["measurements"][1],
+        write_event["measurements"][2],
         json!({"key": "error", "values": {"new": true}})
     );
 

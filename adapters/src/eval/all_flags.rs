@@ -1,17 +1,18 @@
 //! `Client::all_flags_state`: every flag evaluated for one context, in the JSON shape
 //! LaunchDarkly's client-side SDKs bootstrap from.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use flagsync_core::Kind;
+use flagsync_core::{Kind, Snapshot};
 use launchdarkly_server_sdk_evaluation::{
-    Context, Error as EvalError, FlagValue, PrerequisiteEvent, PrerequisiteEventRecorder, Reason,
-    evaluate,
+    Context, Error as EvalError, Flag, FlagValue, PrerequisiteEvent, PrerequisiteEventRecorder,
+    Reason, Segment, Store, evaluate,
 };
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
+use super::ModelCache;
 use super::store::SnapshotStore;
 use crate::Client;
 
@@ -65,7 +66,7 @@ pub struct FlagState {
     /// The flag's value for the context (`None`: the flag is off without an off
     /// variation, or it could not be evaluated).
     pub value: Option<FlagValue>,
-    /// The index of the variation served.
+    /// The index of the variation served (`None` when there is no value).
     pub variation: Option<isize>,
     /// The flag's version (omitted by `details_only_for_tracked_flags`).
     pub version: Option<u64>,
@@ -77,7 +78,9 @@ pub struct FlagState {
     pub track_reason: bool,
     /// Debug events until this Unix time in milliseconds.
     pub debug_events_until_date: Option<u64>,
-    /// The keys of the prerequisites evaluated for this flag, in order.
+    /// The keys of this flag's own prerequisites that its evaluation reached, in order:
+    /// every one up to the first that failed, including a missing prerequisite flag or
+    /// one whose evaluation failed.
     pub prerequisites: Vec<String>,
 }
 
@@ -195,17 +198,43 @@ impl Serialize for FlagMetadata<'_> {
     }
 }
 
-/// Records the keys of a flag's own (top-level) prerequisites as the engine evaluates
+/// The evaluation of one flag for `all_flags_state`: the engine's store, which also
+/// notes the keys of the flag's own (top-level) prerequisites as the engine reaches
 /// them.
-struct DirectPrerequisites<'a> {
+///
+/// The engine looks each prerequisite up in the store before it evaluates it, and
+/// reports it to the recorder only once that evaluation succeeded, so the recorder alone
+/// misses a prerequisite flag that is missing or whose evaluation fails (a cycle). Here a
+/// lookup is the flag's own prerequisite if it is the first one, or the first after a
+/// prerequisite of this flag was reported; the lookups in between are the nested
+/// prerequisites of that one. As in Python's `_check_prerequisites`
+/// (ldclient/impl/evaluator.py), the flag itself as its own prerequisite is not listed:
+/// Python detects that cycle before it records the key.
+struct PrerequisiteLog<'a> {
+    store: SnapshotStore<'a>,
     flag: &'a str,
+    /// The next flag lookup is one of this flag's own prerequisites.
+    next_is_direct: Cell<bool>,
     keys: RefCell<Vec<String>>,
 }
 
-impl PrerequisiteEventRecorder for DirectPrerequisites<'_> {
+impl Store for PrerequisiteLog<'_> {
+    fn flag(&self, flag_key: &str) -> Option<Flag> {
+        if self.next_is_direct.replace(false) && flag_key != self.flag {
+            self.keys.borrow_mut().push(flag_key.to_owned());
+        }
+        self.store.flag(flag_key)
+    }
+
+    fn segment(&self, segment_key: &str) -> Option<Segment> {
+        self.store.segment(segment_key)
+    }
+}
+
+impl PrerequisiteEventRecorder for PrerequisiteLog<'_> {
     fn record(&self, event: PrerequisiteEvent) {
         if event.target_flag_key == self.flag {
-            self.keys.borrow_mut().push(event.prerequisite_flag.key);
+            self.next_is_direct.set(true);
         }
     }
 }
@@ -214,9 +243,10 @@ impl Client {
     /// Evaluate every flag for `context`, e.g. to bootstrap a client-side SDK.
     ///
     /// Before the client has data the state is empty and not [valid](AllFlagsState::valid)
-    /// (PROTOCOL.md B §4.6). A flag that cannot be parsed is included with no value and
-    /// the reason `MALFORMED_FLAG` (unless `client_side_only`, which needs the parsed
-    /// flag to decide).
+    /// (PROTOCOL.md B §4.6). A flag that cannot be parsed, or whose evaluation fails, is
+    /// included with no value, no variation and the reason `ERROR` (`MALFORMED_FLAG`); an
+    /// unparsable flag is left out with `client_side_only`, which needs the parsed flag
+    /// to decide.
     ///
     /// Every flag is parsed into the cache on the first call, so later calls (and
     /// variations) start from parsed models.
@@ -228,60 +258,86 @@ impl Client {
                 flags: BTreeMap::new(),
             };
         }
-        let snapshot = self.snapshot();
-        let models = self.models();
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
-        let mut flags = BTreeMap::new();
-        for (key, item) in snapshot.iter(Kind::Flag) {
-            let Some(flag) = models.flag(&snapshot, key, item) else {
-                if !options.client_side_only {
-                    let reason = Reason::Error {
-                        error: EvalError::MalformedFlag,
-                    };
-                    let state = FlagState {
-                        value: None,
-                        variation: None,
-                        version: Some(item.version),
-                        reason: options.with_reasons.then_some(reason),
-                        track_events: false,
-                        track_reason: false,
-                        debug_events_until_date: None,
-                        prerequisites: Vec::new(),
-                    };
-                    flags.insert(key.to_owned(), state);
-                }
-                continue;
-            };
-            if options.client_side_only && !flag.using_environment_id() {
-                continue;
-            }
-            let recorder = DirectPrerequisites {
-                flag: key,
-                keys: RefCell::new(Vec::new()),
-            };
-            let store = SnapshotStore::new(&snapshot, models, context)
-                .with_view(self.inner.published.view());
-            let detail = evaluate(&store, &flag, context, Some(&recorder));
-            // As the analytics events do: an experiment needs the full event and reason.
-            let experiment = flag.is_experimentation_enabled(&detail.reason);
-            let track_events = flag.track_events || experiment;
-            let debugging = flag.debug_events_until_date.is_some_and(|t| t > now_ms);
-            let details =
-                !options.details_only_for_tracked_flags || track_events || experiment || debugging;
-            let state = FlagState {
-                value: detail.value.cloned(),
-                variation: detail.variation_index,
-                version: details.then_some(flag.version),
-                reason: (details && (options.with_reasons || experiment)).then_some(detail.reason),
-                track_events,
-                track_reason: experiment,
-                debug_events_until_date: flag.debug_events_until_date,
-                prerequisites: recorder.keys.into_inner(),
-            };
-            flags.insert(key.to_owned(), state);
+        let published = &self.inner.published;
+        if let Some(view) = published.view() {
+            // As the reference reads every flag of a persistent store: whole, cached.
+            view.touch_all(Kind::Flag);
         }
-        AllFlagsState { valid: true, flags }
+        flags_state(
+            &published.snapshot(),
+            published.view(),
+            self.models(),
+            context,
+            options,
+            now_ms,
+        )
     }
+}
+
+/// Every flag of `snapshot` evaluated for `context` with the models of `models`, at Unix
+/// time `now_ms` (for `debugEventsUntilDate`); see [`Client::all_flags_state`].
+pub(super) fn flags_state(
+    snapshot: &Snapshot,
+    view: Option<&crate::persist::view::StoreView>,
+    models: &ModelCache,
+    context: &Context,
+    options: AllFlagsOptions,
+    now_ms: u64,
+) -> AllFlagsState {
+    let mut flags = BTreeMap::new();
+    for (key, item) in snapshot.iter(Kind::Flag) {
+        let Some(flag) = models.flag(snapshot, key, item) else {
+            if !options.client_side_only {
+                let reason = Reason::Error {
+                    error: EvalError::MalformedFlag,
+                };
+                let state = FlagState {
+                    value: None,
+                    variation: None,
+                    version: Some(item.version),
+                    reason: options.with_reasons.then_some(reason),
+                    track_events: false,
+                    track_reason: false,
+                    debug_events_until_date: None,
+                    prerequisites: Vec::new(),
+                };
+                flags.insert(key.to_owned(), state);
+            }
+            continue;
+        };
+        if options.client_side_only && !flag.using_environment_id() {
+            continue;
+        }
+        let log = PrerequisiteLog {
+            store: SnapshotStore::new(snapshot, models, context).with_view(view),
+            flag: key,
+            next_is_direct: Cell::new(true),
+            keys: RefCell::new(Vec::new()),
+        };
+        let detail = evaluate(&log, &flag, context, Some(&log));
+        // A failed evaluation serves no variation: the engine keeps the index of one
+        // that is out of range (Go's and Python's AllFlagsState have none).
+        let failed = matches!(detail.reason, Reason::Error { .. });
+        // As the analytics events do: an experiment needs the full event and reason.
+        let experiment = flag.is_experimentation_enabled(&detail.reason);
+        let track_events = flag.track_events || experiment;
+        let debugging = flag.debug_events_until_date.is_some_and(|t| t > now_ms);
+        let details =
+            !options.details_only_for_tracked_flags || track_events || experiment || debugging;
+        let state = FlagState {
+            value: detail.value.filter(|_| !failed).cloned(),
+            variation: detail.variation_index.filter(|_| !failed),
+            version: details.then_some(flag.version),
+            reason: (details && (options.with_reasons || experiment)).then_some(detail.reason),
+            track_events,
+            track_reason: experiment,
+            debug_events_until_date: flag.debug_events_until_date,
+            prerequisites: log.keys.into_inner(),
+        };
+        flags.insert(key.to_owned(), state);
+    }
+    AllFlagsState { valid: true, flags }
 }

@@ -1,7 +1,8 @@
 //! Parsed flag and segment models, keyed by (kind, key, version).
 //!
 //! The store keeps raw JSON (DESIGN.md §3). The first evaluation that needs an item
-//! parses it into the engine's model and leaves it here; every later evaluation of the
+//! parses it into the engine's model (`model.rs`: missing optional fields get their zero
+//! values) and leaves it here; every later evaluation of the
 //! same version shares it through an `Arc`. A new version replaces the old entry the
 //! first time it is evaluated; an evaluation on an older snapshot (a reader that took
 //! its snapshot before an update) parses its version for itself and leaves the newer
@@ -26,6 +27,7 @@ use flagsync_core::{Kind, Snapshot};
 use launchdarkly_server_sdk_evaluation::Flag;
 use rustc_hash::{FxBuildHasher, FxHashMap};
 
+use super::model;
 use super::segment::SegmentModel;
 
 /// Shards per kind (a power of two).
@@ -54,7 +56,7 @@ impl ModelCache {
     /// engine cannot parse it.
     pub(crate) fn flag(&self, snapshot: &Snapshot, key: &str, item: &Item) -> Option<Arc<Flag>> {
         self.flags.get_or_parse(snapshot, Kind::Flag, key, item, |raw| {
-            serde_json::from_slice::<Flag>(raw)
+            model::flag(raw, key)
                 .map_err(|e| tracing::debug!(flag = key, error = %e, "flag JSON the evaluation engine cannot read"))
                 .ok()
         })
@@ -65,7 +67,7 @@ impl ModelCache {
         let item = snapshot.get(Kind::Segment, key)?;
         self.segments
             .get_or_parse(snapshot, Kind::Segment, key, item, |raw| {
-                SegmentModel::parse(raw)
+                model::segment(raw, key)
                     .map_err(|e| tracing::debug!(segment = key, error = %e, "segment JSON the evaluation engine cannot read"))
                     .ok()
             })

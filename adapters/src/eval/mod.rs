@@ -1,6 +1,6 @@
 //! Flag evaluation on the [`Client`]: typed `*_variation` and `*_variation_detail`
-//! methods, [`Client::all_flags_state`], and (in [`crate::migration`]) the migration
-//! stage of a flag.
+//! methods, [`Client::all_flags_state`], [`Client::secure_mode_hash`], and (in
+//! [`crate::migration`]) the migration stage of a flag.
 //!
 //! Evaluation itself is the official engine, the `launchdarkly-server-sdk-evaluation`
 //! crate (re-exported as [`engine`]), so rules, rollouts, prerequisites and segment
@@ -53,6 +53,8 @@
 mod all_flags;
 mod cache;
 mod equality;
+mod model;
+mod secure_mode;
 mod segment;
 mod store;
 #[cfg(test)]
@@ -76,6 +78,7 @@ pub use launchdarkly_server_sdk_evaluation::{
 };
 
 pub(crate) use cache::ModelCache;
+pub(crate) use secure_mode::SecureModeKey;
 
 use crate::Client;
 use store::SnapshotStore;

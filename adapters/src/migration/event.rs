@@ -151,7 +151,8 @@ impl Serialize for Evaluation<'_> {
     }
 }
 
-/// The `measurements` array: each entry only when it has data.
+/// The `measurements` array, in the order of PROTOCOL.md B §6.6 (invoked, consistent,
+/// latency_ms, error): each entry only when it has data.
 struct Measurements<'a>(&'a MigrationOpEvent);
 
 impl Measurements<'_> {
@@ -176,11 +177,11 @@ impl Serialize for Measurements<'_> {
         if let Some(value) = e.consistent {
             seq.serialize_element(&Consistent(value, e.check_ratio))?;
         }
-        if e.errors.old || e.errors.new {
-            seq.serialize_element(&Flags("error", &e.errors))?;
-        }
         if e.latencies.old.is_some() || e.latencies.new.is_some() {
             seq.serialize_element(&Latencies(&e.latencies))?;
+        }
+        if e.errors.old || e.errors.new {
+            seq.serialize_element(&Flags("error", &e.errors))?;
         }
         seq.end()
     }

@@ -170,11 +170,38 @@ fn event_json_with_every_measurement() {
             "measurements": [
                 {"key": "invoked", "values": {"old": true, "new": true}},
                 {"key": "consistent", "value": false},
-                {"key": "error", "values": {"new": true}},
                 {"key": "latency_ms", "values": {"old": 12.5, "new": 3.0}},
+                {"key": "error", "values": {"new": true}},
             ]
         })
     );
+}
+
+/// The measurements in the order of PROTOCOL.md B §6.6 and Python's event output
+/// (ldclient/impl/events/event_processor_common.py): invoked, consistent, latency_ms,
+/// error; `measurements` is the last member of the event.
+#[test]
+fn event_json_measurements_are_in_the_reference_order() {
+    let f = flag(json!({"migration": {"checkRatio": 4}}));
+    let mut t = tracker(Some(f));
+    t.operation(Operation::Read);
+    t.invoked(Origin::Old);
+    t.invoked(Origin::New);
+    t.error(Origin::Old);
+    t.latency(Origin::New, Duration::from_micros(2_250));
+    t.latency(Origin::Old, Duration::from_millis(4));
+    // A check ratio of 4 samples one call in four: call until one does.
+    while !t.consistent(|| true) {}
+    let json = t.build_at(UNIX_EPOCH).unwrap().to_json();
+    let want = concat!(
+        r#","measurements":["#,
+        r#"{"key":"invoked","values":{"old":true,"new":true}},"#,
+        r#"{"key":"consistent","value":true,"samplingRatio":4},"#,
+        r#"{"key":"latency_ms","values":{"old":4.0,"new":2.25}},"#,
+        r#"{"key":"error","values":{"old":true}}"#,
+        "]}"
+    );
+    assert!(json.ends_with(want), "{json}");
 }
 
 #[test]

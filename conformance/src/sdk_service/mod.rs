@@ -46,6 +46,7 @@ pub const CAPABILITIES: &[&str] = &[
     "context-type",
     "context-comparison",
     "user-type",
+    "secure-mode-hash",
     "service-endpoints",
     "tags",
     "filtering",
@@ -282,8 +283,8 @@ impl Service {
             "contextComparison" => context::compare(&params(cmd)?).map_err(bad),
             "secureModeHash" => {
                 let p: ContextParams = params(cmd)?;
-                let _context = either(p.context, p.user).map_err(bad)?;
-                Err(bad("secureModeHash: MERGE-PENDING"))
+                let context = either(p.context, p.user).map_err(bad)?;
+                Ok(json!({ "result": client.secure_mode_hash(&context) }))
             }
             "migrationVariation" => migration::variation(client, &params(cmd)?).map_err(bad),
             "migrationOperation" => {
