@@ -81,6 +81,17 @@ macro_rules! transport_methods {
         }
 
         /// Also trust the certificates in this PEM data (e.g. a private CA).
+        ///
+        /// Server certificates are matched to the host name by their subjectAltName
+        /// extension. A certificate with no subjectAltName at all (or one without any DNS
+        /// or IP address entry) is matched by its subject Common Name instead, as OpenSSL
+        /// and the SDKs built on it do (RFC 6125 §6.4.4): private CAs still issue such
+        /// certificates, LaunchDarkly's sdk-test-harness serves one with only
+        /// `CN=localhost`. This applies to DNS names only, never to IP addresses, and a
+        /// wildcard is allowed only as the whole left-most label; the chain, validity
+        /// and key usage are checked as for any certificate, and no name-constrained CA
+        /// may vouch for a Common Name. A certificate with any DNS or IP subjectAltName
+        /// is judged by it alone.
         #[cfg(feature = "rustls")]
         pub fn add_root_certificate_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
             self.transport.tls.extra_roots_pem.push(pem.into());

@@ -37,7 +37,11 @@ mod tls_rt {
     runtime_tests!(
         tls_with_a_custom_ca,
         tls_rejects_the_wrong_host_name,
-        tls_bad_pem_is_a_build_error
+        tls_bad_pem_is_a_build_error,
+        tls_accepts_a_common_name_only_certificate_for_its_name,
+        tls_rejects_a_common_name_only_certificate_for_another_name,
+        tls_rejects_a_common_name_only_certificate_from_an_untrusted_ca,
+        tls_ignores_the_common_name_when_a_subject_alt_name_is_present,
     );
 }
 
@@ -492,6 +496,102 @@ mod tls_tests {
         client.start().unwrap();
         assert!(client.wait_for_initialization(5 * SEC).await);
         client.close().await;
+    }
+
+    /// Serve `served` over TLS and connect to it as `https://{host}:{port}`, trusting
+    /// only `trusted_ca_pem`; a `host` other than `localhost` or an IP address is reached
+    /// through a proxy that tunnels every `CONNECT` to the local server. `Ok` when the
+    /// client initialized; otherwise the failure, which must be a certificate error (its
+    /// message is returned) with no request seen by the server.
+    async fn tls_connects(
+        rt: &Rt,
+        served: &tls::Certs,
+        trusted_ca_pem: &str,
+        host: &str,
+    ) -> Result<(), String> {
+        let server = Server::start_wrapped(tls::wrap(served.server.clone()), |_, r| {
+            r.send(SSE_HEAD);
+            r.send(put_event(&[("f", 1, true)], &[], None));
+            After::Hold
+        });
+        let uri = format!("https://{host}:{}", server.port);
+        let mut builder = builder(rt, &uri)
+            .tls_built_in_roots(false)
+            .add_root_certificate_pem(trusted_ca_pem.to_owned());
+        let proxy;
+        if host != "localhost" && host.parse::<std::net::IpAddr>().is_err() {
+            proxy = proxy::Proxy::start_redirecting_to(server.port);
+            builder = builder.proxy(proxy.url());
+        }
+        let client = builder.build().unwrap();
+        client.start().unwrap();
+        let result = if client.wait_for_initialization(2 * SEC).await {
+            Ok(())
+        } else {
+            let err = client.status().error.unwrap();
+            assert_eq!(err.kind, ErrorKind::NetworkError);
+            assert!(
+                err.message.to_lowercase().contains("certificate"),
+                "{}",
+                err.message
+            );
+            assert!(server.requests().is_empty());
+            Err(err.message)
+        };
+        client.close().await;
+        result
+    }
+
+    /// LaunchDarkly's sdk-test-harness serves a certificate with no subjectAltName,
+    /// only `CN=localhost`: accepted for `localhost`, as OpenSSL-based SDKs do.
+    pub(crate) async fn tls_accepts_a_common_name_only_certificate_for_its_name(rt: Rt) {
+        let certs = tls::certs_with(&[], Some("localhost"));
+        tls_connects(&rt, &certs, &certs.ca_pem, "localhost")
+            .await
+            .unwrap();
+    }
+
+    pub(crate) async fn tls_rejects_a_common_name_only_certificate_for_another_name(rt: Rt) {
+        let certs = tls::certs_with(&[], Some("localhost"));
+        // The redirecting proxy still works for a certificate valid for the name ...
+        let valid = tls::certs_with(&[], Some("other.example"));
+        tls_connects(&rt, &valid, &valid.ca_pem, "other.example")
+            .await
+            .unwrap();
+        // ... but `CN=localhost` is not valid for other.example.
+        let err = tls_connects(&rt, &certs, &certs.ca_pem, "other.example")
+            .await
+            .unwrap_err();
+        assert!(err.contains("not valid for name"), "{err}");
+        // Nor for an IP address: the common name is only ever matched to DNS names.
+        let err = tls_connects(&rt, &certs, &certs.ca_pem, "127.0.0.1")
+            .await
+            .unwrap_err();
+        assert!(err.contains("not valid for name"), "{err}");
+        let ip = tls::certs_with(&[], Some("127.0.0.1"));
+        let err = tls_connects(&rt, &ip, &ip.ca_pem, "127.0.0.1")
+            .await
+            .unwrap_err();
+        assert!(err.contains("not valid for name"), "{err}");
+    }
+
+    pub(crate) async fn tls_rejects_a_common_name_only_certificate_from_an_untrusted_ca(rt: Rt) {
+        let certs = tls::certs_with(&[], Some("localhost"));
+        // Another CA, with the same name as the one that signed the certificate.
+        let other_ca = tls::certs(&["localhost"]);
+        let err = tls_connects(&rt, &certs, &other_ca.ca_pem, "localhost")
+            .await
+            .unwrap_err();
+        // Rejected by the chain check, before any name is looked at.
+        assert!(err.contains("BadSignature"), "{err}");
+    }
+
+    pub(crate) async fn tls_ignores_the_common_name_when_a_subject_alt_name_is_present(rt: Rt) {
+        let certs = tls::certs_with(&["other.example"], Some("localhost"));
+        let err = tls_connects(&rt, &certs, &certs.ca_pem, "localhost")
+            .await
+            .unwrap_err();
+        assert!(err.contains("not valid for name"), "{err}");
     }
 
     pub(crate) async fn tls_bad_pem_is_a_build_error(_rt: Rt) {

@@ -16,6 +16,16 @@ pub struct Proxy {
 
 impl Proxy {
     pub fn start() -> Self {
+        Self::start_to(None)
+    }
+
+    /// A proxy whose `CONNECT` tunnels all go to `127.0.0.1:port`, whatever host they
+    /// name: a client can then reach a local server under any host name.
+    pub fn start_redirecting_to(port: u16) -> Self {
+        Self::start_to(Some(format!("127.0.0.1:{port}")))
+    }
+
+    fn start_to(redirect: Option<String>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let connects = Arc::new(Mutex::new(Vec::new()));
@@ -23,8 +33,8 @@ impl Proxy {
         let (log, flog) = (connects.clone(), forwarded.clone());
         thread::spawn(move || {
             for client in listener.incoming().flatten() {
-                let (log, flog) = (log.clone(), flog.clone());
-                thread::spawn(move || tunnel(client, &log, &flog));
+                let (log, flog, redirect) = (log.clone(), flog.clone(), redirect.clone());
+                thread::spawn(move || tunnel(client, &log, &flog, redirect.as_deref()));
             }
         });
         Self {
@@ -39,7 +49,12 @@ impl Proxy {
     }
 }
 
-fn tunnel(mut client: TcpStream, log: &Mutex<Vec<String>>, forwarded: &Mutex<Vec<String>>) {
+fn tunnel(
+    mut client: TcpStream,
+    log: &Mutex<Vec<String>>,
+    forwarded: &Mutex<Vec<String>>,
+    redirect: Option<&str>,
+) {
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
@@ -54,7 +69,7 @@ fn tunnel(mut client: TcpStream, log: &Mutex<Vec<String>>, forwarded: &Mutex<Vec
     let target = words.next().unwrap_or_default().to_owned();
     let upstream = if method == "CONNECT" {
         log.lock().unwrap().push(head.clone());
-        let Ok(upstream) = TcpStream::connect(&target) else {
+        let Ok(upstream) = TcpStream::connect(redirect.unwrap_or(&target)) else {
             let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n");
             return;
         };

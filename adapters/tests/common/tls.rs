@@ -11,7 +11,16 @@ pub struct Certs {
     pub server: Arc<rustls::ServerConfig>,
 }
 
+/// A server certificate with `names` as DNS subjectAltNames (and rcgen's default
+/// subject), signed by a new test CA.
 pub fn certs(names: &[&str]) -> Certs {
+    certs_with(names, None)
+}
+
+/// A server certificate signed by a new test CA, with `names` as DNS subjectAltNames
+/// (none: no subjectAltName extension at all) and, when given, `common_name` as the
+/// only attribute of its subject (otherwise rcgen's default subject).
+pub fn certs_with(names: &[&str], common_name: Option<&str>) -> Certs {
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -20,9 +29,15 @@ pub fn certs(names: &[&str]) -> Certs {
         .push(rcgen::DnType::CommonName, "flagsync test CA");
     let ca = ca_params.self_signed(&ca_key).unwrap();
     let key = rcgen::KeyPair::generate().unwrap();
-    let params =
+    let mut params =
         rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
             .unwrap();
+    if let Some(cn) = common_name {
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+    }
     let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let server = rustls::ServerConfig::builder_with_provider(provider)
