@@ -22,7 +22,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use flagsync_core::store::{Change, ChangeSet, Store};
 use flagsync_core::{Command, Kind, Snapshot};
@@ -72,11 +72,17 @@ fn slot(kind: Kind) -> usize {
     }
 }
 
-/// True while an entry read at `at` may be served without asking again.
+/// The longest time before its expiry that a read entry is read again: a tenth of the
+/// TTL, at most 100 ms.
+const REFRESH_AHEAD: Duration = Duration::from_millis(100);
+
+/// True while an entry read at `at` may be served without asking again. An entry read
+/// shortly before it expires ([`REFRESH_AHEAD`]) is asked for again already, so that a
+/// steady reader sees the store's answer when the entry expires, not one read later.
 fn fresh(ttl: CacheTtl, at: Instant, now: Instant) -> bool {
     match ttl {
         CacheTtl::Disabled => false,
-        CacheTtl::Expires(d) => now.saturating_duration_since(at) < d,
+        CacheTtl::Expires(d) => now.saturating_duration_since(at) + (d / 10).min(REFRESH_AHEAD) < d,
         CacheTtl::Infinite => true,
     }
 }
@@ -301,8 +307,6 @@ pub(crate) async fn run(
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use bytes::Bytes;
 
     use super::*;
@@ -373,6 +377,29 @@ mod tests {
         off.fetched(&fetch, Answer::Item(Some(item("f", 1))), Instant::now());
         off.touch(Kind::Flag, "f");
         assert_eq!(rx.try_recv(), Ok(fetch), "no cache: every read asks");
+    }
+
+    #[test]
+    fn an_entry_is_read_again_shortly_before_it_expires() {
+        let ttl = CacheTtl::Expires(Duration::from_secs(1));
+        let t0 = Instant::now();
+        assert!(fresh(ttl, t0, t0 + Duration::from_millis(899)));
+        assert!(
+            !fresh(ttl, t0, t0 + Duration::from_millis(900)),
+            "100 ms ahead"
+        );
+        let short = CacheTtl::Expires(Duration::from_millis(200));
+        assert!(fresh(short, t0, t0 + Duration::from_millis(179)));
+        assert!(
+            !fresh(short, t0, t0 + Duration::from_millis(180)),
+            "a tenth ahead"
+        );
+        assert!(fresh(
+            CacheTtl::Infinite,
+            t0,
+            t0 + Duration::from_secs(1 << 30)
+        ));
+        assert!(!fresh(CacheTtl::Disabled, t0, t0));
     }
 
     #[test]
