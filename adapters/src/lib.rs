@@ -888,6 +888,20 @@ mod tests {
     }
 
     #[test]
+    fn a_client_debug_output_never_shows_the_sdk_key() {
+        for mode in [Mode::Streaming, Mode::Polling, Mode::Fdv2] {
+            let client = Client::builder("sdk-very-secret-key")
+                .mode(mode)
+                .proxy("http://user:proxy-pass@127.0.0.1:3128")
+                .build()
+                .expect("client");
+            let shown = format!("{client:?}");
+            assert!(!shown.contains("sdk-very-secret-key"), "{mode:?}: {shown}");
+            assert!(!shown.contains("proxy-pass"), "{mode:?}: {shown}");
+        }
+    }
+
+    #[test]
     fn unseeded_clients_have_different_instance_ids() {
         let a = Client::builder("k").build().expect("client");
         let b = Client::builder("k").build().expect("client");

@@ -8,8 +8,8 @@ use crate::conn::ConnConfig;
 use crate::proxy::{Proxy, ProxySettings};
 use crate::runtime::Runtime;
 
-/// Where the proxy comes from.
-#[derive(Debug, Clone, Default)]
+/// Where the proxy comes from. `Debug` never shows the URL's credentials.
+#[derive(Clone, Default)]
 pub(crate) enum ProxyChoice {
     /// `HTTP_PROXY` / `HTTPS_PROXY` / `NO_PROXY` (the default).
     #[default]
@@ -18,6 +18,25 @@ pub(crate) enum ProxyChoice {
     None,
     /// This proxy URL for every connection.
     Url(String),
+}
+
+impl std::fmt::Debug for ProxyChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Environment => f.write_str("Environment"),
+            Self::None => f.write_str("None"),
+            Self::Url(url) => {
+                // `scheme://user:password@host` → `scheme://<redacted>@host`.
+                let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+                let shown = match rest.rsplit_once('@') {
+                    Some((_, host)) if scheme.is_empty() => format!("<redacted>@{host}"),
+                    Some((_, host)) => format!("{scheme}://<redacted>@{host}"),
+                    None => url.clone(),
+                };
+                f.debug_tuple("Url").field(&shown).finish()
+            }
+        }
+    }
 }
 
 /// Runtime, proxy and TLS options as given to a builder.

@@ -18,8 +18,9 @@ impl fmt::Display for ConnId {
     }
 }
 
-/// Something the driver must do.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Something the driver must do. Its `Debug` output shows a request's text with the
+/// values of `Authorization` and `Proxy-Authorization` redacted.
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Action {
     /// Open a connection to `endpoint` (TCP, then TLS if `endpoint.tls`, through a
@@ -39,6 +40,47 @@ pub enum Action {
         /// The connection to close.
         conn: ConnId,
     },
+}
+
+impl fmt::Debug for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Connect {
+                conn,
+                endpoint,
+                request,
+            } => f
+                .debug_struct("Connect")
+                .field("conn", conn)
+                .field("endpoint", endpoint)
+                .field("request", &RedactedRequest(request))
+                .finish(),
+            Self::Close { conn } => f.debug_struct("Close").field("conn", conn).finish(),
+        }
+    }
+}
+
+/// A request's text for `Debug` output, secret header values redacted.
+struct RedactedRequest<'a>(&'a [u8]);
+
+impl fmt::Debug for RedactedRequest<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = String::from_utf8_lossy(self.0);
+        let mut shown = String::with_capacity(text.len());
+        for line in text.split_inclusive('\n') {
+            let name = line.split(':').next().unwrap_or_default().trim();
+            if line.contains(':')
+                && (name.eq_ignore_ascii_case("authorization")
+                    || name.eq_ignore_ascii_case("proxy-authorization"))
+            {
+                shown.push_str(name);
+                shown.push_str(": <redacted>\r\n");
+            } else {
+                shown.push_str(line);
+            }
+        }
+        fmt::Debug::fmt(&shown, f)
+    }
 }
 
 /// Why a connection closed, as the driver saw it.
@@ -62,5 +104,34 @@ pub struct IoCause {
 impl fmt::Display for IoCause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)
+    }
+}
+
+#[cfg(test)]
+mod redaction_tests {
+    use super::*;
+
+    #[test]
+    fn a_connect_action_never_shows_the_key() {
+        let action = Action::Connect {
+            conn: ConnId(1),
+            endpoint: Endpoint {
+                tls: false,
+                host: "h".into(),
+                port: 80,
+            },
+            request: Bytes::from_static(
+                b"GET /all HTTP/1.1\r\nHost: h\r\nauthorization: sdk-secret\r\nProxy-Authorization: Basic x\r\nAccept: */*\r\n\r\n",
+            ),
+        };
+        let shown = format!("{action:?}");
+        assert!(
+            !shown.contains("sdk-secret") && !shown.contains("Basic x"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("authorization: <redacted>") && shown.contains("Accept: */*"),
+            "{shown}"
+        );
     }
 }

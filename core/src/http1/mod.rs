@@ -63,7 +63,7 @@ mod response;
 
 pub use error::{Error, HeadError};
 pub use head::ResponseHead;
-pub use request::{Method, RequestHead};
+pub use request::{Method, RedactedHeaders, RequestHead};
 pub use response::{Config, ResponseEvent, ResponseReader};
 
 #[cfg(test)]

@@ -23,8 +23,29 @@ impl Method {
     }
 }
 
-/// An HTTP/1.1 request head in origin form.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Header fields for `Debug` output: the values of `Authorization` and
+/// `Proxy-Authorization` are printed as `<redacted>`, so that no SDK key or proxy
+/// credential ever reaches a log through a `{:?}`.
+pub struct RedactedHeaders<'a>(pub &'a [(String, String)]);
+
+impl std::fmt::Debug for RedactedHeaders<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|(name, value)| {
+                let secret = name.eq_ignore_ascii_case("authorization")
+                    || name.eq_ignore_ascii_case("proxy-authorization");
+                (
+                    name.as_str(),
+                    if secret { "<redacted>" } else { value.as_str() },
+                )
+            }))
+            .finish()
+    }
+}
+
+/// An HTTP/1.1 request head in origin form. Its `Debug` output never shows the values
+/// of `Authorization` and `Proxy-Authorization` ([`RedactedHeaders`]).
+#[derive(Clone, PartialEq, Eq)]
 pub struct RequestHead {
     /// The request method.
     pub method: Method,
@@ -35,6 +56,17 @@ pub struct RequestHead {
     /// Further header fields, written in order. Do not include `Host` or
     /// `Content-Length`: [`write_to`](Self::write_to) writes those.
     pub headers: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for RequestHead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestHead")
+            .field("method", &self.method)
+            .field("target", &self.target)
+            .field("host", &self.host)
+            .field("headers", &RedactedHeaders(&self.headers))
+            .finish()
+    }
 }
 
 impl RequestHead {

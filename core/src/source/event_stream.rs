@@ -29,7 +29,7 @@ pub enum UnrecoverablePolicy {
 }
 
 /// Settings of an [`EventStream`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct EventStreamConfig {
     /// The stream URL.
     pub url: Url,
@@ -56,6 +56,26 @@ pub struct EventStreamConfig {
     pub sse: sse::Config,
     /// HTTP response limits.
     pub http: http1::Config,
+}
+
+impl std::fmt::Debug for EventStreamConfig {
+    /// Header values that carry credentials are redacted.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventStreamConfig")
+            .field("url", &self.url)
+            .field("method", &self.method)
+            .field("headers", &crate::http1::RedactedHeaders(&self.headers))
+            .field("body", &self.body)
+            .field("last_event_id", &self.last_event_id)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("read_timeout", &self.read_timeout)
+            .field("backoff", &self.backoff)
+            .field("unrecoverable", &self.unrecoverable)
+            .field("max_redirects", &self.max_redirects)
+            .field("sse", &self.sse)
+            .field("http", &self.http)
+            .finish()
+    }
 }
 
 impl EventStreamConfig {

@@ -106,5 +106,11 @@ mod tests {
         };
         assert_eq!(bad.headers()[0].1, "");
         assert!(!format!("{id:?}").contains("sdk-abc"));
+        let shown = format!("{:?}", crate::http1::RedactedHeaders(&h));
+        assert!(
+            !shown.contains("sdk-abc")
+                && shown.contains("<redacted>")
+                && shown.contains("Wrap/1.0")
+        );
     }
 }

@@ -35,7 +35,7 @@ pub enum PollFormat {
 }
 
 /// Settings of the polling source.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct PollConfig {
     /// The full request URL (`…/sdk/latest-all` with any `filter`).
     pub url: Url,
@@ -62,6 +62,25 @@ pub struct PollConfig {
     /// Poll once and stop (an FDv2 initializer): the outcome is reported and no further
     /// poll is scheduled.
     pub once: bool,
+}
+
+impl std::fmt::Debug for PollConfig {
+    /// Header values that carry credentials are redacted.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PollConfig")
+            .field("url", &self.url)
+            .field("headers", &crate::http1::RedactedHeaders(&self.headers))
+            .field("interval", &self.interval)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("read_timeout", &self.read_timeout)
+            .field("unrecoverable", &self.unrecoverable)
+            .field("backoff", &self.backoff)
+            .field("http", &self.http)
+            .field("max_redirects", &self.max_redirects)
+            .field("format", &self.format)
+            .field("once", &self.once)
+            .finish()
+    }
 }
 
 #[derive(Debug)]
