@@ -62,6 +62,7 @@ pub const CAPABILITIES: &[&str] = &[
     "retry-conformance-fdv1-polling",
     "persistent-data-store-redis",
     "migrations",
+    "client-prereq-events",
 ];
 
 /// The service: its runtime and the clients it made.
