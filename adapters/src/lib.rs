@@ -726,16 +726,16 @@ impl Client {
     /// data source delivered, tombstones included.
     ///
     /// Before memory holds a full data set, with a persistent store (a warm start,
-    /// daemon mode), this is what the client holds of the store instead: the items read
-    /// so far, and every item once a whole read of the store (asked for by this call,
-    /// at most once per cache TTL) has been answered.
+    /// daemon mode), this is every item of the store as last read whole: first before
+    /// the client is ready, then again (asked for by this call, in the background) at
+    /// most once per cache TTL.
     pub fn snapshot(&self) -> Snapshot {
         let published = &self.inner.published;
         match published.view() {
             Some(view) if !published.memory_initialized() => {
                 view.touch_all(Kind::Segment);
                 view.touch_all(Kind::Flag);
-                view.snapshot()
+                view.listing()
             }
             _ => published.memory_snapshot(),
         }

@@ -262,12 +262,17 @@ impl Client {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         let published = &self.inner.published;
-        if let Some(view) = published.view() {
-            // As the reference reads every flag of a persistent store: whole, cached.
-            view.touch_all(Kind::Flag);
-        }
+        // As the reference reads every flag of a persistent store: whole, cached.
+        let snapshot = match published.view() {
+            Some(view) => {
+                view.touch_all(Kind::Segment);
+                view.touch_all(Kind::Flag);
+                view.listing()
+            }
+            None => published.snapshot(),
+        };
         flags_state(
-            &published.snapshot(),
+            &snapshot,
             published.view(),
             self.models(),
             context,

@@ -2,7 +2,8 @@
 //! from it: a warm start (serve the last known flags at once, until the data source
 //! delivers), daemon mode and FDv1 with a persistent store (PROTOCOL.md B §4.6,
 //! §5.8–5.9). The items themselves are read key by key through the store's view
-//! ([`super::view`]).
+//! ([`super::view`]); this task makes their first whole listing before the first
+//! answer.
 //!
 //! The answer is read at once, then again every cache TTL (every second with the cache
 //! off; never again with an infinite TTL) until the store says it is initialized,
@@ -44,7 +45,16 @@ pub(crate) async fn run(
     _guard: Arc<TaskGuard>,
 ) {
     let refresh = refresh_interval(store.config().ttl);
+    let mut listed = false;
     while published.reads_from_store() {
+        // The first listing before the first answer: a client reported ready lists
+        // every item of the store.
+        if !listed && let Some(view) = published.store_view() {
+            match view.load_all(&store).await {
+                Ok(()) => listed = true,
+                Err(error) => tracing::debug!(%error, "listing the persistent store failed"),
+            }
+        }
         let next = match store.initialized().await {
             Ok(inited) => {
                 published.set_store_initialized(inited);

@@ -15,6 +15,11 @@
 //!                                 └─► fetch task ─► PersistentStore::get ─► entry, snapshot
 //! ```
 //!
+//! Listings (`Client::snapshot`, `all_flags_state`) read each kind whole, cached apart
+//! from the single items (as the reference caches `all` apart from `get`): the first
+//! whole read is made before the client reports it is ready, later ones at most once
+//! per TTL, in the background.
+//!
 //! The view serves reads while they come from the store: a warm start until memory
 //! holds a full data set (FDv2 then hands reads over to memory), daemon mode for good,
 //! and FDv1 with a persistent store for good (the store is the SDK's store there, as in
@@ -51,10 +56,15 @@ struct Entry {
 #[derive(Debug)]
 struct State {
     entries: HashMap<(Kind, String), Entry>,
+    /// Each kind as last read whole (or written whole), kept apart from `entries`.
+    lists: [HashMap<String, Item>; 2],
     /// When each kind was last read whole.
     all_at: [Option<Instant>; 2],
     pending: HashSet<Fetch>,
+    /// The items of `entries`, for point reads.
     snapshot: Snapshot,
+    /// The items of `lists`, for listings.
+    listing: Snapshot,
 }
 
 /// The per-key view of a persistent store (see the module docs).
@@ -93,23 +103,60 @@ fn differs(old: Option<&Item>, new: Option<&Item>) -> bool {
     live(old) != live(new)
 }
 
+/// A snapshot holding exactly `items`.
+fn snapshot_of<'a>(items: impl Iterator<Item = (Kind, &'a String, &'a Item)>) -> Snapshot {
+    let changes = items
+        .map(|(kind, key, item)| Change {
+            kind,
+            key: key.clone(),
+            item: item.clone(),
+            depends_on: Vec::new(),
+        })
+        .collect();
+    let mut store = Store::new();
+    store.apply(ChangeSet::fdv1_full(changes));
+    store.snapshot()
+}
+
 impl State {
     fn rebuild(&mut self) {
-        let changes = self
-            .entries
+        self.snapshot = snapshot_of(
+            self.entries
+                .iter()
+                .filter_map(|((kind, key), e)| e.item.as_ref().map(|item| (*kind, key, item))),
+        );
+    }
+
+    fn rebuild_listing(&mut self) {
+        let [segments, flags] = &self.lists;
+        self.listing = snapshot_of(
+            segments
+                .iter()
+                .map(|(k, i)| (Kind::Segment, k, i))
+                .chain(flags.iter().map(|(k, i)| (Kind::Flag, k, i))),
+        );
+    }
+
+    /// Replace the listing of `kind`; the keys of the flags whose reading changed.
+    fn set_list(&mut self, kind: Kind, items: Vec<(String, Item)>) -> Vec<String> {
+        let new: HashMap<String, Item> = items.into_iter().collect();
+        let old = std::mem::replace(&mut self.lists[slot(kind)], new);
+        if kind != Kind::Flag {
+            return Vec::new();
+        }
+        let new = &self.lists[slot(kind)];
+        let mut changed: Vec<String> = new
             .iter()
-            .filter_map(|((kind, key), e)| {
-                e.item.as_ref().map(|item| Change {
-                    kind: *kind,
-                    key: key.clone(),
-                    item: item.clone(),
-                    depends_on: Vec::new(),
-                })
-            })
+            .filter(|(k, i)| differs(old.get(*k), Some(i)))
+            .map(|(k, _)| k.clone())
+            .chain(
+                old.iter()
+                    .filter(|(k, i)| !new.contains_key(*k) && differs(Some(i), None))
+                    .map(|(k, _)| k.clone()),
+            )
             .collect();
-        let mut store = Store::new();
-        store.apply(ChangeSet::fdv1_full(changes));
-        self.snapshot = store.snapshot();
+        changed.sort_unstable();
+        changed
     }
 
     /// Set one entry; the key of a flag whose reading changed.
@@ -150,9 +197,11 @@ impl StoreView {
             config,
             state: Mutex::new(State {
                 entries: HashMap::new(),
+                lists: [HashMap::new(), HashMap::new()],
                 all_at: [None, None],
                 pending: HashSet::new(),
                 snapshot: Snapshot::default(),
+                listing: Snapshot::default(),
             }),
             requests,
         };
@@ -163,9 +212,24 @@ impl StoreView {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// What the view holds now.
+    /// What the view holds now for point reads.
     pub(crate) fn snapshot(&self) -> Snapshot {
         self.lock().snapshot.clone()
+    }
+
+    /// Every item, as each kind was last read (or written) whole.
+    pub(crate) fn listing(&self) -> Snapshot {
+        self.lock().listing.clone()
+    }
+
+    /// Read every kind whole now (the first listing, before the client is ready).
+    pub(crate) async fn load_all(&self, store: &CachingStore) -> Result<(), StoreError> {
+        for kind in [Kind::Segment, Kind::Flag] {
+            let fetch = Fetch::All(kind);
+            let a = answer(store, &fetch).await?;
+            self.fetched(&fetch, a, Instant::now());
+        }
+        Ok(())
     }
 
     fn request(&self, state: &mut State, fetch: Fetch) {
@@ -210,20 +274,10 @@ impl StoreView {
                 changed.extend(state.set(*kind, key, item, at));
             }
             (Fetch::All(kind), Answer::All(items)) => {
-                let mut gone: HashSet<String> = state
-                    .entries
-                    .keys()
-                    .filter(|(k, _)| k == kind)
-                    .map(|(_, key)| key.clone())
-                    .collect();
-                for (key, item) in items {
-                    gone.remove(&key);
-                    changed.extend(state.set(*kind, &key, Some(item), at));
-                }
-                for key in gone {
-                    changed.extend(state.set(*kind, &key, None, at));
-                }
+                changed = state.set_list(*kind, items);
                 state.all_at[slot(*kind)] = Some(at);
+                state.rebuild_listing();
+                return changed;
             }
             _ => return changed,
         }
@@ -237,21 +291,27 @@ impl StoreView {
         let at = Instant::now();
         let mut state = self.lock();
         state.entries.clear();
+        state.lists = [HashMap::new(), HashMap::new()];
         for (kind, key, item) in items {
             state.set(*kind, key, Some(item.clone()), at);
+            state.lists[slot(*kind)].insert(key.clone(), item.clone());
         }
         state.all_at = [Some(at), Some(at)];
         state.evict(self.config.capacity);
         state.rebuild();
+        state.rebuild_listing();
     }
 
     /// This process wrote `item` (or learnt it is what the store holds).
     pub(crate) fn wrote(&self, kind: Kind, key: &str, item: &Item) {
         let mut state = self.lock();
         state.set(kind, key, Some(item.clone()), Instant::now());
+        // The listing keeps the item too; the next listing reads the kind whole again.
+        state.lists[slot(kind)].insert(key.to_owned(), item.clone());
         state.all_at[slot(kind)] = None;
         state.evict(self.config.capacity);
         state.rebuild();
+        state.rebuild_listing();
     }
 }
 
@@ -418,7 +478,7 @@ mod tests {
     }
 
     #[test]
-    fn a_whole_read_of_a_kind_removes_what_the_store_no_longer_has() {
+    fn listings_are_read_whole_and_kept_apart_from_point_reads() {
         let (view, rx) = StoreView::new(CacheConfig::infinite());
         view.wrote_all(&[(Kind::Flag, "a".into(), item("a", 1))]);
         view.touch_all(Kind::Flag);
@@ -437,10 +497,17 @@ mod tests {
             Answer::All(vec![("b".into(), item("b", 1))]),
             Instant::now(),
         );
-        assert_eq!(versions(&view, Kind::Flag), [("b".into(), 1)]);
-        let mut changed = changed;
-        changed.sort();
-        assert_eq!(changed, ["a", "b"]);
+        assert_eq!(changed, ["b"]);
+        let listed: Vec<_> = view
+            .listing()
+            .iter(Kind::Flag)
+            .map(|(k, _)| k.to_owned())
+            .collect();
+        assert_eq!(listed, ["b"]);
+        // Point reads keep their own entries: "b" is not cached for them, "a" still is.
+        assert_eq!(versions(&view, Kind::Flag), [("a".into(), 1)]);
+        view.touch(Kind::Flag, "b");
+        assert_eq!(rx.try_recv(), Ok(Fetch::Item(Kind::Flag, "b".into())));
     }
 
     #[test]
