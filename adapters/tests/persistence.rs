@@ -1,7 +1,8 @@
 //! The client with an in-process persistent store (`persist::InMemoryStore`, which
 //! can be taken offline), on every runtime feature: readiness checks that never raise
 //! while the store is down, a store that is down at start and gets the data when it
-//! returns, and FDv2 write-through. The same behaviours against Redis are in
+//! returns, FDv2 write-through, and reads key by key through the store's cache (another
+//! process's change shows once the entry expires; a key never read is read at once). The same behaviours against Redis are in
 //! `redis_client.rs`.
 #![cfg_attr(
     not(any(feature = "tokio", feature = "smol", feature = "async-std")),
@@ -23,6 +24,8 @@ const SEC: Duration = Duration::from_secs(1);
 runtime_tests!(
     readiness_never_raises_while_the_store_is_down,
     a_store_down_at_start_gets_the_data_when_it_returns,
+    fdv1_reads_come_from_the_store_through_its_cache,
+    an_infinite_cache_keeps_what_was_read_and_reads_what_was_not,
 );
 
 #[cfg(feature = "server")]
@@ -163,4 +166,79 @@ mod fdv2 {
         assert_eq!(db.op_counts().init, 1);
         client.close().await;
     }
+}
+
+fn flag_json(key: &str, version: u64) -> String {
+    format!(
+        r#"{{"key":"{key}","version":{version},"on":true,"variations":[true,false],"fallthrough":{{"variation":0}}}}"#
+    )
+}
+
+async fn fdv1_reads_come_from_the_store_through_its_cache(rt: Rt) {
+    let db = Arc::new(InMemoryStore::new());
+    let server = Server::start(|_, r| {
+        r.send(SSE_HEAD);
+        r.send(put_event(&[("f1", 1, true)], &[], None));
+        After::Hold
+    });
+    let ttl = Duration::from_millis(400);
+    let client = builder(&rt, &server.url())
+        .persistent_store(db.clone(), StoreMode::ReadWrite, CacheConfig::ttl(ttl))
+        .build()
+        .unwrap();
+    client.start().unwrap();
+    assert!(client.wait_for_initialization(5 * SEC).await);
+    assert!(eventually(&rt, 3 * SEC, || db.raw(Kind::Flag).contains_key("f1")).await);
+    assert_eq!(client.flag("f1").map(|f| f.version), Some(1));
+    // Another process changes the store: within the TTL the written entry is served...
+    db.put_raw(Kind::Flag, "f1", flag_json("f1", 9));
+    db.put_raw(Kind::Flag, "other", flag_json("other", 2));
+    sleep(&rt, Duration::from_millis(100)).await;
+    assert_eq!(client.flag("f1").map(|f| f.version), Some(1));
+    // ...a key never read is read from the store at once...
+    assert!(eventually(&rt, SEC, || client.flag("other").is_some()).await);
+    // ...and the change shows once the entry expires.
+    assert!(
+        eventually(&rt, 3 * SEC, || client
+            .flag("f1")
+            .is_some_and(|f| f.version == 9))
+        .await
+    );
+    // Memory still holds what the data source sent.
+    assert_eq!(
+        client.snapshot().get(Kind::Flag, "f1").map(|i| i.version),
+        Some(1)
+    );
+    client.close().await;
+}
+
+async fn an_infinite_cache_keeps_what_was_read_and_reads_what_was_not(rt: Rt) {
+    let db = Arc::new(InMemoryStore::new());
+    db.put_raw(Kind::Flag, "read", flag_json("read", 1));
+    db.put_raw(Kind::Flag, "unread", flag_json("unread", 1));
+    db.set_initialized(true);
+    let client = builder(&rt, "http://127.0.0.1:1")
+        .daemon(db.clone(), CacheConfig::infinite())
+        .build()
+        .unwrap();
+    client.start().unwrap();
+    assert!(client.wait_for_initialization(5 * SEC).await);
+    // Listed whole before the client is ready.
+    assert_eq!(client.snapshot().len(Kind::Flag), 2);
+    assert!(eventually(&rt, 3 * SEC, || client.flag("read").is_some()).await);
+    db.put_raw(Kind::Flag, "read", flag_json("read", 5));
+    db.put_raw(
+        Kind::Flag,
+        "unread",
+        r#"{"key":"unread","version":5,"deleted":true}"#,
+    );
+    // The first point read of "unread" reads the store: deleted.
+    for _ in 0..20 {
+        let _ = client.flag("unread");
+        sleep(&rt, Duration::from_millis(20)).await;
+    }
+    assert!(client.flag("unread").is_none());
+    // "read" was cached for good: the change never shows.
+    assert_eq!(client.flag("read").map(|f| f.version), Some(1));
+    client.close().await;
 }

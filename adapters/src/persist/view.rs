@@ -55,7 +55,8 @@ struct Entry {
 
 #[derive(Debug)]
 struct State {
-    entries: HashMap<(Kind, String), Entry>,
+    /// Single items by kind and key, for point reads.
+    entries: [HashMap<String, Entry>; 2],
     /// Each kind as last read whole (or written whole), kept apart from `entries`.
     lists: [HashMap<String, Item>; 2],
     /// When each kind was last read whole.
@@ -120,11 +121,14 @@ fn snapshot_of<'a>(items: impl Iterator<Item = (Kind, &'a String, &'a Item)>) ->
 
 impl State {
     fn rebuild(&mut self) {
-        self.snapshot = snapshot_of(
-            self.entries
-                .iter()
-                .filter_map(|((kind, key), e)| e.item.as_ref().map(|item| (*kind, key, item))),
-        );
+        let mut items = Vec::new();
+        for (kind, map) in [Kind::Segment, Kind::Flag].into_iter().zip(&self.entries) {
+            items.extend(
+                map.iter()
+                    .filter_map(|(key, e)| e.item.as_ref().map(|item| (kind, key, item))),
+            );
+        }
+        self.snapshot = snapshot_of(items.into_iter());
     }
 
     fn rebuild_listing(&mut self) {
@@ -161,8 +165,8 @@ impl State {
 
     /// Set one entry; the key of a flag whose reading changed.
     fn set(&mut self, kind: Kind, key: &str, item: Option<Item>, at: Instant) -> Option<String> {
-        let old = self.entries.insert(
-            (kind, key.to_owned()),
+        let old = self.entries[slot(kind)].insert(
+            key.to_owned(),
             Entry {
                 item: item.clone(),
                 at,
@@ -174,16 +178,19 @@ impl State {
 
     /// At most `capacity` entries: the oldest go first.
     fn evict(&mut self, capacity: usize) {
-        while self.entries.len() > capacity {
-            let Some(oldest) = self
-                .entries
-                .iter()
-                .min_by_key(|(_, e)| e.at)
-                .map(|(k, _)| k.clone())
-            else {
-                break;
-            };
-            self.entries.remove(&oldest);
+        let len = self.entries[0].len() + self.entries[1].len();
+        if len <= capacity {
+            return;
+        }
+        let mut by_age: Vec<(Instant, usize, String)> = self
+            .entries
+            .iter()
+            .enumerate()
+            .flat_map(|(s, map)| map.iter().map(move |(k, e)| (e.at, s, k.clone())))
+            .collect();
+        by_age.sort_unstable_by_key(|(at, _, _)| *at);
+        for (_, s, key) in by_age.into_iter().take(len - capacity) {
+            self.entries[s].remove(&key);
         }
     }
 }
@@ -196,7 +203,7 @@ impl StoreView {
         let view = Self {
             config,
             state: Mutex::new(State {
-                entries: HashMap::new(),
+                entries: [HashMap::new(), HashMap::new()],
                 lists: [HashMap::new(), HashMap::new()],
                 all_at: [None, None],
                 pending: HashSet::new(),
@@ -244,9 +251,8 @@ impl StoreView {
     pub(crate) fn touch(&self, kind: Kind, key: &str) {
         let now = Instant::now();
         let mut state = self.lock();
-        let stale = state
-            .entries
-            .get(&(kind, key.to_owned()))
+        let stale = state.entries[slot(kind)]
+            .get(key)
             .is_none_or(|e| !fresh(self.config.ttl, e.at, now));
         if stale {
             self.request(&mut state, Fetch::Item(kind, key.to_owned()));
@@ -290,7 +296,7 @@ impl StoreView {
     pub(crate) fn wrote_all(&self, items: &[(Kind, String, Item)]) {
         let at = Instant::now();
         let mut state = self.lock();
-        state.entries.clear();
+        state.entries = [HashMap::new(), HashMap::new()];
         state.lists = [HashMap::new(), HashMap::new()];
         for (kind, key, item) in items {
             state.set(*kind, key, Some(item.clone()), at);
