@@ -477,14 +477,7 @@ mod tls_tests {
                 .wait_for_initialization(Duration::from_millis(500))
                 .await
         );
-        let err = client.status().error.unwrap();
-        assert_eq!(err.kind, ErrorKind::NetworkError);
-        assert!(
-            err.message.to_lowercase().contains("certificate"),
-            "{}",
-            err.message
-        );
-        assert!(server.requests().is_empty());
+        certificate_error(&client, &server);
         client.close().await;
 
         // Only an explicit opt-out accepts it.
@@ -496,6 +489,20 @@ mod tls_tests {
         client.start().unwrap();
         assert!(client.wait_for_initialization(5 * SEC).await);
         client.close().await;
+    }
+
+    /// The client's error, which must be a certificate error seen before any request
+    /// reached `server`; its message.
+    fn certificate_error(client: &flagsync::Client, server: &Server) -> String {
+        let err = client.status().error.unwrap();
+        assert_eq!(err.kind, ErrorKind::NetworkError);
+        assert!(
+            err.message.to_lowercase().contains("certificate"),
+            "{}",
+            err.message
+        );
+        assert!(server.requests().is_empty());
+        err.message
     }
 
     /// Serve `served` over TLS and connect to it as `https://{host}:{port}`, trusting
@@ -528,15 +535,7 @@ mod tls_tests {
         let result = if client.wait_for_initialization(2 * SEC).await {
             Ok(())
         } else {
-            let err = client.status().error.unwrap();
-            assert_eq!(err.kind, ErrorKind::NetworkError);
-            assert!(
-                err.message.to_lowercase().contains("certificate"),
-                "{}",
-                err.message
-            );
-            assert!(server.requests().is_empty());
-            Err(err.message)
+            Err(certificate_error(&client, &server))
         };
         client.close().await;
         result
