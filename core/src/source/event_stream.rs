@@ -309,8 +309,30 @@ impl EventStream {
 
     /// The owner found the stream's data unusable: drop the connection, discard every
     /// item not yet drained, and retry with backoff.
+    ///
+    /// The connection may already have ended in the same input, after the item the
+    /// owner judged (the body ended in the same read): then its failure, not yet
+    /// drained, is reported with the owner's error instead, and the reconnect it
+    /// scheduled (the same backoff delay from the same `now`) stands. So the outcome
+    /// does not depend on whether the end arrives with the item or as a later input.
     pub fn fail(&mut self, now: Instant, error: ErrorInfo) {
         self.out.retain(|o| !o.is_data());
+        if matches!(self.phase, Phase::Waiting { .. }) {
+            if let Some(StreamOutput::Failed { error: queued, .. }) =
+                self.out.iter_mut().rev().find(|o| {
+                    matches!(
+                        o,
+                        StreamOutput::Failed {
+                            retry_at: Some(_),
+                            ..
+                        }
+                    )
+                })
+            {
+                *queued = error;
+            }
+            return;
+        }
         self.failed(now, error, Regime::Normal);
     }
 

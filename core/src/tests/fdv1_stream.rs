@@ -666,3 +666,46 @@ fn a_malformed_put_read_ahead_fails_as_it_would_whole() {
         assert_eq!(items(&h, Kind::Flag), [("a".into(), 2)]);
     }
 }
+
+/// A malformed event judged while the connection already ended in the same read (the
+/// body's end came with it) reports INVALID_DATA, as when the end comes later: the
+/// outcome does not depend on how the bytes were split.
+#[test]
+fn a_malformed_event_reports_the_same_whether_the_body_ends_with_it_or_later() {
+    let body = put(&[("a", 1)], &[]) + "event: patch\ndata: {sorry\n\n";
+    let mut runs = Vec::new();
+    for (name, reply) in [
+        (
+            "the end later",
+            Reply::Respond(Response::sse(&body, End::Hang)),
+        ),
+        (
+            "the end with it",
+            Reply::Respond(
+                Response::sse(&body, End::Hang).header("Content-Length", &body.len().to_string()),
+            ),
+        ),
+    ] {
+        let mut h = harness(config(Mode::Streaming));
+        h.reply(reply);
+        h.reply(stream(&put(&[("a", 2)], &[])));
+        h.start(ms(10));
+        h.run_until(secs(5));
+        let statuses: Vec<_> = h
+            .statuses()
+            .iter()
+            .map(|s| (s.state, s.error.as_ref().map(|e| e.kind)))
+            .collect();
+        assert_eq!(h.requests.len(), 2, "{name}: reconnected once");
+        runs.push((name, statuses));
+    }
+    assert_eq!(
+        runs[0].1,
+        [
+            (State::Valid, None),
+            (State::Interrupted, Some(ErrorKind::InvalidData)),
+            (State::Valid, Some(ErrorKind::InvalidData)),
+        ]
+    );
+    assert_eq!(runs[1].1, runs[0].1, "{}", runs[1].0);
+}
