@@ -209,7 +209,7 @@ mod tests {
         let out = build(&p);
         let text = out["output"].as_str().expect("output");
         let v: Value = serde_json::from_str(text).expect("json");
-        assert_eq!(v, json!({"kind": "org", "key": "k", "name": "n", "a": 1}));
+        assert_eq!(v, json!({"kind": "org", "key": "k", "name": "n", "a": 1.0}));
         let bad = convert(&ConvertParams { input: "{".into() });
         assert!(bad["error"].is_string() && bad.get("output").is_none());
         let user = convert(&ConvertParams {
@@ -217,7 +217,7 @@ mod tests {
         });
         let v: Value =
             serde_json::from_str(user["output"].as_str().expect("output")).expect("json");
-        assert_eq!(v, json!({"kind": "user", "key": "a", "x": 1}));
+        assert_eq!(v, json!({"kind": "user", "key": "a", "x": 1.0}));
     }
 
     #[test]
