@@ -80,9 +80,10 @@ pub enum After {
     Exit,
 }
 
-/// Listen on `127.0.0.1:port` and answer each request with `handler`, each connection
-/// on a thread of its own, until a handler answers [`After::Exit`]. Returns only if
-/// the port cannot be bound.
+/// Listen on `127.0.0.1:port` (port 0: one the system chooses) and answer each request
+/// with `handler`, each connection on a thread of its own, until a handler answers
+/// [`After::Exit`]. The port is printed to standard error as
+/// `<name>: listening on 127.0.0.1:<port>`. Returns only if the port cannot be bound.
 pub fn serve<H>(name: &str, port: u16, handler: H) -> io::Error
 where
     H: Fn(&Request) -> (Response, After) + Send + Sync + 'static,
@@ -91,6 +92,9 @@ where
         Ok(l) => l,
         Err(e) => return e,
     };
+    // The port bound (the one asked for, or the system's choice for port 0): tests read
+    // it from this line.
+    let port = listener.local_addr().map_or(port, |a| a.port());
     eprintln!("{name}: listening on 127.0.0.1:{port}");
     let handler = Arc::new(handler);
     let name: Arc<str> = name.into();

@@ -1,9 +1,9 @@
 //! Harness-side tests of the `sse-contract-service` binary (PROTOCOL.md Part D): the
 //! service, a mock SSE stream server and a callback receiver, all on 127.0.0.1.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -17,25 +17,31 @@ struct Service {
 }
 
 impl Service {
+    /// Start the service on a port it binds itself (`--port 0`), read from the line it
+    /// prints: a port picked here and bound later could be taken meanwhile by another
+    /// test's server, which would then answer this test's requests.
     fn start() -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(env!("CARGO_BIN_EXE_sse-contract-service"))
-            .args(["--port", &port.to_string()])
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sse-contract-service"))
+            .args(["--port", "0"])
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let s = Self { port, child };
-        let end = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < end {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return s;
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        panic!("service did not start");
+        let stderr = child.stderr.take().expect("stderr");
+        let mut lines = BufReader::new(stderr).lines();
+        let port = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| {
+                l.split_once("listening on 127.0.0.1:")?
+                    .1
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+            .expect("the service prints its port");
+        // Keep draining its standard error, so that it never blocks on a full pipe.
+        thread::spawn(move || lines.for_each(drop));
+        Self { port, child }
     }
 
     fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, String, String) {
