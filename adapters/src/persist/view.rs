@@ -61,6 +61,10 @@ struct State {
     lists: [HashMap<String, Item>; 2],
     /// When each kind was last read whole.
     all_at: [Option<Instant>; 2],
+    /// When this process last wrote a full data set, and each kind last: a read that
+    /// began before is older than what the view holds, and is dropped.
+    reset_at: Option<Instant>,
+    written_at: [Option<Instant>; 2],
     pending: HashSet<Fetch>,
     /// The items of `entries`, for point reads.
     snapshot: Snapshot,
@@ -206,6 +210,8 @@ impl StoreView {
                 entries: [HashMap::new(), HashMap::new()],
                 lists: [HashMap::new(), HashMap::new()],
                 all_at: [None, None],
+                reset_at: None,
+                written_at: [None, None],
                 pending: HashSet::new(),
                 snapshot: Snapshot::default(),
                 listing: Snapshot::default(),
@@ -270,11 +276,23 @@ impl StoreView {
         }
     }
 
-    /// The answer to `fetch`; the keys of the flags whose reading changed.
+    /// The answer to `fetch`, read from `at` on; the keys of the flags whose reading
+    /// changed. An answer older than what the view holds (a write, or a later read, of
+    /// the same item since `at`) is dropped.
     fn fetched(&self, fetch: &Fetch, answer: Answer, at: Instant) -> Vec<String> {
         let mut state = self.lock();
         state.pending.remove(fetch);
         let mut changed = Vec::new();
+        let newer = |since: Option<Instant>| since.is_some_and(|t| t > at);
+        let stale = match fetch {
+            Fetch::Item(kind, key) => {
+                newer(state.reset_at) || newer(state.entries[slot(*kind)].get(key).map(|e| e.at))
+            }
+            Fetch::All(kind) => newer(state.written_at[slot(*kind)]),
+        };
+        if stale {
+            return changed;
+        }
         match (fetch, answer) {
             (Fetch::Item(kind, key), Answer::Item(item)) => {
                 changed.extend(state.set(*kind, key, item, at));
@@ -303,6 +321,8 @@ impl StoreView {
             state.lists[slot(*kind)].insert(key.clone(), item.clone());
         }
         state.all_at = [Some(at), Some(at)];
+        state.reset_at = Some(at);
+        state.written_at = [Some(at), Some(at)];
         state.evict(self.config.capacity);
         state.rebuild();
         state.rebuild_listing();
@@ -311,7 +331,9 @@ impl StoreView {
     /// This process wrote `item` (or learnt it is what the store holds).
     pub(crate) fn wrote(&self, kind: Kind, key: &str, item: &Item) {
         let mut state = self.lock();
-        state.set(kind, key, Some(item.clone()), Instant::now());
+        let at = Instant::now();
+        state.set(kind, key, Some(item.clone()), at);
+        state.written_at[slot(kind)] = Some(at);
         // The listing keeps the item too; the next listing reads the kind whole again.
         state.lists[slot(kind)].insert(key.to_owned(), item.clone());
         state.all_at[slot(kind)] = None;
@@ -354,8 +376,9 @@ pub(crate) async fn run(
             Ok(Ok(fetch)) => fetch,
             _ => break,
         };
+        let started = Instant::now();
         let changed = match answer(&store, &fetch).await {
-            Ok(a) => view.fetched(&fetch, a, Instant::now()),
+            Ok(a) => view.fetched(&fetch, a, started),
             Err(error) => {
                 tracing::debug!(%error, "reading the persistent store failed");
                 view.lock().pending.remove(&fetch);
@@ -466,6 +489,27 @@ mod tests {
             t0 + Duration::from_secs(1 << 30)
         ));
         assert!(!fresh(CacheTtl::Disabled, t0, t0));
+    }
+
+    #[test]
+    fn a_read_that_began_before_a_write_is_dropped() {
+        let (view, _rx) = StoreView::new(CacheConfig::infinite());
+        let fetch = Fetch::Item(Kind::Flag, "f".into());
+        let began = Instant::now();
+        std::thread::sleep(Duration::from_millis(2));
+        view.wrote(Kind::Flag, "f", &item("f", 2));
+        // The read saw the store before the write: absent.
+        assert!(view.fetched(&fetch, Answer::Item(None), began).is_empty());
+        assert_eq!(versions(&view, Kind::Flag), [("f".into(), 2)]);
+        // A full write drops earlier reads of any key, and of whole kinds.
+        let other = Fetch::Item(Kind::Flag, "g".into());
+        let began = Instant::now();
+        std::thread::sleep(Duration::from_millis(2));
+        view.wrote_all(&[(Kind::Flag, "f".into(), item("f", 3))]);
+        view.fetched(&other, Answer::Item(Some(item("g", 1))), began);
+        view.fetched(&Fetch::All(Kind::Flag), Answer::All(Vec::new()), began);
+        assert_eq!(versions(&view, Kind::Flag), [("f".into(), 3)]);
+        assert_eq!(view.listing().len(Kind::Flag), 1);
     }
 
     #[test]
