@@ -69,10 +69,7 @@ impl fmt::Debug for RedactedRequest<'_> {
         let mut shown = String::with_capacity(text.len());
         for line in text.split_inclusive('\n') {
             let name = line.split(':').next().unwrap_or_default().trim();
-            if line.contains(':')
-                && (name.eq_ignore_ascii_case("authorization")
-                    || name.eq_ignore_ascii_case("proxy-authorization"))
-            {
+            if line.contains(':') && crate::http1::is_credential_header(name) {
                 shown.push_str(name);
                 shown.push_str(": <redacted>\r\n");
             } else {

@@ -63,6 +63,7 @@ mod response;
 
 pub use error::{Error, HeadError};
 pub use head::ResponseHead;
+pub(crate) use request::is_credential_header;
 pub use request::{Method, RedactedHeaders, RequestHead};
 pub use response::{Config, ResponseEvent, ResponseReader};
 

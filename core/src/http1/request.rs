@@ -23,6 +23,12 @@ impl Method {
     }
 }
 
+/// True for the header fields whose values are credentials (`Authorization`,
+/// `Proxy-Authorization`): never shown in `Debug` output or logs.
+pub(crate) fn is_credential_header(name: &str) -> bool {
+    name.eq_ignore_ascii_case("authorization") || name.eq_ignore_ascii_case("proxy-authorization")
+}
+
 /// Header fields for `Debug` output: the values of `Authorization` and
 /// `Proxy-Authorization` are printed as `<redacted>`, so that no SDK key or proxy
 /// credential ever reaches a log through a `{:?}`.
@@ -32,8 +38,7 @@ impl std::fmt::Debug for RedactedHeaders<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list()
             .entries(self.0.iter().map(|(name, value)| {
-                let secret = name.eq_ignore_ascii_case("authorization")
-                    || name.eq_ignore_ascii_case("proxy-authorization");
+                let secret = is_credential_header(name);
                 (
                     name.as_str(),
                     if secret { "<redacted>" } else { value.as_str() },
