@@ -68,6 +68,7 @@
 pub mod backoff;
 pub mod config;
 pub mod endpoint;
+pub mod events;
 pub mod fdv1;
 pub mod fdv2;
 pub mod http1;

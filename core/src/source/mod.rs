@@ -5,7 +5,7 @@
 //! `poll_output` until `None`, then sleep until `poll_timeout`.
 
 mod event_stream;
-mod exchange;
+pub(crate) mod exchange;
 mod fdv1_stream;
 mod fdv2_stream;
 mod headers;
