@@ -60,6 +60,8 @@ mod conn;
 mod driver;
 #[cfg(feature = "eval")]
 pub mod eval;
+#[cfg(feature = "eval")]
+pub mod events;
 mod flag;
 #[cfg(feature = "eval")]
 pub mod migration;
@@ -121,6 +123,8 @@ pub struct ClientBuilder {
     close_timeout: Duration,
     seed: Option<u64>,
     persistent: Option<(Arc<dyn PersistentStore>, CacheConfig)>,
+    #[cfg(feature = "eval")]
+    events: events::EventsOptions,
 }
 
 impl ClientBuilder {
@@ -344,6 +348,29 @@ impl ClientBuilder {
 
     transport_methods!();
 
+    /// The analytics events settings (see [`events`]): where events go, how many are
+    /// kept, how often they are sent, which context attributes are private.
+    #[cfg(feature = "eval")]
+    pub fn events(mut self, options: events::EventsOptions) -> Self {
+        self.events = options;
+        self
+    }
+
+    /// The events service base URI (default LaunchDarkly's while the stream and polling
+    /// URIs are LaunchDarkly's; see [`events::EventsOptions::events_uri`]).
+    #[cfg(feature = "eval")]
+    pub fn events_uri(mut self, uri: impl Into<String>) -> Self {
+        self.events.events_uri = Some(uri.into());
+        self
+    }
+
+    /// Send analytics events (default true); false sends none.
+    #[cfg(feature = "eval")]
+    pub fn send_events(mut self, send: bool) -> Self {
+        self.events.send_events = send;
+        self
+    }
+
     /// Check the settings and make a stopped client.
     pub fn build(self) -> Result<Client, Error> {
         let conn_config = Arc::new(self.transport.conn_config()?);
@@ -358,6 +385,12 @@ impl ClientBuilder {
         // FDv2 hands reads over to memory once it holds a full data set; FDv1 keeps
         // reading the persistent store, which is then the SDK's store.
         let hands_over = config.mode == Mode::Fdv2;
+        #[cfg(feature = "eval")]
+        let events = {
+            config.validate()?;
+            let uses_proxy = !matches!(self.transport.proxy, transport::ProxyChoice::None);
+            events::client::ClientEvents::build(&self.events, &config, uses_proxy, seed, now)
+        };
         let system = DataSystem::new(config, seed, now)?;
         let (store, view) = match self.persistent {
             Some((store, cache)) => {
@@ -392,6 +425,8 @@ impl ClientBuilder {
                 models: eval::ModelCache::default(),
                 #[cfg(feature = "eval")]
                 secure_mode,
+                #[cfg(feature = "eval")]
+                events,
             }),
         })
     }
@@ -446,6 +481,9 @@ struct Inner {
     /// The SDK key's HMAC, for `secure_mode_hash` (its `Debug` is redacted).
     #[cfg(feature = "eval")]
     secure_mode: eval::SecureModeKey,
+    /// The analytics event processor, if events are on.
+    #[cfg(feature = "eval")]
+    events: Option<events::client::ClientEvents>,
 }
 
 #[derive(Debug)]
@@ -473,6 +511,8 @@ impl Client {
             close_timeout: Duration::from_secs(5),
             seed: None,
             persistent: None,
+            #[cfg(feature = "eval")]
+            events: events::EventsOptions::default(),
         }
     }
 
@@ -503,6 +543,10 @@ impl Client {
             store.map(|(store, fetches)| self.start_store_tasks(&rt, store, fetches, &guard));
         // The inbox is empty: this cannot fail.
         let _ = self.inner.tx.try_send(Msg::Command(Command::Start));
+        #[cfg(feature = "eval")]
+        if let Some(events) = &self.inner.events {
+            events.start(&rt, conn_config.clone(), guard.clone());
+        }
         driver::spawn(
             rt,
             conn_config,
@@ -786,6 +830,7 @@ impl Client {
         if let Some(rt) = self.inner.begin_close() {
             let deadline = rt.now() + self.inner.close_timeout;
             let _ = runtime::race(self.inner.finished.wait(), rt.sleep_until(deadline)).await;
+            self.inner.abort_events();
         }
     }
 
@@ -794,6 +839,7 @@ impl Client {
     pub fn close_blocking(&self) {
         if self.inner.begin_close().is_some() {
             self.inner.finished.wait_blocking(self.inner.close_timeout);
+            self.inner.abort_events();
         }
     }
 
@@ -804,6 +850,14 @@ impl Client {
 }
 
 impl Inner {
+    /// End the event processor's driver now (after the close timeout).
+    fn abort_events(&self) {
+        #[cfg(feature = "eval")]
+        if let Some(events) = &self.events {
+            events.abort();
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Life> {
         self.life.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -822,6 +876,11 @@ impl Inner {
                 tracing::debug!("closing");
                 // Never blocks; the driver stops at the next message.
                 let _ = self.tx.force_send(Msg::Shutdown);
+                // The events go out first, within the close timeout.
+                #[cfg(feature = "eval")]
+                if let Some(events) = &self.events {
+                    events.close();
+                }
                 *life = Life::Closed(Some(rt.clone()));
                 Some(rt)
             }
@@ -837,6 +896,7 @@ impl Drop for Inner {
     fn drop(&mut self) {
         if let Life::Running(_) = &*self.lock() {
             let _ = self.tx.force_send(Msg::Shutdown);
+            self.abort_events();
         }
     }
 }

@@ -54,6 +54,7 @@ mod all_flags;
 mod cache;
 mod equality;
 mod model;
+mod record;
 mod secure_mode;
 mod segment;
 mod store;
@@ -78,6 +79,7 @@ pub use launchdarkly_server_sdk_evaluation::{
 };
 
 pub(crate) use cache::ModelCache;
+pub(crate) use record::Prerequisites;
 pub(crate) use secure_mode::SecureModeKey;
 
 use crate::Client;

@@ -7,7 +7,7 @@ use crate::Client;
 /// Turn the engine's detail into a typed one: a missing value becomes `default` (the
 /// reason stays, as in every LaunchDarkly SDK); a value of another type becomes
 /// `default` with `ERROR`/`WRONG_TYPE`.
-fn typed<T>(
+pub(crate) fn typed<T>(
     detail: Detail<&FlagValue>,
     default: impl FnOnce() -> T,
     convert: impl FnOnce(&FlagValue) -> Option<T>,
@@ -74,7 +74,7 @@ impl Client {
     /// # }
     /// ```
     pub fn bool_variation(&self, key: &str, context: &Context, default: bool) -> bool {
-        self.bool_variation_detail(key, context, default)
+        self.evaluate_typed(key, context, default, false, as_bool, |v| (*v).into())
             .value
             .unwrap_or(default)
     }
@@ -98,15 +98,17 @@ impl Client {
         context: &Context,
         default: bool,
     ) -> Detail<bool> {
-        self.evaluate_with(key, context, None, |_, d| typed(d, || default, as_bool))
+        self.evaluate_typed(key, context, default, true, as_bool, |v| (*v).into())
     }
 
     /// The value of string flag `key` for `context`, or `default` (see
     /// [`Client::bool_variation`]).
     pub fn string_variation(&self, key: &str, context: &Context, default: &str) -> String {
-        self.string_variation_detail(key, context, default)
-            .value
-            .unwrap_or_else(|| default.to_owned())
+        self.evaluate_typed(key, context, default.to_owned(), false, as_string, |v| {
+            v.as_str().into()
+        })
+        .value
+        .unwrap_or_else(|| default.to_owned())
     }
 
     /// [`Client::string_variation`] with the variation index and the reason.
@@ -116,15 +118,15 @@ impl Client {
         context: &Context,
         default: &str,
     ) -> Detail<String> {
-        self.evaluate_with(key, context, None, |_, d| {
-            typed(d, || default.to_owned(), as_string)
+        self.evaluate_typed(key, context, default.to_owned(), true, as_string, |v| {
+            v.as_str().into()
         })
     }
 
     /// The value of number flag `key` for `context`, or `default` (see
     /// [`Client::bool_variation`]).
     pub fn float_variation(&self, key: &str, context: &Context, default: f64) -> f64 {
-        self.float_variation_detail(key, context, default)
+        self.evaluate_typed(key, context, default, false, as_float, |v| (*v).into())
             .value
             .unwrap_or(default)
     }
@@ -136,21 +138,21 @@ impl Client {
         context: &Context,
         default: f64,
     ) -> Detail<f64> {
-        self.evaluate_with(key, context, None, |_, d| typed(d, || default, as_float))
+        self.evaluate_typed(key, context, default, true, as_float, |v| (*v).into())
     }
 
     /// The value of number flag `key` for `context`, truncated to an integer, or
     /// `default` (see [`Client::bool_variation`]). A number beyond ±(2⁵³ − 1) is the
     /// wrong type.
     pub fn int_variation(&self, key: &str, context: &Context, default: i64) -> i64 {
-        self.int_variation_detail(key, context, default)
+        self.evaluate_typed(key, context, default, false, as_int, |v| (*v).into())
             .value
             .unwrap_or(default)
     }
 
     /// [`Client::int_variation`] with the variation index and the reason.
     pub fn int_variation_detail(&self, key: &str, context: &Context, default: i64) -> Detail<i64> {
-        self.evaluate_with(key, context, None, |_, d| typed(d, || default, as_int))
+        self.evaluate_typed(key, context, default, true, as_int, |v| (*v).into())
     }
 
     /// The value of flag `key` for `context` as JSON (any variation type), or `default`
@@ -171,9 +173,16 @@ impl Client {
         context: &Context,
         default: serde_json::Value,
     ) -> serde_json::Value {
-        self.json_variation_detail(key, context, default)
-            .value
-            .unwrap_or_default()
+        self.evaluate_typed(
+            key,
+            context,
+            default,
+            false,
+            FlagValue::as_json,
+            Clone::clone,
+        )
+        .value
+        .unwrap_or_default()
     }
 
     /// [`Client::json_variation`] with the variation index and the reason.
@@ -183,9 +192,14 @@ impl Client {
         context: &Context,
         default: serde_json::Value,
     ) -> Detail<serde_json::Value> {
-        self.evaluate_with(key, context, None, move |_, d| {
-            typed(d, move || default, FlagValue::as_json)
-        })
+        self.evaluate_typed(
+            key,
+            context,
+            default,
+            true,
+            FlagValue::as_json,
+            Clone::clone,
+        )
     }
 
     /// The value of flag `key` for `context`, whatever its type, or `default` (see
@@ -196,9 +210,16 @@ impl Client {
         context: &Context,
         default: impl Into<FlagValue>,
     ) -> FlagValue {
-        self.variation_detail(key, context, default)
-            .value
-            .unwrap_or(FlagValue::Json(serde_json::Value::Null))
+        self.evaluate_typed(
+            key,
+            context,
+            default.into(),
+            false,
+            |v| Some(v.clone()),
+            |v| v.as_json().unwrap_or_default(),
+        )
+        .value
+        .unwrap_or(FlagValue::Json(serde_json::Value::Null))
     }
 
     /// [`Client::variation`] with the variation index and the reason.
@@ -208,8 +229,13 @@ impl Client {
         context: &Context,
         default: impl Into<FlagValue>,
     ) -> Detail<FlagValue> {
-        self.evaluate_with(key, context, None, move |_, d| {
-            typed(d, move || default.into(), |v| Some(v.clone()))
-        })
+        self.evaluate_typed(
+            key,
+            context,
+            default.into(),
+            true,
+            |v| Some(v.clone()),
+            |v| v.as_json().unwrap_or_default(),
+        )
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use launchdarkly_server_sdk_evaluation::Context;
 
 use super::tracker::sample;
-use super::{DiscardSink, EventSink, ExecutionOrder, OpTracker, Operation, Origin, Stage};
+use super::{EventSink, ExecutionOrder, OpTracker, Operation, Origin, Stage};
 use crate::Client;
 
 /// A boxed, sendable future (what origin functions are stored as).
@@ -292,8 +292,9 @@ where
 {
     /// Settings for a migrator that evaluates its migration flags with `client`.
     /// `read` and `write` must be given; the defaults are parallel reads, latency and
-    /// error tracking on, and no event sink.
+    /// error tracking on, and the client's analytics events as the event sink.
     pub fn builder(client: Client) -> MigratorBuilder<P, T, E> {
+        let sink = client.migration_sink();
         MigratorBuilder {
             client,
             order: ExecutionOrder::Parallel,
@@ -301,7 +302,7 @@ where
             track_errors: true,
             read: None,
             write: None,
-            sink: Arc::new(DiscardSink),
+            sink,
             rng: fastrand::Rng::new(),
         }
     }

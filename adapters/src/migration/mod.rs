@@ -33,6 +33,7 @@ pub use stage::{ExecutionOrder, Operation, Origin, Stage, UnknownStage};
 pub use tracker::{OpTracker, TrackerError};
 
 use crate::Client;
+use serde_json::Value;
 
 impl Client {
     /// The migration stage of flag `key` for `context`, and a tracker for the
@@ -61,7 +62,8 @@ impl Client {
         context: &Context,
         default_stage: Stage,
     ) -> (Stage, OpTracker) {
-        let (flag, detail) = self.evaluate_with(key, context, None, |flag, d| {
+        let prerequisites = crate::eval::Prerequisites::default();
+        let (flag, detail) = self.evaluate_with(key, context, Some(&prerequisites), |flag, d| {
             let detail = match d.value {
                 None => Detail {
                     value: Some(default_stage),
@@ -82,6 +84,17 @@ impl Client {
             };
             (flag.cloned(), detail)
         });
+        self.record_evaluation(
+            key,
+            context,
+            flag.as_ref(),
+            detail.variation_index,
+            &detail.reason,
+            &|| detail.value.map_or(Value::Null, |s| s.as_str().into()),
+            &|| default_stage.as_str().into(),
+            false,
+            prerequisites,
+        );
         let tracker = OpTracker::new(key, flag, context.clone(), detail, default_stage);
         (tracker.stage(), tracker)
     }

@@ -26,7 +26,7 @@ impl<S: EventSink + ?Sized> EventSink for &S {
     }
 }
 
-/// Drops every event (the [`MigratorBuilder`](super::MigratorBuilder) default).
+/// Drops every event (what a migrator of a client without analytics events uses).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DiscardSink;
 

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use flagsync::events::EventsOptions;
 use flagsync::persist::{CacheConfig, RedisStore, StoreMode};
 use flagsync::{Client, ClientBuilder};
 use serde::Deserialize;
@@ -52,17 +53,17 @@ pub struct SdkConfig {
     /// Polling instead of streaming.
     #[serde(default)]
     pub polling: Option<Polling>,
-    /// Analytics events: not delivered by flagsync yet, so their settings are accepted
-    /// and not used (the tests that need events are in `harness-skips.txt`).
+    /// Analytics events: sent when present, none when absent.
     #[serde(default)]
-    pub events: Option<serde_json::Value>,
+    pub events: Option<Events>,
     /// Big segments (capability not declared).
     #[serde(default)]
     pub big_segments: Option<serde_json::Value>,
     /// `X-LaunchDarkly-Tags`.
     #[serde(default)]
     pub tags: Option<Tags>,
-    /// Client-side settings (a server-side SDK gets none).
+    /// Client-side settings: the harness sends an initial context with some event
+    /// tests whatever the SDK; a server-side SDK has no use for them.
     #[serde(default)]
     pub client_side: Option<serde_json::Value>,
     /// Evaluation hooks (capability not declared).
@@ -77,6 +78,28 @@ pub struct SdkConfig {
     /// The FDv2 data system (harness v3; not declared by this service yet).
     #[serde(default)]
     pub data_system: Option<serde_json::Value>,
+}
+
+/// `events`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Events {
+    /// The base URI (empty: from `serviceEndpoints`).
+    pub base_uri: Option<String>,
+    /// The queue's capacity (0: the default).
+    pub capacity: Option<u64>,
+    /// Diagnostic events on.
+    pub enable_diagnostics: Option<bool>,
+    /// Every attribute private.
+    pub all_attributes_private: Option<bool>,
+    /// Attributes private in every context.
+    pub global_private_attributes: Option<Vec<String>>,
+    /// The flush interval (0: the default).
+    pub flush_interval_ms: Option<u64>,
+    /// Leave anonymous contexts out of index and identify events.
+    pub omit_anonymous_contexts: Option<bool>,
+    /// Compress payloads.
+    pub enable_gzip: Option<bool>,
 }
 
 /// `serviceEndpoints`.
@@ -245,9 +268,6 @@ impl SdkConfig {
         if self.hooks.is_some() {
             return Err(refuse(400, "hooks are not supported by this service"));
         }
-        if self.client_side.is_some() {
-            return Err(refuse(400, "flagsync is a server-side SDK"));
-        }
         if self.data_system.is_some() {
             return Err(refuse(
                 400,
@@ -311,6 +331,31 @@ impl SdkConfig {
                 b = b.tls_built_in_roots(false).add_root_certificate_pem(pem);
             }
         }
+        let endpoint_events = endpoints.and_then(|e| e.events.as_deref());
+        b = match &self.events {
+            None => b.send_events(false),
+            Some(e) => {
+                let mut options = EventsOptions::default();
+                options.events_uri = Some(
+                    first_uri([e.base_uri.as_deref(), endpoint_events])
+                        .unwrap_or(flagsync::events::DEFAULT_EVENTS_URI)
+                        .to_owned(),
+                );
+                if let Some(c) = e.capacity.filter(|&c| c > 0) {
+                    options.capacity = usize::try_from(c).unwrap_or(usize::MAX);
+                }
+                if let Some(ms) = e.flush_interval_ms.filter(|&ms| ms > 0) {
+                    options.flush_interval = Duration::from_millis(ms);
+                }
+                options.diagnostic_opt_out = e.enable_diagnostics != Some(true);
+                options.all_attributes_private = e.all_attributes_private == Some(true);
+                options.private_attributes =
+                    e.global_private_attributes.clone().unwrap_or_default();
+                options.omit_anonymous_contexts = e.omit_anonymous_contexts == Some(true);
+                options.gzip = e.enable_gzip == Some(true);
+                b.events(options)
+            }
+        };
         if let Some(p) = &self.persistent_data_store {
             let (store, cache) = persistent_store(p)?;
             b = if has_source {

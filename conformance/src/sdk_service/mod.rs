@@ -34,8 +34,7 @@ use config::CreateParams;
 use runtime::ServiceRuntime;
 
 /// What this service declares (the harness's `servicedef/service_params.go`): each one
-/// works. Events, big segments and hooks are not declared: flagsync has none yet, and
-/// the tests that need them regardless of capabilities are in `harness-skips.txt`.
+/// works. Big segments and hooks are not declared: flagsync has none yet.
 pub const CAPABILITIES: &[&str] = &[
     "server-side",
     "server-side-polling",
@@ -63,6 +62,13 @@ pub const CAPABILITIES: &[&str] = &[
     "persistent-data-store-redis",
     "migrations",
     "client-prereq-events",
+    "event-gzip",
+    "optional-event-gzip",
+    "event-sampling",
+    "inline-context",
+    "inline-context-all",
+    "anonymous-redaction",
+    "omit-anonymous-contexts",
 ];
 
 /// The service: its runtime and the clients it made.
@@ -122,6 +128,21 @@ struct ContextParams {
     context: Option<Context>,
     #[serde(default)]
     user: Option<Context>,
+}
+
+/// `customEvent`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CustomEventParams {
+    event_key: String,
+    #[serde(default)]
+    context: Option<Context>,
+    #[serde(default)]
+    user: Option<Context>,
+    #[serde(default)]
+    data: Option<Value>,
+    #[serde(default)]
+    metric_value: Option<f64>,
 }
 
 /// `context`, else the old-style `user` (the same JSON reader takes both).
@@ -261,6 +282,7 @@ impl Service {
             Err(e) => return bad(format!("invalid command: {e}")),
         };
         match self.run(&client, &cmd) {
+            Ok(Value::Null) => Response::empty(204),
             Ok(value) => Response::json(&value),
             Err(resp) => resp,
         }
@@ -294,58 +316,82 @@ impl Service {
                     .block_on(migration::operation(client, p))
                     .map_err(bad)
             }
-            "identifyEvent" | "customEvent" | "aliasEvent" | "flushEvents" => Err(bad(format!(
-                "{}: flagsync does not deliver analytics events yet",
-                cmd.command
-            ))),
+            "identifyEvent" => {
+                let p: ContextParams = params(cmd)?;
+                client.identify(&either(p.context, p.user).map_err(bad)?);
+                Ok(Value::Null)
+            }
+            "customEvent" => {
+                let p: CustomEventParams = params(cmd)?;
+                let context = either(p.context, p.user).map_err(bad)?;
+                // `data` absent or null is no data (the track variants of the spec
+                // differ only in which arguments they pass).
+                let data = p.data.filter(|d| !d.is_null());
+                client.track(&p.event_key, &context, data, p.metric_value);
+                Ok(Value::Null)
+            }
+            "flushEvents" => {
+                client.flush();
+                Ok(Value::Null)
+            }
             "getBigSegmentStoreStatus" => Err(bad("big segments are not supported")),
             other => Err(bad(format!("unknown command {other:?}"))),
         }
     }
 }
 
-/// `evaluate` with the typed method `valueType` names.
+/// `evaluate` with the typed method `valueType` names: the `*_detail` method when
+/// `detail` is asked for, the plain one otherwise (events carry reasons only for the
+/// first).
 fn evaluate(client: &Client, p: EvaluateParams) -> Result<Value, String> {
     let context = either(p.context, p.user)?;
     let key = p.flag_key.as_str();
     let d = &p.default_value;
     let wrong = |t: &str| format!("defaultValue {d} is not of valueType {t}");
+    let c = &context;
     Ok(match p.value_type.as_deref().unwrap_or("any") {
         "bool" => {
             let default = d.as_bool().ok_or_else(|| wrong("bool"))?;
-            detail_json(
-                client.bool_variation_detail(key, &context, default),
-                p.detail,
-            )
+            if p.detail {
+                detail_json(client.bool_variation_detail(key, c, default), true)
+            } else {
+                json!({ "value": client.bool_variation(key, c, default) })
+            }
         }
         "int" => {
             let default = d
                 .as_i64()
                 .or_else(|| d.as_f64().map(|f| f as i64))
                 .ok_or_else(|| wrong("int"))?;
-            detail_json(
-                client.int_variation_detail(key, &context, default),
-                p.detail,
-            )
+            if p.detail {
+                detail_json(client.int_variation_detail(key, c, default), true)
+            } else {
+                json!({ "value": client.int_variation(key, c, default) })
+            }
         }
         "double" => {
             let default = d.as_f64().ok_or_else(|| wrong("double"))?;
-            detail_json(
-                client.float_variation_detail(key, &context, default),
-                p.detail,
-            )
+            if p.detail {
+                detail_json(client.float_variation_detail(key, c, default), true)
+            } else {
+                json!({ "value": client.float_variation(key, c, default) })
+            }
         }
         "string" => {
             let default = d.as_str().ok_or_else(|| wrong("string"))?;
-            detail_json(
-                client.string_variation_detail(key, &context, default),
-                p.detail,
-            )
+            if p.detail {
+                detail_json(client.string_variation_detail(key, c, default), true)
+            } else {
+                json!({ "value": client.string_variation(key, c, default) })
+            }
         }
-        "any" => detail_json(
-            client.json_variation_detail(key, &context, d.clone()),
-            p.detail,
-        ),
+        "any" => {
+            if p.detail {
+                detail_json(client.json_variation_detail(key, c, d.clone()), true)
+            } else {
+                json!({ "value": client.json_variation(key, c, d.clone()) })
+            }
+        }
         other => return Err(format!("unknown valueType {other:?}")),
     })
 }
@@ -412,9 +458,17 @@ mod tests {
             .find(|(n, _)| n == "Location")
             .map(|(_, v)| v.clone())
             .expect("a Location");
+        let flushed = service
+            .handle(&request(
+                "POST",
+                &location,
+                json!({"command": "flushEvents"}),
+            ))
+            .0;
+        assert_eq!(flushed.status, 204, "a flush needs no events configured");
         for command in [
-            "flushEvents",
             "identifyEvent",
+            "customEvent",
             "getBigSegmentStoreStatus",
             "nonsense",
         ] {

@@ -126,7 +126,11 @@ impl Single {
                 "kind" | "key" | "anonymous" => {}
                 "_meta" => {
                     if let Some(Value::Array(refs)) = value.get("privateAttributes") {
-                        private.extend(refs.iter().filter_map(Value::as_str).filter_map(AttrRef::parse));
+                        private.extend(
+                            refs.iter()
+                                .filter_map(Value::as_str)
+                                .filter_map(AttrRef::parse),
+                        );
                     }
                 }
                 // An attribute set to null is the same as no attribute.
@@ -222,7 +226,12 @@ impl EventContext {
         if self.parts.iter().all(|p| !p.anonymous) {
             return Some(self.clone());
         }
-        let parts: Vec<Single> = self.parts.iter().filter(|p| !p.anonymous).cloned().collect();
+        let parts: Vec<Single> = self
+            .parts
+            .iter()
+            .filter(|p| !p.anonymous)
+            .cloned()
+            .collect();
         if parts.is_empty() {
             return None;
         }
@@ -368,8 +377,14 @@ mod tests {
 
     #[test]
     fn fully_qualified_keys_follow_the_spec() {
-        assert_eq!(ctx(json!({"kind":"user","key":"a:b"})).fully_qualified_key(), "a:b");
-        assert_eq!(ctx(json!({"kind":"org","key":"a:b%"})).fully_qualified_key(), "org:a%3Ab%25");
+        assert_eq!(
+            ctx(json!({"kind":"user","key":"a:b"})).fully_qualified_key(),
+            "a:b"
+        );
+        assert_eq!(
+            ctx(json!({"kind":"org","key":"a:b%"})).fully_qualified_key(),
+            "org:a%3Ab%25"
+        );
         let multi = ctx(json!({"kind":"multi","user":{"key":"u"},"org":{"key":"o"}}));
         assert_eq!(multi.fully_qualified_key(), "org:o:user:u");
         assert_eq!(multi.kinds().collect::<Vec<_>>(), ["org", "user"]);
@@ -377,13 +392,22 @@ mod tests {
 
     #[test]
     fn invalid_contexts_are_refused() {
-        assert_eq!(EventContext::parse(&json!(3)), Err(ContextError::NotAnObject));
-        assert_eq!(EventContext::parse(&json!({"key":"k"})), Err(ContextError::InvalidKind));
+        assert_eq!(
+            EventContext::parse(&json!(3)),
+            Err(ContextError::NotAnObject)
+        );
+        assert_eq!(
+            EventContext::parse(&json!({"key":"k"})),
+            Err(ContextError::InvalidKind)
+        );
         assert_eq!(
             EventContext::parse(&json!({"kind":"us er","key":"k"})),
             Err(ContextError::InvalidKind)
         );
-        assert_eq!(EventContext::parse(&json!({"kind":"user"})), Err(ContextError::MissingKey));
+        assert_eq!(
+            EventContext::parse(&json!({"kind":"user"})),
+            Err(ContextError::MissingKey)
+        );
     }
 
     #[test]
@@ -397,9 +421,15 @@ mod tests {
         let f = ContextFormatter::new(false, &["/c/prop2/sub1".into()]);
         let out = f.format(&c, false);
         assert_eq!(out["b"], json!({"prop2": 3}));
-        assert_eq!(out["c"], json!({"prop1": {"sub1": true}, "prop2": {"sub2": 5}}));
+        assert_eq!(
+            out["c"],
+            json!({"prop1": {"sub1": true}, "prop2": {"sub2": 5}})
+        );
         assert_eq!(out["name"], json!("a"));
-        let mut redacted = out["_meta"]["redactedAttributes"].as_array().unwrap().clone();
+        let mut redacted = out["_meta"]["redactedAttributes"]
+            .as_array()
+            .unwrap()
+            .clone();
         redacted.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
         assert_eq!(redacted, vec![json!("/b/prop1"), json!("/c/prop2/sub1")]);
     }

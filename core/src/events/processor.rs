@@ -115,9 +115,18 @@ pub enum Event {
 /// A queued event, formatted at flush time.
 #[derive(Debug)]
 enum Queued {
-    Feature { eval: Evaluation, debug: bool },
-    Index { creation_date: u64, context: Arc<EventContext> },
-    Identify { creation_date: u64, context: Arc<EventContext> },
+    Feature {
+        eval: Evaluation,
+        debug: bool,
+    },
+    Index {
+        creation_date: u64,
+        context: Arc<EventContext>,
+    },
+    Identify {
+        creation_date: u64,
+        context: Arc<EventContext>,
+    },
     Custom(super::record::Custom),
     MigrationOp(super::record::MigrationOp),
 }
@@ -244,10 +253,8 @@ impl EventProcessor {
             id.insert("sdkKeySuffix".into(), suffix.into());
             Value::Object(id)
         };
-        let formatter = ContextFormatter::new(
-            config.all_attributes_private,
-            &config.private_attributes,
-        );
+        let formatter =
+            ContextFormatter::new(config.all_attributes_private, &config.private_attributes);
         let diagnostics = config.diagnostics.is_some();
         let diagnostic_interval = config
             .diagnostic_recording_interval
@@ -271,7 +278,10 @@ impl EventProcessor {
             closing: false,
             closed: false,
             next_flush: now + config.flush_interval.max(Duration::from_millis(1)),
-            next_keys_reset: now + config.context_keys_flush_interval.max(Duration::from_secs(1)),
+            next_keys_reset: now
+                + config
+                    .context_keys_flush_interval
+                    .max(Duration::from_secs(1)),
             next_diagnostic: diagnostics.then(|| now + diagnostic_interval),
             diagnostic_id,
             data_since: unix_ms,
@@ -389,7 +399,11 @@ impl EventProcessor {
         if self.closing {
             return sends.min();
         }
-        let timers = [Some(self.next_flush), Some(self.next_keys_reset), self.next_diagnostic];
+        let timers = [
+            Some(self.next_flush),
+            Some(self.next_keys_reset),
+            self.next_diagnostic,
+        ];
         sends.chain(timers.into_iter().flatten()).min()
     }
 
@@ -555,7 +569,11 @@ impl EventProcessor {
         }
         if now >= self.next_keys_reset {
             self.seen.clear();
-            self.next_keys_reset = now + self.config.context_keys_flush_interval.max(Duration::from_secs(1));
+            self.next_keys_reset = now
+                + self
+                    .config
+                    .context_keys_flush_interval
+                    .max(Duration::from_secs(1));
         }
         if now >= self.next_flush {
             self.flush(now);
@@ -587,7 +605,11 @@ impl EventProcessor {
             self.events_in_last_batch = 0;
             return;
         }
-        let in_flight = self.sends.iter().filter(|s| s.kind == PayloadKind::Analytics).count();
+        let in_flight = self
+            .sends
+            .iter()
+            .filter(|s| s.kind == PayloadKind::Analytics)
+            .count();
         if in_flight >= self.config.max_concurrent_posts.max(1) {
             // Kept for the next flush, as LaunchDarkly's SDKs do when every sender is busy.
             return;
@@ -708,7 +730,8 @@ impl EventProcessor {
             };
             match p {
                 Progress::Head(head) => {
-                    self.outputs.push_back(Output::Action(Action::Close { conn }));
+                    self.outputs
+                        .push_back(Output::Action(Action::Close { conn }));
                     if let Some(date) = head.header("date").and_then(parse_http_date) {
                         self.last_known_past_time = date;
                     }
@@ -722,7 +745,8 @@ impl EventProcessor {
                             PayloadKind::Diagnostic => Event::DiagnosticDelivered,
                         }));
                     } else if recoverable(status) {
-                        let error = ErrorInfo::new(now, ErrorKind::ErrorResponse, Cause::Status(status));
+                        let error =
+                            ErrorInfo::new(now, ErrorKind::ErrorResponse, Cause::Status(status));
                         self.retry_or_drop(now, send, error);
                     } else {
                         tracing::error!(
@@ -733,7 +757,8 @@ impl EventProcessor {
                     }
                 }
                 Progress::Failed(error) => {
-                    self.outputs.push_back(Output::Action(Action::Close { conn }));
+                    self.outputs
+                        .push_back(Output::Action(Action::Close { conn }));
                     let send = self.sends.remove(i);
                     self.retry_or_drop(now, send, error);
                 }
@@ -768,10 +793,12 @@ impl EventProcessor {
         self.next_diagnostic = None;
         for send in self.sends.drain(..) {
             if let Some(ex) = send.exchange {
-                self.outputs.push_back(Output::Action(Action::Close { conn: ex.conn }));
+                self.outputs
+                    .push_back(Output::Action(Action::Close { conn: ex.conn }));
             }
         }
-        self.outputs.push_back(Output::Event(Event::Disabled { status }));
+        self.outputs
+            .push_back(Output::Event(Event::Disabled { status }));
     }
 
     fn diagnostic_init(&self, unix_ms: u64) -> Option<Value> {
@@ -827,7 +854,10 @@ fn format_event(formatter: &ContextFormatter, q: Queued) -> Value {
     let mut out = Map::new();
     match q {
         Queued::Feature { eval, debug } => {
-            out.insert("kind".into(), if debug { "debug" } else { "feature" }.into());
+            out.insert(
+                "kind".into(),
+                if debug { "debug" } else { "feature" }.into(),
+            );
             out.insert("creationDate".into(), eval.creation_date.into());
             out.insert("key".into(), eval.key.into());
             if let Some(v) = eval.version {

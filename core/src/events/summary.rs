@@ -49,7 +49,10 @@ impl Summarizer {
     /// Count one evaluation of flag `key` at `at` (Unix milliseconds) by a context of
     /// `kinds`. `version` is `None` for a flag that was not found. `value` and
     /// `default` are called only when this flag or counter is new.
-    #[allow(clippy::too_many_arguments, reason = "the fields of one summary counter")]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the fields of one summary counter"
+    )]
     pub fn record<'a>(
         &mut self,
         at: u64,
@@ -163,7 +166,12 @@ impl Summarizer {
             out.insert("default".into(), flag.default.clone());
             out.insert(
                 "contextKinds".into(),
-                Value::Array(flag.kinds.iter().map(|k| Value::String(k.to_string())).collect()),
+                Value::Array(
+                    flag.kinds
+                        .iter()
+                        .map(|k| Value::String(k.to_string()))
+                        .collect(),
+                ),
             );
             out.insert("counters".into(), Value::Array(counters));
             features.insert(key.to_string(), Value::Object(out));
@@ -185,10 +193,42 @@ mod tests {
     #[test]
     fn counts_per_variation_and_version_with_kinds_and_dates() {
         let mut s = Summarizer::new();
-        s.record(20, "f", ["user"], Some(1), Some(3), || json!("b"), || json!("d"));
-        s.record(10, "f", ["org"], Some(1), Some(3), || unreachable!(), || unreachable!());
-        s.record(30, "f", ["user"], Some(0), Some(3), || json!("a"), || unreachable!());
-        s.record(15, "missing", ["user"], None, None, || json!("d2"), || json!("d2"));
+        s.record(
+            20,
+            "f",
+            ["user"],
+            Some(1),
+            Some(3),
+            || json!("b"),
+            || json!("d"),
+        );
+        s.record(
+            10,
+            "f",
+            ["org"],
+            Some(1),
+            Some(3),
+            || unreachable!(),
+            || unreachable!(),
+        );
+        s.record(
+            30,
+            "f",
+            ["user"],
+            Some(0),
+            Some(3),
+            || json!("a"),
+            || unreachable!(),
+        );
+        s.record(
+            15,
+            "missing",
+            ["user"],
+            None,
+            None,
+            || json!("d2"),
+            || json!("d2"),
+        );
         let e = s.to_event().unwrap();
         assert_eq!(e["startDate"], 10);
         assert_eq!(e["endDate"], 30);

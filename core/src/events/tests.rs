@@ -186,9 +186,15 @@ fn a_flush_posts_the_queue_with_schema_payload_id_and_key() {
     assert_eq!(sent.header("Authorization"), Some("sdk-key-123456"));
     assert_eq!(sent.header("X-LaunchDarkly-Event-Schema"), Some("4"));
     assert_eq!(sent.header("Content-Type"), Some("application/json"));
-    assert_eq!(sent.header("X-LaunchDarkly-Payload-ID").map(str::len), Some(36));
+    assert_eq!(
+        sent.header("X-LaunchDarkly-Payload-ID").map(str::len),
+        Some(36)
+    );
     assert_eq!(kinds(&sent.body), ["index", "summary"]);
-    assert_eq!(sent.body[0]["context"], json!({"kind":"user","key":"u1","name":"N"}));
+    assert_eq!(
+        sent.body[0]["context"],
+        json!({"kind":"user","key":"u1","name":"N"})
+    );
     assert_eq!(sent.body[1]["features"]["f"]["counters"][0]["count"], 1);
     r.answer(sent.conn, 202, None);
     assert!(r.events.contains(&Event::Delivered { events: 2 }));
@@ -204,7 +210,10 @@ fn index_events_once_per_context_and_feature_events_when_tracked() {
     r.eval(&u, "f", true);
     r.eval(&user("u2"), "g", false);
     let sent = r.flush();
-    assert_eq!(kinds(&sent.body), ["index", "feature", "feature", "index", "summary"]);
+    assert_eq!(
+        kinds(&sent.body),
+        ["index", "feature", "feature", "index", "summary"]
+    );
     let feature = &sent.body[1];
     assert_eq!(feature["key"], "f");
     assert_eq!(feature["version"], 7);
@@ -236,7 +245,10 @@ fn debug_events_until_the_later_of_local_and_server_time() {
     r.input(Input::Record(Record::Evaluation(e.clone())));
     let sent = r.flush();
     assert_eq!(kinds(&sent.body), ["index", "debug", "summary"]);
-    assert_eq!(sent.body[1]["context"]["name"], "N", "debug events are not redacted as anonymous");
+    assert_eq!(
+        sent.body[1]["context"]["name"], "N",
+        "debug events are not redacted as anonymous"
+    );
     // The server's clock says it is past the deadline.
     r.answer(sent.conn, 202, Some("Tue, 14 Nov 2023 22:15:00 GMT"));
     r.input(Input::Record(Record::Evaluation(e.clone())));
@@ -254,11 +266,17 @@ fn a_failed_post_is_retried_once_with_the_same_payload_id() {
     r.eval(&user("u1"), "f", false);
     let first = r.flush();
     assert!(r.answer(first.conn, 503, None).is_empty());
-    assert!(matches!(r.events.last(), Some(Event::Failed { retrying: true, .. })));
+    assert!(matches!(
+        r.events.last(),
+        Some(Event::Failed { retrying: true, .. })
+    ));
     assert!(r.advance(Duration::from_millis(999)).is_empty());
     let again = r.advance(Duration::from_millis(1));
     assert_eq!(again.len(), 1);
-    assert_eq!(again[0].header("X-LaunchDarkly-Payload-ID"), first.header("X-LaunchDarkly-Payload-ID"));
+    assert_eq!(
+        again[0].header("X-LaunchDarkly-Payload-ID"),
+        first.header("X-LaunchDarkly-Payload-ID")
+    );
     assert_eq!(again[0].body, first.body);
     // A network error on the retry: dropped.
     r.input(Input::Closed {
@@ -268,12 +286,22 @@ fn a_failed_post_is_retried_once_with_the_same_payload_id() {
             message: "reset".into(),
         }),
     });
-    assert!(matches!(r.events.last(), Some(Event::Failed { retrying: false, events: 2, .. })));
+    assert!(matches!(
+        r.events.last(),
+        Some(Event::Failed {
+            retrying: false,
+            events: 2,
+            ..
+        })
+    ));
     assert_eq!(r.p.in_flight(), 0);
     // The next payload has a new id.
     r.eval(&user("u2"), "f", false);
     let next = r.flush();
-    assert_ne!(next.header("X-LaunchDarkly-Payload-ID"), first.header("X-LaunchDarkly-Payload-ID"));
+    assert_ne!(
+        next.header("X-LaunchDarkly-Payload-ID"),
+        first.header("X-LaunchDarkly-Payload-ID")
+    );
 }
 
 #[test]
@@ -312,7 +340,10 @@ fn the_queue_drops_beyond_its_capacity_and_counts() {
     assert!(r.events.contains(&Event::QueueFull { capacity: 3 }));
     let sent = r.flush();
     assert_eq!(kinds(&sent.body), ["index", "feature", "index", "summary"]);
-    assert_eq!(sent.body[3]["features"]["f"]["counters"][0]["count"], 5, "the summary counts everything");
+    assert_eq!(
+        sent.body[3]["features"]["f"]["counters"][0]["count"], 5,
+        "the summary counts everything"
+    );
 }
 
 #[test]
@@ -321,9 +352,17 @@ fn identify_custom_and_anonymous_contexts() {
     c.omit_anonymous_contexts = true;
     let mut r = Rig::new(c);
     let anon = context(json!({"kind":"user","key":"a","anonymous":true,"name":"x"}));
-    let multi = context(json!({"kind":"multi","user":{"key":"a","anonymous":true},"org":{"key":"o","name":"O"}}));
-    r.input(Input::Record(Record::Identify(Identify { creation_date: T, context: anon.clone() })));
-    r.input(Input::Record(Record::Identify(Identify { creation_date: T, context: multi.clone() })));
+    let multi = context(
+        json!({"kind":"multi","user":{"key":"a","anonymous":true},"org":{"key":"o","name":"O"}}),
+    );
+    r.input(Input::Record(Record::Identify(Identify {
+        creation_date: T,
+        context: anon.clone(),
+    })));
+    r.input(Input::Record(Record::Identify(Identify {
+        creation_date: T,
+        context: multi.clone(),
+    })));
     r.input(Input::Record(Record::Custom(Custom {
         creation_date: T,
         context: anon.clone(),
@@ -333,7 +372,10 @@ fn identify_custom_and_anonymous_contexts() {
     })));
     let sent = r.flush();
     assert_eq!(kinds(&sent.body), ["identify", "custom"]);
-    assert_eq!(sent.body[0]["context"], json!({"kind":"org","key":"o","name":"O"}));
+    assert_eq!(
+        sent.body[0]["context"],
+        json!({"kind":"org","key":"o","name":"O"})
+    );
     let custom = &sent.body[1];
     assert_eq!(custom["key"], "clicked");
     assert_eq!(custom["data"], json!({"a": 1}));
@@ -368,19 +410,29 @@ fn gzip_and_diagnostics() {
     assert_eq!(sent.header("Content-Encoding"), Some("gzip"));
     assert_eq!(kinds(&sent.body), ["index", "summary"]);
     r.answer(sent.conn, 202, None);
-    r.input(Input::StreamInit { at: T, duration_ms: 12, failed: false });
+    r.input(Input::StreamInit {
+        at: T,
+        duration_ms: 12,
+        failed: false,
+    });
     let mut periodic = Vec::new();
     for _ in 0..180 {
         periodic.extend(r.advance(Duration::from_secs(5)));
     }
-    let diag: Vec<&Sent> = periodic.iter().filter(|s| s.target == "/diagnostic").collect();
+    let diag: Vec<&Sent> = periodic
+        .iter()
+        .filter(|s| s.target == "/diagnostic")
+        .collect();
     assert_eq!(diag.len(), 1);
     let d = &diag[0].body;
     assert_eq!(d["kind"], "diagnostic");
     assert_eq!(d["creationDate"], T + 900_000);
     assert_eq!(d["dataSinceDate"], T);
     assert_eq!(d["eventsInLastBatch"], 0);
-    assert_eq!(d["streamInits"], json!([{"timestamp": T, "durationMillis": 12, "failed": false}]));
+    assert_eq!(
+        d["streamInits"],
+        json!([{"timestamp": T, "durationMillis": 12, "failed": false}])
+    );
 }
 
 #[test]
@@ -432,7 +484,11 @@ enum Step {
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        (0u8..20, 0u8..4, any::<bool>()).prop_map(|(ctx, flag, track)| Step::Eval { ctx, flag, track }),
+        (0u8..20, 0u8..4, any::<bool>()).prop_map(|(ctx, flag, track)| Step::Eval {
+            ctx,
+            flag,
+            track
+        }),
         (1u8..5).prop_map(Step::Merged),
         Just(Step::Flush),
         prop_oneof![Just(202u16), Just(503), Just(500)].prop_map(Step::Answer),

@@ -1,0 +1,113 @@
+//! Evaluations reported to the analytics events (see [`crate::events`]).
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use launchdarkly_server_sdk_evaluation::{
+    Context, Detail, Flag, FlagValue, PrerequisiteEvent, PrerequisiteEventRecorder, Reason,
+};
+use serde_json::Value;
+
+use super::variation::typed;
+use crate::Client;
+use crate::events::EvalRecord;
+
+/// Collects the prerequisite evaluations of one evaluation.
+#[derive(Default)]
+pub(crate) struct Prerequisites(RefCell<Vec<PrerequisiteEvent>>);
+
+impl PrerequisiteEventRecorder for Prerequisites {
+    fn record(&self, event: PrerequisiteEvent) {
+        self.0.borrow_mut().push(event);
+    }
+}
+
+/// The variation index as events write it.
+fn index(i: Option<isize>) -> Option<usize> {
+    i.and_then(|i| usize::try_from(i).ok())
+}
+
+impl Client {
+    /// Evaluate flag `key`, convert its value with `convert` (`default` when missing or
+    /// of another type), and report the evaluation — and its prerequisites' — to the
+    /// events. `with_reason`: a `*_detail` call, whose events carry the reason.
+    pub(crate) fn evaluate_typed<T: Clone>(
+        &self,
+        key: &str,
+        context: &Context,
+        default: T,
+        with_reason: bool,
+        convert: impl FnOnce(&FlagValue) -> Option<T>,
+        to_json: impl Fn(&T) -> Value,
+    ) -> Detail<T> {
+        if self.events().is_none() {
+            return self.evaluate_with(key, context, None, |_, d| typed(d, || default, convert));
+        }
+        let prerequisites = Prerequisites::default();
+        let (flag, detail) = self.evaluate_with(key, context, Some(&prerequisites), |flag, d| {
+            (flag.cloned(), typed(d, || default.clone(), convert))
+        });
+        self.record_evaluation(
+            key,
+            context,
+            flag.as_ref(),
+            detail.variation_index,
+            &detail.reason,
+            &|| detail.value.as_ref().map_or(Value::Null, &to_json),
+            &|| to_json(&default),
+            with_reason,
+            prerequisites,
+        );
+        detail
+    }
+
+    /// Report one evaluation (after its prerequisites) to the events, if they are on.
+    #[allow(clippy::too_many_arguments, reason = "the facts of one evaluation")]
+    pub(crate) fn record_evaluation(
+        &self,
+        key: &str,
+        context: &Context,
+        flag: Option<&Arc<Flag>>,
+        variation: Option<isize>,
+        reason: &Reason,
+        value: &dyn Fn() -> Value,
+        default: &dyn Fn() -> Value,
+        with_reason: bool,
+        prerequisites: Prerequisites,
+    ) {
+        let Some(events) = self.events() else {
+            return;
+        };
+        for p in prerequisites.0.into_inner() {
+            let result = &p.prerequisite_result;
+            events.recorder.evaluation(&EvalRecord {
+                key: &p.prerequisite_flag.key,
+                context,
+                flag: Some(&p.prerequisite_flag),
+                variation: index(result.variation_index),
+                value: &|| {
+                    result
+                        .value
+                        .as_ref()
+                        .and_then(FlagValue::as_json)
+                        .unwrap_or(Value::Null)
+                },
+                default: &|| Value::Null,
+                reason: &result.reason,
+                with_reason,
+                prereq_of: Some(&p.target_flag_key),
+            });
+        }
+        events.recorder.evaluation(&EvalRecord {
+            key,
+            context,
+            flag: flag.map(|f| &**f),
+            variation: index(variation),
+            value,
+            default,
+            reason,
+            with_reason,
+            prereq_of: None,
+        });
+    }
+}

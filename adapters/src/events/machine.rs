@@ -1,0 +1,111 @@
+//! The event processor as a [`Machine`] of the one driver.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use flagsync_core::events::{Event, EventProcessor, Input, Output, Record};
+
+use super::Recorder;
+use crate::driver::{In, Machine, Msg, Out, Sink};
+
+/// What the client asks of the event processor.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// Something to report.
+    Record(Box<Record>),
+    /// Send what is queued now.
+    Flush,
+    /// Send what is queued, then end the driver.
+    Close,
+}
+
+/// [`EventProcessor`] with the recorder's shards: their summaries are merged in before
+/// anything that may flush.
+#[derive(Debug)]
+pub(crate) struct EventsMachine {
+    processor: EventProcessor,
+    recorder: Arc<Recorder>,
+}
+
+impl EventsMachine {
+    pub(crate) fn new(processor: EventProcessor, recorder: Arc<Recorder>) -> Self {
+        Self {
+            processor,
+            recorder,
+        }
+    }
+
+    fn merge(&mut self, now: Instant) {
+        for summary in self.recorder.take_summaries() {
+            self.processor.handle_input(now, Input::Summary(summary));
+        }
+    }
+}
+
+impl Machine for EventsMachine {
+    type Command = Command;
+    type Event = Event;
+
+    fn handle(&mut self, now: Instant, input: In<'_, Command>) {
+        let input = match input {
+            In::Command(Command::Record(record)) => Input::Record(*record),
+            In::Command(Command::Flush) => {
+                self.merge(now);
+                Input::Flush
+            }
+            In::Command(Command::Close) => {
+                self.merge(now);
+                Input::Close
+            }
+            In::Connected(conn) => Input::Connected { conn },
+            In::Data(conn, bytes) => Input::Data { conn, bytes },
+            In::Closed(conn, cause) => Input::Closed { conn, cause },
+            In::Timeout => {
+                self.merge(now);
+                Input::Timeout
+            }
+            In::Store(_) => return,
+        };
+        self.processor.handle_input(now, input);
+    }
+
+    fn poll(&mut self) -> Out<Event> {
+        match self.processor.poll_output() {
+            Output::Action(a) => Out::Action(a),
+            Output::Event(e) => Out::Event(e),
+            Output::Wait(w) => Out::Wait(w),
+            other => {
+                tracing::debug!(output = ?other, "unknown event processor output");
+                Out::Wait(None)
+            }
+        }
+    }
+
+    fn stop(&mut self, _now: Instant) {
+        // The driver cancels every connection it opened; nothing else is held.
+    }
+}
+
+/// Logs what happened to deliveries and ends the driver once a close has sent
+/// everything.
+#[derive(Debug)]
+pub(crate) struct EventsSink {
+    pub(crate) tx: async_channel::Sender<Msg<Command>>,
+}
+
+impl Sink<EventsMachine> for EventsSink {
+    fn publish(&mut self, _machine: &EventsMachine, event: Event) {
+        match event {
+            Event::Delivered { events } => tracing::debug!(events, "analytics events delivered"),
+            Event::Disabled { status } => tracing::error!(
+                status,
+                "the events service refused the SDK key: analytics events are no longer sent"
+            ),
+            Event::Closed => {
+                let _ = self.tx.force_send(Msg::Shutdown);
+            }
+            // The core logs failures and overflows itself.
+            other => tracing::trace!(event = ?other, "events"),
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! The evaluation side of analytics events: per-thread shards and the bounded inbox.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use flagsync_core::events::{
+    Custom, Evaluation, EventContext, Identify, MigrationOp, Record, Summarizer,
+};
+use launchdarkly_server_sdk_evaluation::{Context, Flag, Reason};
+use rustc_hash::FxHashSet;
+use serde_json::Value;
+
+use super::Command;
+use crate::driver::Msg;
+
+/// The current wall-clock time in Unix milliseconds.
+pub(crate) fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// One thread's share of the counting.
+#[derive(Debug, Default)]
+struct Shard {
+    summary: Summarizer,
+    /// Contexts this shard handed to the processor since the last flush: the
+    /// processor decides about index events, this only spares it the repeats.
+    seen: FxHashSet<String>,
+}
+
+/// What one evaluation tells the events.
+pub(crate) struct EvalRecord<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) context: &'a Context,
+    /// The flag, if it was found.
+    pub(crate) flag: Option<&'a Flag>,
+    pub(crate) variation: Option<usize>,
+    /// The value the caller got, as JSON (called only when needed).
+    pub(crate) value: &'a dyn Fn() -> Value,
+    /// The caller's default, as JSON (called only when needed).
+    pub(crate) default: &'a dyn Fn() -> Value,
+    pub(crate) reason: &'a Reason,
+    /// A `*_detail` call: events carry the reason.
+    pub(crate) with_reason: bool,
+    pub(crate) prereq_of: Option<&'a str>,
+}
+
+/// Hands the client's records to the event processor's driver.
+#[derive(Debug)]
+pub(crate) struct Recorder {
+    tx: async_channel::Sender<Msg<Command>>,
+    shards: Box<[Mutex<Shard>]>,
+    seen_capacity: usize,
+    warned_full: AtomicBool,
+}
+
+static NEXT_THREAD: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static THREAD_INDEX: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+fn thread_index() -> usize {
+    THREAD_INDEX.with(|i| match i.get() {
+        Some(n) => n,
+        None => {
+            let n = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+            i.set(Some(n));
+            n
+        }
+    })
+}
+
+/// The context as the event processor reads it.
+pub(crate) fn event_context(context: &Context) -> Option<Arc<EventContext>> {
+    let json = serde_json::to_value(context).ok()?;
+    match EventContext::parse(&json) {
+        Ok(c) => Some(Arc::new(c)),
+        Err(e) => {
+            tracing::warn!(error = %e, "a context that cannot be reported in events");
+            None
+        }
+    }
+}
+
+impl Recorder {
+    /// A recorder sending to `tx`; `seen_capacity` bounds each shard's set of contexts.
+    pub(crate) fn new(tx: async_channel::Sender<Msg<Command>>, seen_capacity: usize) -> Self {
+        let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
+        let shards = (0..(threads * 2).clamp(4, 64))
+            .map(|_| Mutex::new(Shard::default()))
+            .collect();
+        Self {
+            tx,
+            shards,
+            seen_capacity: seen_capacity.max(1),
+            warned_full: AtomicBool::new(false),
+        }
+    }
+
+    fn shard(&self) -> std::sync::MutexGuard<'_, Shard> {
+        let i = thread_index() % self.shards.len();
+        self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every shard's summary since the last call (and their contexts forgotten).
+    pub(crate) fn take_summaries(&self) -> Vec<Summarizer> {
+        self.shards
+            .iter()
+            .filter_map(|s| {
+                let mut shard = s.lock().unwrap_or_else(|e| e.into_inner());
+                shard.seen.clear();
+                (!shard.summary.is_empty()).then(|| std::mem::take(&mut shard.summary))
+            })
+            .collect()
+    }
+
+    /// Send a command to the processor; false if its inbox is full or closed.
+    pub(crate) fn command(&self, command: Command) -> bool {
+        match self.tx.try_send(Msg::Command(command)) {
+            Ok(()) => true,
+            Err(async_channel::TrySendError::Full(_)) => {
+                if !self.warned_full.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        "analytics events are produced faster than they can be processed: some are dropped"
+                    );
+                }
+                false
+            }
+            Err(async_channel::TrySendError::Closed(_)) => false,
+        }
+    }
+
+    fn send(&self, record: Record) {
+        if self.command(Command::Record(Box::new(record))) {
+            self.warned_full.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Count an evaluation; hand it to the processor when it needs more than a count.
+    pub(crate) fn evaluation(&self, r: &EvalRecord<'_>) {
+        let now = unix_ms();
+        let experiment = r
+            .flag
+            .is_some_and(|f| f.is_experimentation_enabled(r.reason));
+        let track = experiment || r.flag.is_some_and(|f| f.track_events);
+        let debug_until = r.flag.and_then(|f| f.debug_events_until_date);
+        let debugging = debug_until.is_some_and(|d| d > now);
+        let exclude = r.flag.is_some_and(|f| f.exclude_from_summaries);
+        let version = r.flag.map(|f| f.version);
+        let unseen = {
+            let mut shard = self.shard();
+            if !exclude {
+                let (value, default) = (|| (r.value)(), || (r.default)());
+                if r.context.is_multi() {
+                    let kinds = r.context.kinds();
+                    let kinds = kinds.iter().map(|k| k.as_ref());
+                    let s = &mut shard.summary;
+                    s.record(now, r.key, kinds, r.variation, version, value, default);
+                } else {
+                    let kinds = [r.context.kind().as_ref()];
+                    let s = &mut shard.summary;
+                    s.record(now, r.key, kinds, r.variation, version, value, default);
+                }
+            }
+            let key = r.context.canonical_key();
+            if shard.seen.contains(key) {
+                false
+            } else {
+                if shard.seen.len() >= self.seen_capacity {
+                    shard.seen.clear();
+                }
+                shard.seen.insert(key.to_owned());
+                true
+            }
+        };
+        if !(track || debugging || unseen) {
+            return;
+        }
+        let Some(context) = event_context(r.context) else {
+            return;
+        };
+        let reason = (r.with_reason || experiment)
+            .then(|| serde_json::to_value(r.reason).ok())
+            .flatten();
+        self.send(Record::Evaluation(Evaluation {
+            creation_date: now,
+            context,
+            key: r.key.to_owned(),
+            version,
+            variation: r.variation,
+            value: (r.value)(),
+            default: (r.default)(),
+            reason,
+            prereq_of: r.prereq_of.map(str::to_owned),
+            track_events: track,
+            debug_events_until_date: debug_until,
+            sampling_ratio: r.flag.and_then(|f| f.sampling_ratio).map(u64::from),
+            exclude_from_summaries: exclude,
+            summarized: true,
+        }));
+    }
+
+    /// `track`.
+    pub(crate) fn custom(
+        &self,
+        key: &str,
+        context: &Context,
+        data: Option<Value>,
+        metric_value: Option<f64>,
+    ) {
+        let Some(context) = event_context(context) else {
+            return;
+        };
+        self.send(Record::Custom(Custom {
+            creation_date: unix_ms(),
+            context,
+            key: key.to_owned(),
+            data,
+            metric_value,
+        }));
+    }
+
+    /// `identify`.
+    pub(crate) fn identify(&self, context: &Context) {
+        let Some(context) = event_context(context) else {
+            return;
+        };
+        self.send(Record::Identify(Identify {
+            creation_date: unix_ms(),
+            context,
+        }));
+    }
+
+    /// A migration operation event, from its JSON.
+    pub(crate) fn migration_op(
+        &self,
+        context: &Context,
+        sampling_ratio: Option<u32>,
+        event: Value,
+    ) {
+        let Some(context) = event_context(context) else {
+            return;
+        };
+        let Value::Object(mut body) = event else {
+            return;
+        };
+        let creation_date = body
+            .remove("creationDate")
+            .and_then(|d| d.as_u64())
+            .unwrap_or_else(unix_ms);
+        for k in ["kind", "context", "samplingRatio"] {
+            body.remove(k);
+        }
+        self.send(Record::MigrationOp(MigrationOp {
+            creation_date,
+            context,
+            sampling_ratio: sampling_ratio.map(u64::from),
+            body,
+        }));
+    }
+}
