@@ -68,10 +68,10 @@ fuzz_target!(|input: (bool, bool, Vec<Step>)| {
         let at = 1_700_000_000_000 + u64::try_from((now - t0).as_millis()).unwrap_or(0);
         let input = match step {
             Step::Context(bytes) => {
-                if let Ok(json) = serde_json::from_slice(&bytes) {
-                    if let Ok(c) = EventContext::parse(&json) {
-                        context = Arc::new(c);
-                    }
+                if let Ok(json) = serde_json::from_slice(&bytes)
+                    && let Ok(c) = EventContext::parse(&json)
+                {
+                    context = Arc::new(c);
                 }
                 continue;
             }

@@ -64,7 +64,7 @@ fn config() -> EventsConfig {
 
 impl Rig {
     fn new(config: EventsConfig) -> Self {
-        let t0 = Instant::now();
+        let t0 = crate::testing::origin();
         Self {
             p: EventProcessor::new(config, 42, t0, T),
             t0,
