@@ -127,7 +127,10 @@ pub(super) fn accept(
     match (kind, &body) {
         (PayloadKind::Bulk, Value::Array(_)) | (PayloadKind::Diagnostic, Value::Object(_)) => {}
         (PayloadKind::Bulk, _) => {
-            return Err(Refusal::new(400, "a /bulk body must be a JSON array of events"));
+            return Err(Refusal::new(
+                400,
+                "a /bulk body must be a JSON array of events",
+            ));
         }
         (PayloadKind::Diagnostic, _) => {
             return Err(Refusal::new(
@@ -312,15 +315,32 @@ mod tests {
         let req = post("/diagnostic", &[("Content-Encoding", "gzip")], gzip(json));
         let p = accept(PayloadKind::Diagnostic, &req, json.len(), SystemTime::now()).unwrap();
         assert!(p.gzip);
-        assert_eq!(p.events(), [serde_json::json!({"kind": "diagnostic-init", "id": {}})]);
+        assert_eq!(
+            p.events(),
+            [serde_json::json!({"kind": "diagnostic-init", "id": {}})]
+        );
         // A small body that inflates past the limit.
-        let bomb = post("/bulk", &[("Content-Encoding", "gzip")], gzip(&[b' '; 100_000]));
+        let bomb = post(
+            "/bulk",
+            &[("Content-Encoding", "gzip")],
+            gzip(&[b' '; 100_000]),
+        );
         let err = accept(PayloadKind::Bulk, &bomb, 1000, SystemTime::now()).unwrap_err();
         assert_eq!(err.status, 413);
         let bad = post("/bulk", &[("Content-Encoding", "gzip")], b"[]".to_vec());
-        assert_eq!(accept(PayloadKind::Bulk, &bad, 1000, SystemTime::now()).unwrap_err().status, 400);
+        assert_eq!(
+            accept(PayloadKind::Bulk, &bad, 1000, SystemTime::now())
+                .unwrap_err()
+                .status,
+            400
+        );
         let br = post("/bulk", &[("Content-Encoding", "br")], b"[]".to_vec());
-        assert_eq!(accept(PayloadKind::Bulk, &br, 1000, SystemTime::now()).unwrap_err().status, 415);
+        assert_eq!(
+            accept(PayloadKind::Bulk, &br, 1000, SystemTime::now())
+                .unwrap_err()
+                .status,
+            415
+        );
     }
 
     #[test]

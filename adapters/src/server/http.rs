@@ -388,8 +388,11 @@ mod tests {
     #[test]
     fn a_body_longer_than_the_head_limit_is_read() {
         let body = vec![b'x'; MAX_HEAD * 2];
-        let mut raw = format!("POST /bulk HTTP/1.1\r\nContent-Length: {}\r\n\r\n", body.len())
-            .into_bytes();
+        let mut raw = format!(
+            "POST /bulk HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
         raw.extend_from_slice(&body);
         let req = RequestReader::new(body.len()).read(&mut &raw[..]).unwrap();
         assert_eq!(req.body, body);

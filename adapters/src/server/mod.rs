@@ -81,8 +81,8 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::Value;
 
 use data::{Data, ItemKind};
-use fault::Faults;
 use events::Subscribers;
+use fault::Faults;
 use http::{ReadError, Request, RequestReader, write_response};
 
 pub use events::{EventPayload, EventSubscription, PayloadKind};
@@ -894,7 +894,9 @@ fn route(
             let _ = serve_stream(shared, id, req, endpoint, fallback, stream);
             Routed::Streamed
         }
-        Endpoint::Bulk => Routed::Done(serve_events(shared, PayloadKind::Bulk, req, stream).is_ok()),
+        Endpoint::Bulk => {
+            Routed::Done(serve_events(shared, PayloadKind::Bulk, req, stream).is_ok())
+        }
         Endpoint::Diagnostic => {
             Routed::Done(serve_events(shared, PayloadKind::Diagnostic, req, stream).is_ok())
         }
