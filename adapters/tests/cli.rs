@@ -546,6 +546,12 @@ fn serve_writes_each_received_event_as_a_json_line() {
         !text.contains("sdk-ev") && !text.contains("stale"),
         "{text}"
     );
+    // The documented field order, the event last.
+    assert!(text.starts_with("{\"receivedAt\":"), "{text}");
+    assert!(
+        text.contains(",\"endpoint\":\"/diagnostic\",\"payloadId\":null,\"event\":{"),
+        "{text}"
+    );
 
     let help = run(&["serve", "--help"]);
     let help = String::from_utf8_lossy(&help.stdout);

@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use flagsync::server::{EventPayload, EventSubscription, ServerHandle};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// How many received payloads may wait for the writer before new ones are dropped.
 const CAPACITY: usize = 1024;
@@ -18,20 +18,20 @@ const CAPACITY: usize = 1024;
 const REPORT_EVERY: Duration = Duration::from_secs(1);
 
 /// The lines of one payload, one per event (a bulk payload's elements, or the one
-/// diagnostic event):
-/// `{"receivedAt":MS,"endpoint":"/bulk","payloadId":ID|null,"event":{…}}`.
-pub fn lines(payload: &EventPayload) -> impl Iterator<Item = Value> + '_ {
+/// diagnostic event), without their newline:
+/// `{"receivedAt":MS,"endpoint":"/bulk","payloadId":ID|null,"event":{…}}`, the fields in
+/// that order so that the event, the longest, comes last.
+pub fn lines(payload: &EventPayload) -> impl Iterator<Item = String> + '_ {
     let received_at = payload
         .received
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let payload_id = Value::from(payload.payload_id.clone());
     payload.events().iter().map(move |event| {
-        json!({
-            "receivedAt": received_at,
-            "endpoint": payload.kind.path(),
-            "payloadId": payload.payload_id,
-            "event": event,
-        })
+        format!(
+            "{{\"receivedAt\":{received_at},\"endpoint\":\"{}\",\"payloadId\":{payload_id},\"event\":{event}}}",
+            payload.kind.path()
+        )
     })
 }
 
@@ -69,10 +69,7 @@ fn write_lines(events: &EventSubscription, mut out: impl Write, name: &str) {
         match events.recv_timeout(REPORT_EVERY) {
             Ok(payload) => {
                 let written = lines(&payload)
-                    .try_for_each(|line| {
-                        serde_json::to_writer(&mut out, &line)?;
-                        out.write_all(b"\n")
-                    })
+                    .try_for_each(|line| writeln!(out, "{line}"))
                     .and_then(|()| out.flush());
                 if let Err(e) = written {
                     // Dropping the subscription: the server stops queueing for it.
