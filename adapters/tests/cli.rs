@@ -447,3 +447,149 @@ fn serve_fault_flags_are_checked() {
         assert!(help.contains(flag), "{help}");
     }
 }
+
+/// `POST` `body` to `url` + `path` with `headers`; the response's status.
+fn post_events(url: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> u16 {
+    use std::io::{Read, Write};
+    let addr = url.strip_prefix("http://").unwrap();
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut req = format!("POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
+    for (n, v) in headers {
+        req.push_str(&format!("{n}: {v}\r\n"));
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    let mut bytes = req.into_bytes();
+    bytes.extend_from_slice(body);
+    conn.write_all(&bytes).unwrap();
+    let mut resp = String::new();
+    conn.read_to_string(&mut resp).unwrap();
+    resp.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn serve_writes_each_received_event_as_a_json_line() {
+    let file = temp_file("events-data.json", &data().to_string());
+    let out = temp_file("events.jsonl", "stale contents are truncated\n");
+    let server = Serve::start_with(&file, "sdk-ev", &["--events", out.to_str().unwrap()]);
+    let bulk = json!([
+        {"kind": "identify", "creationDate": 1_700_000_000_000_u64, "context": {"kind": "user", "key": "u1"}},
+        {"kind": "custom", "creationDate": 1_700_000_000_001_u64, "key": "clicked",
+         "contextKeys": {"user": "u1"}, "metricValue": 2.5}
+    ]);
+    let key = [
+        ("Authorization", "sdk-ev"),
+        ("X-LaunchDarkly-Event-Schema", "4"),
+        ("X-LaunchDarkly-Payload-ID", "pid-1"),
+    ];
+    assert_eq!(
+        post_events(&server.url, "/bulk", &key, bulk.to_string().as_bytes()),
+        202
+    );
+    let wrong = [("Authorization", "sdk-wrong")];
+    assert_eq!(
+        post_events(&server.url, "/bulk", &wrong, b"[{\"kind\":\"custom\"}]"),
+        401
+    );
+    assert_eq!(post_events(&server.url, "/bulk", &key, b"[{"), 400);
+    let diag = json!({"kind": "diagnostic", "creationDate": 1_700_000_000_002_u64,
+                      "id": {"diagnosticId": "d"}, "droppedEvents": 0});
+    let key = [("Authorization", "sdk-ev")];
+    assert_eq!(
+        post_events(
+            &server.url,
+            "/diagnostic",
+            &key,
+            diag.to_string().as_bytes()
+        ),
+        202
+    );
+
+    let mut lines = Vec::new();
+    for _ in 0..100 {
+        let text = std::fs::read_to_string(&out).unwrap();
+        lines = text
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .collect();
+        if lines.len() >= 3 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    for line in &lines {
+        assert!(
+            line["receivedAt"].as_u64().unwrap() > 1_700_000_000_000,
+            "{line}"
+        );
+    }
+    let strip = |l: &Value| {
+        let mut l = l.clone();
+        l.as_object_mut().unwrap().remove("receivedAt");
+        l
+    };
+    assert_eq!(
+        strip(&lines[0]),
+        json!({"endpoint": "/bulk", "payloadId": "pid-1", "event": bulk[0]})
+    );
+    assert_eq!(
+        strip(&lines[1]),
+        json!({"endpoint": "/bulk", "payloadId": "pid-1", "event": bulk[1]})
+    );
+    assert_eq!(
+        strip(&lines[2]),
+        json!({"endpoint": "/diagnostic", "payloadId": null, "event": diag})
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        !text.contains("sdk-ev") && !text.contains("stale"),
+        "{text}"
+    );
+    // The documented field order, the event last.
+    assert!(text.starts_with("{\"receivedAt\":"), "{text}");
+    assert!(
+        text.contains(",\"endpoint\":\"/diagnostic\",\"payloadId\":null,\"event\":{"),
+        "{text}"
+    );
+
+    let help = run(&["serve", "--help"]);
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("--events <FILE|->") && help.contains("payloadId"),
+        "{help}"
+    );
+}
+
+#[test]
+fn serve_events_to_stdout_moves_the_other_messages_to_stderr() {
+    let file = temp_file("events-stdout.json", &data().to_string());
+    let mut child = Command::new(BIN)
+        .args(["serve", "--port", "0", "--events", "-", "--data"])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut banner = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut banner)
+        .unwrap();
+    let url = banner.split_whitespace().last().unwrap().to_owned();
+    assert!(url.starts_with("http://127.0.0.1:"), "{banner:?}");
+    let bulk =
+        json!([{"kind": "custom", "creationDate": 1, "key": "k", "contextKeys": {"user": "u"}}]);
+    assert_eq!(
+        post_events(&url, "/base/bulk", &[], bulk.to_string().as_bytes()),
+        202
+    );
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let line: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+    assert_eq!(line["endpoint"], "/bulk");
+    assert_eq!(line["payloadId"], Value::Null);
+    assert_eq!(line["event"], bulk[0]);
+}

@@ -24,18 +24,25 @@ pub enum Endpoint {
     Fdv2Stream,
     /// FDv2 polling, `GET …/sdk/poll`.
     Fdv2Poll,
+    /// Analytics events, `POST …/bulk` (a JSON array of events).
+    Bulk,
+    /// Diagnostic events, `POST …/diagnostic` (one diagnostic event object).
+    Diagnostic,
 }
 
 impl Endpoint {
     /// Every endpoint.
-    pub const ALL: [Self; 4] = [
+    pub const ALL: [Self; 6] = [
         Self::Fdv1Stream,
         Self::Fdv1Poll,
         Self::Fdv2Stream,
         Self::Fdv2Poll,
+        Self::Bulk,
+        Self::Diagnostic,
     ];
 
-    /// The path it is served at: `/all`, `/sdk/latest-all`, `/sdk/stream`, `/sdk/poll`.
+    /// The path it is served at: `/all`, `/sdk/latest-all`, `/sdk/stream`, `/sdk/poll`,
+    /// `/bulk`, `/diagnostic`.
     ///
     /// ```
     /// assert_eq!(flagsync::server::Endpoint::Fdv1Stream.path(), "/all");
@@ -46,6 +53,8 @@ impl Endpoint {
             Self::Fdv1Poll => "/sdk/latest-all",
             Self::Fdv2Stream => "/sdk/stream",
             Self::Fdv2Poll => "/sdk/poll",
+            Self::Bulk => "/bulk",
+            Self::Diagnostic => "/diagnostic",
         }
     }
 
@@ -71,6 +80,18 @@ impl Endpoint {
         matches!(self, Self::Fdv2Stream | Self::Fdv2Poll)
     }
 
+    /// True for the events endpoints (`/bulk`, `/diagnostic`), which take `POST`.
+    ///
+    /// ```
+    /// use flagsync::server::Endpoint;
+    ///
+    /// assert!(Endpoint::Bulk.is_events() && Endpoint::Diagnostic.is_events());
+    /// assert!(!Endpoint::Fdv1Stream.is_events());
+    /// ```
+    pub fn is_events(self) -> bool {
+        matches!(self, Self::Bulk | Self::Diagnostic)
+    }
+
     fn index(self) -> usize {
         self as usize
     }
@@ -82,13 +103,15 @@ impl fmt::Display for Endpoint {
     }
 }
 
-/// An endpoint name that is not one of the four paths.
+/// An endpoint name that is not one of the six paths.
 ///
 /// ```
 /// assert!("/sdk/nope".parse::<flagsync::server::Endpoint>().is_err());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown endpoint {0:?} (expected /all, /sdk/latest-all, /sdk/stream or /sdk/poll)")]
+#[error(
+    "unknown endpoint {0:?} (expected /all, /sdk/latest-all, /sdk/stream, /sdk/poll, /bulk or /diagnostic)"
+)]
 pub struct UnknownEndpoint(pub String);
 
 impl FromStr for Endpoint {
@@ -113,9 +136,9 @@ pub(super) struct Faults {
     /// Hold every request unanswered.
     hang: bool,
     /// Answer every request to an endpoint with a status.
-    fail: [Option<u16>; 4],
+    fail: [Option<u16>; Endpoint::ALL.len()],
     /// Hold every request to an endpoint unanswered.
-    hang_endpoint: [bool; 4],
+    hang_endpoint: [bool; Endpoint::ALL.len()],
     /// Send `X-LD-FD-Fallback: true` on every FDv2 response.
     pub(super) fdv1_fallback: bool,
     /// FDv2 streams left that end with a `goodbye` after their first payload.

@@ -1,11 +1,12 @@
 //! Minimal HTTP/1.1 request reading and response writing over a blocking stream.
 
 use std::io::{self, Read, Write};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The largest request head accepted.
 const MAX_HEAD: usize = 64 * 1024;
-/// The largest request body read (and discarded).
-const MAX_BODY: usize = 1024 * 1024;
+/// The default largest request body (see `ServerBuilder::max_body`).
+pub(super) const DEFAULT_MAX_BODY: usize = 8 * 1024 * 1024;
 
 /// A parsed request head.
 #[derive(Debug, Clone)]
@@ -16,6 +17,8 @@ pub(super) struct Request {
     pub(super) headers: Vec<(String, String)>,
     /// HTTP/1.0, or `Connection: close`.
     pub(super) close: bool,
+    /// The body as sent (`Content-Length` framed; empty without one).
+    pub(super) body: Vec<u8>,
 }
 
 impl Request {
@@ -101,19 +104,41 @@ pub(super) enum ReadError {
 }
 
 /// Reads successive requests from one connection, keeping bytes that arrive early.
-#[derive(Debug, Default)]
+///
+/// It holds at most one head (64 KiB) and one body (`max_body`) plus one read's worth of
+/// bytes: a longer head is refused with 431 and a `Content-Length` above `max_body` with
+/// 413 before any of the body is read.
+#[derive(Debug)]
 pub(super) struct RequestReader {
     buf: Vec<u8>,
+    max_body: usize,
+    /// The length of the head at the front of `buf`, once it is complete.
+    head_len: Option<usize>,
+}
+
+impl Default for RequestReader {
+    fn default() -> Self {
+        Self::new(DEFAULT_MAX_BODY)
+    }
 }
 
 impl RequestReader {
+    /// A reader that refuses bodies longer than `max_body` bytes.
+    pub(super) fn new(max_body: usize) -> Self {
+        Self {
+            buf: Vec::new(),
+            max_body,
+            head_len: None,
+        }
+    }
+
     pub(super) fn read(&mut self, stream: &mut impl Read) -> Result<Request, ReadError> {
         let mut chunk = [0u8; 4096];
         loop {
             if let Some(req) = self.try_parse()? {
                 return Ok(req);
             }
-            if self.buf.len() > MAX_HEAD {
+            if self.head_len.is_none() && self.buf.len() > MAX_HEAD {
                 return Err(ReadError::Bad(431));
             }
             match stream.read(&mut chunk) {
@@ -151,6 +176,7 @@ impl RequestReader {
             target: parsed.path.unwrap_or("").to_owned(),
             headers: req_headers,
             close: version == 0,
+            body: Vec::new(),
         };
         if let Some(c) = req.header("connection") {
             if c.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")) {
@@ -163,20 +189,24 @@ impl RequestReader {
             }
         }
         if req.header("transfer-encoding").is_some() {
-            // Request bodies are never needed; refuse chunked ones rather than desync.
+            // Only `Content-Length` bodies are read (as every SDK sends its events);
+            // refuse chunked ones rather than desync.
             return Err(ReadError::Bad(411));
         }
         let body_len = match req.header("content-length") {
             None => 0,
             Some(v) => match v.parse::<usize>() {
-                Ok(n) if n <= MAX_BODY => n,
+                Ok(n) if n <= self.max_body => n,
                 Ok(_) => return Err(ReadError::Bad(413)),
                 Err(_) => return Err(ReadError::Bad(400)),
             },
         };
         if self.buf.len() < head_len + body_len {
+            self.head_len = Some(head_len);
             return Ok(None);
         }
+        self.head_len = None;
+        req.body = self.buf[head_len..head_len + body_len].to_vec();
         self.buf.drain(..head_len + body_len);
         Ok(Some(req))
     }
@@ -186,6 +216,7 @@ impl RequestReader {
 pub(super) fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
+        202 => "Accepted",
         204 => "No Content",
         304 => "Not Modified",
         400 => "Bad Request",
@@ -196,6 +227,7 @@ pub(super) fn reason(status: u16) -> &'static str {
         408 => "Request Timeout",
         411 => "Length Required",
         413 => "Content Too Large",
+        415 => "Unsupported Media Type",
         429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
@@ -214,7 +246,11 @@ pub(super) fn write_response(
     body: &[u8],
     close: bool,
 ) -> io::Result<()> {
-    let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
+    let mut head = format!(
+        "HTTP/1.1 {status} {}\r\nDate: {}\r\n",
+        reason(status),
+        http_date(SystemTime::now())
+    );
     for (n, v) in headers {
         head.push_str(n);
         head.push_str(": ");
@@ -235,6 +271,63 @@ pub(super) fn write_response(
     }
     out.write_all(&all)?;
     out.flush()
+}
+
+/// Format a time as an HTTP date (RFC 7231 IMF-fixdate, e.g. `Sun, 06 Nov 1994
+/// 08:49:37 GMT`), as the `Date` header carries it. Times before 1970 print as 1970.
+pub(super) fn http_date(time: SystemTime) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let secs = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let days = secs / 86_400;
+    let (year, month, day) = civil_from_days(days);
+    let rem = secs % 86_400;
+    format!(
+        "{}, {day:02} {} {year} {:02}:{:02}:{:02} GMT",
+        DAYS[(days % 7) as usize],
+        MONTHS[(month - 1) as usize],
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// The proleptic Gregorian `(year, month 1-12, day 1-31)` of a day count since
+/// 1970-01-01 (Howard Hinnant's `civil_from_days`, for non-negative counts).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+/// After refusing a request whose body was not read: stop writing, then read and
+/// discard what the client still sends (for at most `for_at_most`), so that closing
+/// does not reset the connection before the client has read the answer.
+pub(super) fn linger(stream: &mut std::net::TcpStream, for_at_most: Duration) {
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let deadline = Instant::now() + for_at_most;
+    let mut sink = [0u8; 8192];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            return;
+        }
+        match stream.read(&mut sink) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -274,6 +367,45 @@ mod tests {
         let raw = b"GET / HTTP/1.1\r\nAccept-Encoding: gzip;q=0\r\n\r\n";
         let req = RequestReader::default().read(&mut &raw[..]).unwrap();
         assert!(!req.accepts_gzip());
+    }
+
+    #[test]
+    fn bodies_are_kept_and_limited() {
+        let raw = b"POST /bulk HTTP/1.1\r\nContent-Length: 5\r\n\r\n[1,2]GET /all HTTP/1.1\r\n\r\n";
+        let mut r = RequestReader::new(5);
+        let mut src = &raw[..];
+        let a = r.read(&mut src).unwrap();
+        assert_eq!((a.path(), a.body.as_slice()), ("/bulk", &b"[1,2]"[..]));
+        let b = r.read(&mut src).unwrap();
+        assert_eq!((b.path(), b.body.len()), ("/all", 0));
+        let raw = b"POST /bulk HTTP/1.1\r\nContent-Length: 6\r\n\r\n[1,2,]";
+        assert!(matches!(
+            RequestReader::new(5).read(&mut &raw[..]),
+            Err(ReadError::Bad(413))
+        ));
+    }
+
+    #[test]
+    fn a_body_longer_than_the_head_limit_is_read() {
+        let body = vec![b'x'; MAX_HEAD * 2];
+        let mut raw = format!(
+            "POST /bulk HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        raw.extend_from_slice(&body);
+        let req = RequestReader::new(body.len()).read(&mut &raw[..]).unwrap();
+        assert_eq!(req.body, body);
+    }
+
+    #[test]
+    fn http_dates() {
+        let at = |secs| http_date(UNIX_EPOCH + Duration::from_secs(secs));
+        assert_eq!(at(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(at(784_111_777), "Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(at(951_782_400), "Tue, 29 Feb 2000 00:00:00 GMT");
+        assert_eq!(at(1_798_761_599), "Thu, 31 Dec 2026 23:59:59 GMT");
+        assert_eq!(at(4_107_542_400), "Mon, 01 Mar 2100 00:00:00 GMT");
     }
 
     #[test]

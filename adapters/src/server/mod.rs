@@ -11,13 +11,27 @@
 //! | `GET …/sdk/latest-all` | FDv1 `{"flags":{…},"segments":{…}}` with an `ETag`; `If-None-Match` → `304`; gzip when accepted |
 //! | `GET …/sdk/stream[?basis=S]` | FDv2 `text/event-stream`: `server-intent` (`xfer-full`, or `none` when `basis` is the current selector state), a `put-object` per flag and segment, `payload-transferred {state, version}`; then each change as an `xfer-changes` payload (`put-object` or `delete-object`, `payload-transferred`), a replaced data set as a new `xfer-full` payload, and a `heart-beat` event every heartbeat interval |
 //! | `GET …/sdk/poll[?basis=S]` | FDv2 `{"events":[{"event":…,"data":{…}},…]}`: the same first payload as the stream; gzip when accepted |
+//! | `POST …/bulk` | analytics events, a JSON array (optionally `Content-Encoding: gzip`): `202 Accepted`, empty body |
+//! | `POST …/diagnostic` | one diagnostic event object (optionally gzip): `202 Accepted`, empty body |
 //!
 //! Every change raises the payload version by one; the selector state is
 //! `<server epoch>-<version>` ([`ServerHandle::fdv2_state`]), so a client's `basis`
 //! from an older version (or another server run) gets a full transfer. Any path prefix
 //! is accepted (so a base URI with a path works) and a `?filter=` query is accepted and
 //! ignored. When an SDK key is configured, a request whose `Authorization` header
-//! differs gets `401`.
+//! differs gets `401`. Every response carries a `Date` header (SDKs compare
+//! `debugEventsUntilDate` with the `Date` of an events response).
+//!
+//! # Events
+//! The events endpoints answer as LaunchDarkly's events service does: `202 Accepted`
+//! with an empty body; `400` for a body that is not JSON of the endpoint's shape (an
+//! array for `/bulk`, an object for `/diagnostic`), `401` for a wrong SDK key, `413`
+//! for a body longer than [`ServerBuilder::max_body`] (as sent, or once gunzipped),
+//! `415` for a `Content-Encoding` other than gzip, `411` for a chunked body. Accepted
+//! payloads go to every [`EventSubscription`] ([`ServerHandle::subscribe_events`]) as
+//! [`EventPayload`]s; a subscription that is full drops and counts, so a slow reader
+//! never holds up a request. The faults apply to [`Endpoint::Bulk`] and
+//! [`Endpoint::Diagnostic`] too.
 //!
 //! # Faults
 //! For testing clients, [`ServerHandle`] scripts faults; each takes effect with the next
@@ -50,6 +64,7 @@
 //! ```
 
 mod data;
+mod events;
 mod fault;
 mod fdv2;
 mod http;
@@ -61,14 +76,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 
 use data::{Data, ItemKind};
+use events::Subscribers;
 use fault::Faults;
 use http::{ReadError, Request, RequestReader, write_response};
 
+pub use events::{EventPayload, EventSubscription, PayloadKind};
 pub use fault::{Endpoint, UnknownEndpoint};
 
 /// How long an idle keep-alive connection is kept open.
@@ -79,6 +96,8 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// How many requests [`ServerHandle::requests`] remembers.
 const MAX_RECORDED: usize = 1000;
+/// How long a refused request's unread body is read and discarded before closing.
+const LINGER: Duration = Duration::from_secs(2);
 
 /// An error from starting or updating the server.
 #[derive(Debug, thiserror::Error)]
@@ -106,7 +125,7 @@ pub struct Server(());
 
 impl Server {
     /// Start configuring a server. Defaults: any free port, no SDK key check, no data,
-    /// heartbeat every 15 s.
+    /// heartbeat every 15 s, request bodies up to 8 MiB.
     pub fn builder() -> ServerBuilder {
         ServerBuilder {
             port: 0,
@@ -114,6 +133,7 @@ impl Server {
             env_id: None,
             heartbeat: Duration::from_secs(15),
             data: Value::Object(serde_json::Map::new()),
+            max_body: http::DEFAULT_MAX_BODY,
         }
     }
 }
@@ -127,6 +147,7 @@ pub struct ServerBuilder {
     env_id: Option<String>,
     heartbeat: Duration,
     data: Value,
+    max_body: usize,
 }
 
 impl ServerBuilder {
@@ -163,6 +184,19 @@ impl ServerBuilder {
         self
     }
 
+    /// The longest request body accepted, in bytes (default 8 MiB): as sent, and again
+    /// once gunzipped. A longer body gets `413` without being buffered: a
+    /// `Content-Length` above it is refused before the body is read.
+    ///
+    /// ```
+    /// let server = flagsync::server::Server::builder().max_body(64 * 1024).start()?;
+    /// # Ok::<(), flagsync::server::ServerError>(())
+    /// ```
+    pub fn max_body(mut self, bytes: usize) -> Self {
+        self.max_body = bytes;
+        self
+    }
+
     /// Validate the data, bind the socket and start serving.
     pub fn start(self) -> Result<ServerHandle, ServerError> {
         let mut data = Data::from_json(self.data).map_err(ServerError::InvalidData)?;
@@ -182,6 +216,7 @@ impl ServerBuilder {
             sdk_key: self.sdk_key,
             env_id: self.env_id,
             heartbeat: self.heartbeat,
+            max_body: self.max_body,
             shutting_down: AtomicBool::new(false),
             inner: Mutex::new(Inner {
                 data,
@@ -192,6 +227,7 @@ impl ServerBuilder {
                 faults: Faults::default(),
                 requests: VecDeque::new(),
                 request_count: 0,
+                event_subs: Subscribers::default(),
             }),
             unhang: Condvar::new(),
         });
@@ -286,6 +322,7 @@ struct Shared {
     sdk_key: Option<String>,
     env_id: Option<String>,
     heartbeat: Duration,
+    max_body: usize,
     shutting_down: AtomicBool,
     inner: Mutex<Inner>,
     unhang: Condvar,
@@ -303,6 +340,7 @@ struct Inner {
     faults: Faults,
     requests: VecDeque<RecordedRequest>,
     request_count: u64,
+    event_subs: Subscribers,
 }
 
 /// An open stream: its connection id, protocol, and the channel to its thread.
@@ -570,6 +608,38 @@ impl ServerHandle {
         true
     }
 
+    /// Receive every event payload accepted from now on (`POST …/bulk`,
+    /// `POST …/diagnostic`), holding at most `capacity` unreceived ones: beyond that,
+    /// payloads are dropped for this subscription and counted
+    /// ([`EventSubscription::dropped`]), never waited for. Dropping the subscription
+    /// ends it; shutting the server down ends every one.
+    ///
+    /// ```
+    /// use std::io::Write;
+    /// use std::time::Duration;
+    ///
+    /// use flagsync::server::{PayloadKind, Server};
+    ///
+    /// let server = Server::builder().sdk_key(Some("sdk-key".into())).start()?;
+    /// let events = server.subscribe_events(100);
+    /// let body = r#"[{"kind":"custom","key":"clicked","creationDate":1,"contextKeys":{"user":"u"}}]"#;
+    /// let mut conn = std::net::TcpStream::connect(server.addr())?;
+    /// write!(
+    ///     conn,
+    ///     "POST /bulk HTTP/1.1\r\nAuthorization: sdk-key\r\nX-LaunchDarkly-Payload-ID: p1\r\n\
+    ///      Content-Length: {}\r\n\r\n{body}",
+    ///     body.len()
+    /// )?;
+    /// let payload = events.recv_timeout(Duration::from_secs(5)).expect("a payload");
+    /// assert_eq!(payload.kind, PayloadKind::Bulk);
+    /// assert_eq!(payload.payload_id.as_deref(), Some("p1"));
+    /// assert_eq!(payload.events()[0]["key"], "clicked");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn subscribe_events(&self, capacity: usize) -> EventSubscription {
+        self.shared.lock().event_subs.subscribe(capacity)
+    }
+
     /// The total number of requests received.
     pub fn request_count(&self) -> u64 {
         self.shared.lock().request_count
@@ -590,6 +660,7 @@ impl ServerHandle {
         {
             let mut inner = self.shared.lock();
             inner.close_streams();
+            inner.event_subs.close();
             for (_, conn) in inner.conns.drain() {
                 let _ = conn.shutdown(std::net::Shutdown::Both);
             }
@@ -690,12 +761,15 @@ fn handle_connection(shared: &Arc<Shared>, id: u64, mut stream: TcpStream) {
     let _ = stream.set_read_timeout(Some(IDLE_TIMEOUT));
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
     let _ = stream.set_nodelay(true);
-    let mut reader = RequestReader::default();
+    let mut reader = RequestReader::new(shared.max_body);
     loop {
         let req = match reader.read(&mut stream) {
             Ok(r) => r,
             Err(ReadError::Bad(status)) => {
-                let _ = write_response(&mut stream, status, &[], b"", true);
+                if write_response(&mut stream, status, &[], b"", true).is_ok() {
+                    // The client may still be sending a body too long to read.
+                    http::linger(&mut stream, LINGER);
+                }
                 break;
             }
             Err(ReadError::Eof | ReadError::Io) => break,
@@ -778,15 +852,16 @@ fn route(
 ) -> Routed {
     let Some(endpoint) = endpoint else {
         let body = format!(
-            "{{\"message\":\"not found: {} (this server serves /all, /sdk/latest-all, /sdk/stream and /sdk/poll)\"}}",
+            "{{\"message\":\"not found: {} (this server serves GET /all, /sdk/latest-all, /sdk/stream and /sdk/poll, and POST /bulk and /diagnostic)\"}}",
             req.path().replace(['"', '\\'], "")
         );
         return Routed::Done(
             write_response(stream, 404, error_headers, body.as_bytes(), req.close).is_ok(),
         );
     };
-    if req.method != "GET" {
-        let mut headers = vec![("Allow", "GET")];
+    let method = if endpoint.is_events() { "POST" } else { "GET" };
+    if req.method != method {
+        let mut headers = vec![("Allow", method)];
         headers.extend_from_slice(error_headers);
         return Routed::Done(
             write_response(
@@ -818,6 +893,33 @@ fn route(
         Endpoint::Fdv1Stream | Endpoint::Fdv2Stream => {
             let _ = serve_stream(shared, id, req, endpoint, fallback, stream);
             Routed::Streamed
+        }
+        Endpoint::Bulk => {
+            Routed::Done(serve_events(shared, PayloadKind::Bulk, req, stream).is_ok())
+        }
+        Endpoint::Diagnostic => {
+            Routed::Done(serve_events(shared, PayloadKind::Diagnostic, req, stream).is_ok())
+        }
+    }
+}
+
+/// `POST …/bulk`, `POST …/diagnostic`: decode and check the body, hand it to the
+/// subscriptions (never waiting for them), answer `202` with no body.
+fn serve_events(
+    shared: &Shared,
+    kind: PayloadKind,
+    req: &Request,
+    stream: &mut TcpStream,
+) -> io::Result<()> {
+    match events::accept(kind, req, shared.max_body, SystemTime::now()) {
+        Ok(payload) => {
+            shared.lock().event_subs.publish(&payload);
+            write_response(stream, 202, &[], b"", req.close)
+        }
+        Err(refusal) => {
+            let body = format!("{{\"message\":\"{}\"}}", refusal.message);
+            let headers = [("Content-Type", "application/json")];
+            write_response(stream, refusal.status, &headers, body.as_bytes(), req.close)
         }
     }
 }
@@ -947,6 +1049,9 @@ fn serve_stream(
         let mut head = String::from(
             "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nCache-Control: no-cache\r\nConnection: close\r\n",
         );
+        head.push_str("Date: ");
+        head.push_str(&http::http_date(SystemTime::now()));
+        head.push_str("\r\n");
         if let Some(env) = &shared.env_id {
             head.push_str("X-LD-EnvID: ");
             head.push_str(env);

@@ -2,6 +2,7 @@
 
 mod client;
 mod demo;
+mod events;
 
 use std::collections::HashMap;
 use std::io::IsTerminal;
@@ -36,7 +37,8 @@ struct Cli {
 enum Command {
     /// Serve flags from a JSON file (or from Redis) as a LaunchDarkly-compatible
     /// service (FDv1 and FDv2), until Ctrl-C. Edits to the file (or the Redis data) are
-    /// pushed to connected clients. Faults can be injected to test clients.
+    /// pushed to connected clients. Analytics events (POST /bulk, /diagnostic) are
+    /// accepted, and shown with --events. Faults can be injected to test clients.
     Serve(ServeArgs),
     /// Run a local server with sample flags that change every few seconds, connect a
     /// client to it and print what it sees. Works offline.
@@ -77,6 +79,15 @@ struct ServeArgs {
     /// Seconds between stream heartbeats.
     #[arg(long, value_name = "SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..))]
     heartbeat: u64,
+    /// Write the analytics events SDKs send (POST /bulk, POST /diagnostic; always
+    /// accepted with 202) to FILE, created or truncated, or to standard output with `-`
+    /// (the other messages then go to standard error). One JSON line per event, a bulk
+    /// payload's events one line each: {"receivedAt":MS,"endpoint":"/bulk",
+    /// "payloadId":ID|null,"event":{…}} (receivedAt: milliseconds since the Unix epoch;
+    /// endpoint: /bulk or /diagnostic). Payloads the output cannot keep up with are
+    /// dropped and counted on standard error.
+    #[arg(long, value_name = "FILE|-")]
+    events: Option<PathBuf>,
     /// Send `X-LD-FD-Fallback: true` on every FDv2 response (success or error), which
     /// moves FDv2 clients to FDv1 polling (/sdk/latest-all) for good.
     #[arg(long, help_heading = FAULTS)]
@@ -91,7 +102,8 @@ struct ServeArgs {
     #[arg(long, value_name = "COUNT", value_parser = parse_count, help_heading = FAULTS)]
     payload_error: Option<usize>,
     /// Answer every request to ENDPOINT with HTTP STATUS, e.g. `/sdk/stream=401`.
-    /// ENDPOINT is /all, /sdk/latest-all, /sdk/stream or /sdk/poll. Repeatable.
+    /// ENDPOINT is /all, /sdk/latest-all, /sdk/stream, /sdk/poll, /bulk or
+    /// /diagnostic. Repeatable.
     #[arg(long, value_name = "ENDPOINT=STATUS", value_parser = parse_fail, help_heading = FAULTS)]
     fail: Vec<(Endpoint, u16)>,
     /// Accept requests to ENDPOINT but never answer them. Repeatable.
@@ -382,22 +394,41 @@ async fn serve(args: ServeArgs) -> Result<(), CliError> {
             )),
             other => source.error(other),
         })?;
+    // With `--events -`, standard output is for the events alone.
+    let to_stderr = args.events.as_deref() == Some(Path::new("-"));
+    macro_rules! say {
+        ($($arg:tt)*) => {
+            if to_stderr { eprintln!($($arg)*) } else { println!($($arg)*) }
+        };
+    }
+    let event_log = match &args.events {
+        Some(path) => Some(events::EventLog::start(&server, path).map_err(|e| {
+            CliError::usage(format!("cannot write events to {}: {e}", path.display()))
+        })?),
+        None => None,
+    };
     let faults = apply_faults(&server, &args);
     let (flags, segments) = counts(&server);
     let url = server.url();
-    println!("flagsync: serving on {url}");
-    println!(
+    say!("flagsync: serving on {url}");
+    say!(
         "  {} and {} from {}",
         plural(flags, "flag", "flags"),
         plural(segments, "segment", "segments"),
         source.describe()
     );
-    println!("  FDv1 streaming: GET {url}/all");
-    println!("  FDv1 polling:   GET {url}/sdk/latest-all");
-    println!("  FDv2 streaming: GET {url}/sdk/stream");
-    println!("  FDv2 polling:   GET {url}/sdk/poll");
+    say!("  FDv1 streaming: GET {url}/all");
+    say!("  FDv1 polling:   GET {url}/sdk/latest-all");
+    say!("  FDv2 streaming: GET {url}/sdk/stream");
+    say!("  FDv2 polling:   GET {url}/sdk/poll");
+    let shown = match &args.events {
+        Some(_) if to_stderr => " (shown on standard output)".to_owned(),
+        Some(path) => format!(" (written to {})", path.display()),
+        None => String::new(),
+    };
+    say!("  events:         POST {url}/bulk, POST {url}/diagnostic{shown}");
     for fault in &faults {
-        println!("  fault:          {fault}");
+        say!("  fault:          {fault}");
     }
     // Never echo the key itself: it may be a real one.
     let key_hint = if args.sdk_key.is_some() {
@@ -405,13 +436,13 @@ async fn serve(args: ServeArgs) -> Result<(), CliError> {
     } else {
         ""
     };
-    println!("  try:            flagsync watch --stream-uri {url}{key_hint} [--fdv2 default]");
+    say!("  try:            flagsync watch --stream-uri {url}{key_hint} [--fdv2 default]");
     match source {
         ServeSource::File(_) => {
-            println!("Edits to the file are pushed to clients. Press Ctrl-C to stop.")
+            say!("Edits to the file are pushed to clients. Press Ctrl-C to stop.")
         }
         ServeSource::Redis(..) => {
-            println!("Changes in Redis are pushed to clients. Press Ctrl-C to stop.")
+            say!("Changes in Redis are pushed to clients. Press Ctrl-C to stop.")
         }
     }
 
@@ -450,7 +481,7 @@ async fn serve(args: ServeArgs) -> Result<(), CliError> {
                 }) {
                     Ok(()) => {
                         let (f, s) = counts(&server);
-                        println!(
+                        say!(
                             "reloaded {}: {} and {}, sent to {}",
                             source.describe(),
                             plural(f, "flag", "flags"),
@@ -463,10 +494,15 @@ async fn serve(args: ServeArgs) -> Result<(), CliError> {
             }
         }
     }
-    println!("stopping");
-    tokio::task::spawn_blocking(move || server.shutdown())
-        .await
-        .map_err(|e| CliError::failed(e.to_string()))
+    say!("stopping");
+    tokio::task::spawn_blocking(move || {
+        server.shutdown();
+        if let Some(log) = event_log {
+            log.finish();
+        }
+    })
+    .await
+    .map_err(|e| CliError::failed(e.to_string()))
 }
 
 /// Set the faults `args` asks for; one line describing each.
