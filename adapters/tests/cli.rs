@@ -593,3 +593,91 @@ fn serve_events_to_stdout_moves_the_other_messages_to_stderr() {
     assert_eq!(line["payloadId"], Value::Null);
     assert_eq!(line["event"], bulk[0]);
 }
+
+#[test]
+fn watch_evaluates_and_serve_shows_what_was_reported() {
+    let file = temp_file("loop-data.json", &data().to_string());
+    let out = temp_file("loop-events.jsonl", "");
+    let server = Serve::start_with(&file, "sdk-loop", &["--events", out.to_str().unwrap()]);
+    let watched = run(&[
+        "watch",
+        "--json",
+        "--duration",
+        "1.5",
+        "--stream-uri",
+        &server.url,
+        "--sdk-key",
+        "sdk-loop",
+        "--evaluate",
+        "checkout",
+        "--evaluate",
+        "limit",
+        "--context",
+        r#"{"kind":"org","key":"acme","name":"Acme"}"#,
+    ]);
+    assert!(watched.status.success(), "{}", stderr(&watched));
+    let lines = json_lines(&watched);
+    let evaluation = |key: &str| {
+        lines
+            .iter()
+            .find(|l| l["type"] == "evaluation" && l["key"] == key)
+            .unwrap_or_else(|| panic!("no evaluation of {key} in {lines:?}"))
+            .clone()
+    };
+    assert_eq!(evaluation("checkout")["value"], true);
+    assert_eq!(
+        evaluation("checkout")["reason"],
+        json!({"kind": "FALLTHROUGH"})
+    );
+    assert_eq!(evaluation("limit")["value"].as_f64(), Some(10.0));
+    assert_eq!(evaluation("limit")["reason"], json!({"kind": "OFF"}));
+    // What the watch reported reached serve: the context's index event and a summary
+    // counting both flags.
+    let mut events = Vec::new();
+    for _ in 0..100 {
+        events = std::fs::read_to_string(&out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .collect();
+        if events.iter().any(|e| e["event"]["kind"] == "summary") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let index = events
+        .iter()
+        .find(|e| e["event"]["kind"] == "index")
+        .unwrap_or_else(|| panic!("no index event in {events:?}"));
+    assert_eq!(index["endpoint"], "/bulk");
+    assert_eq!(
+        index["event"]["context"],
+        json!({"kind": "org", "key": "acme", "name": "Acme"})
+    );
+    let counted: u64 = events
+        .iter()
+        .filter(|e| e["event"]["kind"] == "summary")
+        .flat_map(|e| e["event"]["features"].as_object().unwrap().clone())
+        .filter(|(k, _)| k == "checkout" || k == "limit")
+        .flat_map(|(_, f)| f["counters"].as_array().unwrap().clone())
+        .map(|c| c["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(counted, 2, "{events:?}");
+}
+
+#[test]
+fn watch_rejects_a_malformed_context() {
+    let out = run(&[
+        "watch",
+        "--stream-uri",
+        "http://127.0.0.1:9",
+        "--sdk-key",
+        "sdk-x",
+        "--evaluate",
+        "f",
+        "--context",
+        "{\"kind\":\"user\"}",
+    ]);
+    assert_clean_failure(&out);
+    assert!(stderr(&out).contains("--context"), "{}", stderr(&out));
+}

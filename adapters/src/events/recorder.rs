@@ -22,6 +22,19 @@ pub(crate) fn unix_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// A number that is whole written as an integer (`10`, not `10.0`), as LaunchDarkly's
+/// SDKs write values; anything else as it is.
+fn whole(v: Value) -> Value {
+    match v.as_f64() {
+        Some(n) if v.is_f64() && n.fract() == 0.0 && n.abs() < 9_007_199_254_740_992.0 =>
+        {
+            #[allow(clippy::cast_possible_truncation, reason = "whole and within ±2^53")]
+            Value::from(n as i64)
+        }
+        _ => v,
+    }
+}
+
 /// One thread's share of the counting.
 #[derive(Debug, Default)]
 struct Shard {
@@ -154,7 +167,7 @@ impl Recorder {
         let unseen = {
             let mut shard = self.shard();
             if !exclude {
-                let (value, default) = (|| (r.value)(), || (r.default)());
+                let (value, default) = (|| whole((r.value)()), || whole((r.default)()));
                 if r.context.is_multi() {
                     let kinds = r.context.kinds();
                     let kinds = kinds.iter().map(|k| k.as_ref());
@@ -192,8 +205,8 @@ impl Recorder {
             key: r.key.to_owned(),
             version,
             variation: r.variation,
-            value: (r.value)(),
-            default: (r.default)(),
+            value: whole((r.value)()),
+            default: whole((r.default)()),
             reason,
             prereq_of: r.prereq_of.map(str::to_owned),
             track_events: track,

@@ -25,6 +25,8 @@ pub struct Options {
     /// Also keep the flags in Redis (write-through), or with `daemon`, only read them
     /// from there.
     pub redis: Option<RedisOptions>,
+    /// Where analytics events go; `None` sends none.
+    pub events_uri: Option<String>,
 }
 
 /// Where the flags are kept in Redis.
@@ -161,6 +163,10 @@ impl Session {
         if let Some(preset) = opts.fdv2 {
             builder = builder.fdv2(preset.config());
         }
+        builder = match &opts.events_uri {
+            Some(uri) => builder.events_uri(uri.clone()),
+            None => builder.send_events(false),
+        };
         if let Some(redis) = &opts.redis {
             let store = Arc::new(redis.store()?);
             builder = if redis.daemon {
@@ -187,6 +193,20 @@ impl Session {
         // Report changes from here on (no data, no source yet), not the starting point.
         session.last_source = session.source();
         Ok(session)
+    }
+
+    /// Evaluate flag `key` for `context` as JSON (the default is `null`) and send the
+    /// evaluation's analytics events at once.
+    pub fn evaluate(
+        &self,
+        key: &str,
+        context: &flagsync::eval::Context,
+    ) -> flagsync::eval::Detail<serde_json::Value> {
+        let detail = self
+            .client
+            .json_variation_detail(key, context, serde_json::Value::Null);
+        self.client.flush();
+        detail
     }
 
     /// The next update, or `None` once the client stopped.

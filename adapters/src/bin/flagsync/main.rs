@@ -212,6 +212,24 @@ struct WatchArgs {
     /// stderr is a terminal).
     #[arg(long)]
     progress: bool,
+    /// Evaluate this flag (repeatable) for --context once the data is in and after
+    /// every flag change, print the result, and report the evaluation as analytics
+    /// events (to --events-uri): with `flagsync serve --events -` on the other side,
+    /// a local loop of what an SDK would report.
+    #[arg(long, value_name = "KEY")]
+    evaluate: Vec<String>,
+    /// The context to evaluate for, as LaunchDarkly context JSON.
+    #[arg(
+        long,
+        value_name = "JSON",
+        default_value = r#"{"kind":"user","key":"flagsync-cli"}"#,
+        requires = "evaluate"
+    )]
+    context: String,
+    /// Where the evaluations' analytics events go [default: the --stream-uri, which is
+    /// right for `flagsync serve`; LaunchDarkly's events service for LaunchDarkly].
+    #[arg(long, value_name = "URL", requires = "evaluate")]
+    events_uri: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -612,6 +630,7 @@ fn resolve(conn: ConnArgs) -> Result<Options, CliError> {
         filter: conn.filter,
         fdv2: conn.fdv2,
         redis,
+        events_uri: None,
     })
 }
 
@@ -845,6 +864,19 @@ impl Printer {
         }
     }
 
+    fn evaluation(&mut self, key: &str, detail: &flagsync::eval::Detail<Value>) {
+        let reason = serde_json::to_value(&detail.reason).unwrap_or(Value::Null);
+        if self.json {
+            self.json_line(json!({
+                "type": "evaluation", "key": key, "value": detail.value,
+                "variation": detail.variation_index, "reason": reason,
+            }));
+        } else {
+            let value = detail.value.clone().unwrap_or(Value::Null);
+            self.line(&format!("evaluate {key}: {value} ({reason})"));
+        }
+    }
+
     fn flag_changed(&mut self, key: &str, snapshot: &Snapshot) {
         if !self.initialized {
             return; // the initial data, printed at initialization
@@ -962,10 +994,26 @@ fn describe_change(old: Option<&Value>, new: Option<&Value>) -> String {
 }
 
 /// Print updates until `duration`, Ctrl-C, or the client stops.
+/// Flags to evaluate after every update, and for whom.
+struct Evaluations {
+    keys: Vec<String>,
+    context: flagsync::eval::Context,
+}
+
+impl Evaluations {
+    fn run(&self, session: &Session, printer: &mut Printer) {
+        for key in &self.keys {
+            let detail = session.evaluate(key, &self.context);
+            printer.evaluation(key, &detail);
+        }
+    }
+}
+
 async fn print_updates(
     session: &mut Session,
     printer: &mut Printer,
     duration: Option<Duration>,
+    evaluations: Option<&Evaluations>,
 ) -> Result<(), CliError> {
     let deadline = duration.map(|d| tokio::time::Instant::now() + d);
     let ctrl_c = tokio::signal::ctrl_c();
@@ -988,8 +1036,18 @@ async fn print_updates(
             update = session.next() => match update {
                 None => return Ok(()),
                 Some(Update::Status(s)) => printer.status(&s),
-                Some(Update::Ready) => printer.ready(&session.snapshot(), session.bytes_received()),
-                Some(Update::FlagChanged(key)) => printer.flag_changed(&key, &session.snapshot()),
+                Some(Update::Ready) => {
+                    printer.ready(&session.snapshot(), session.bytes_received());
+                    if let Some(e) = evaluations {
+                        e.run(session, printer);
+                    }
+                }
+                Some(Update::FlagChanged(key)) => {
+                    printer.flag_changed(&key, &session.snapshot());
+                    if let Some(e) = evaluations.filter(|_| printer.initialized) {
+                        e.run(session, printer);
+                    }
+                }
                 Some(Update::Source(s)) => printer.source(&s),
                 Some(Update::Store(s)) => printer.store(&s),
             },
@@ -1008,7 +1066,18 @@ fn seconds(flag: &str, secs: Option<f64>) -> Result<Option<Duration>, CliError> 
 
 async fn watch(args: WatchArgs) -> Result<(), CliError> {
     let duration = seconds("--duration", args.duration)?;
-    let opts = resolve(args.conn)?;
+    let mut opts = resolve(args.conn)?;
+    let evaluations = if args.evaluate.is_empty() {
+        None
+    } else {
+        let context: flagsync::eval::Context = serde_json::from_str(&args.context)
+            .map_err(|e| CliError::usage(format!("--context is not a valid context: {e}")))?;
+        opts.events_uri = Some(args.events_uri.unwrap_or_else(|| opts.stream_uri.clone()));
+        Some(Evaluations {
+            keys: args.evaluate,
+            context,
+        })
+    };
     eprintln!(
         "connecting to {} ({}{})…",
         source_name(&opts),
@@ -1022,7 +1091,7 @@ async fn watch(args: WatchArgs) -> Result<(), CliError> {
             terminal: std::io::stderr().is_terminal(),
         });
     }
-    let result = print_updates(&mut session, &mut printer, duration).await;
+    let result = print_updates(&mut session, &mut printer, duration, evaluations.as_ref()).await;
     session.close().await;
     result
 }
@@ -1070,6 +1139,7 @@ async fn demo(args: DemoArgs) -> Result<(), CliError> {
         filter: None,
         fdv2: args.fdv2,
         redis: None,
+        events_uri: None,
     };
     let mut session = Session::start(&opts).map_err(CliError::failed)?;
     let mut printer = Printer::new(args.json);
@@ -1101,7 +1171,7 @@ async fn demo(args: DemoArgs) -> Result<(), CliError> {
             }
         }
     });
-    let result = print_updates(&mut session, &mut printer, duration).await;
+    let result = print_updates(&mut session, &mut printer, duration, None).await;
     changer.abort();
     let _ = changer.await;
     session.close().await;
