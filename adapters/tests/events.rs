@@ -29,6 +29,7 @@ runtime_tests!(
     an_unrecoverable_status_stops_delivery,
     a_failed_post_is_sent_once_more_with_the_same_payload_id,
     migration_operations_are_reported_by_default,
+    summaries_count_every_evaluation_from_many_threads_across_flushes,
 );
 
 fn flag(extra: Value) -> Value {
@@ -292,4 +293,44 @@ async fn migration_operations_are_reported_by_default(rt: Rt) {
     assert_eq!(op["evaluation"]["value"], "live");
     assert_eq!(op["context"], json!({"kind": "user", "key": "anna"}));
     client.close().await;
+}
+
+async fn summaries_count_every_evaluation_from_many_threads_across_flushes(rt: Rt) {
+    const THREADS: usize = 4;
+    const EACH: usize = 2_000;
+    let flags = serve_flags();
+    let events = events_service(Arc::new(AtomicU16::new(202)));
+    let client = ready(&rt, client_builder(&rt, &flags, &events)).await;
+    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for t in 0..THREADS {
+        let (client, done) = (client.clone(), done.clone());
+        std::thread::spawn(move || {
+            for i in 0..EACH {
+                let flag = if i % 2 == 0 { "plain" } else { "tracked" };
+                client.bool_variation(flag, &user(&format!("t{t}-u{}", i % 50)), false);
+                if i % 500 == 0 {
+                    client.flush();
+                }
+            }
+            done.fetch_add(1, Ordering::SeqCst);
+        });
+    }
+    assert!(eventually(&rt, 30 * SEC, || done.load(Ordering::SeqCst) == THREADS).await);
+    client.close().await;
+    let counted: u64 = bulk(&events)
+        .iter()
+        .flat_map(|(_, body)| body.as_array().unwrap().clone())
+        .filter(|e| e["kind"] == "summary")
+        .flat_map(|e| e["features"].as_object().unwrap().clone())
+        .flat_map(|(_, f)| f["counters"].as_array().unwrap().clone())
+        .map(|c| c["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(counted, (THREADS * EACH) as u64);
+    // Every tracked evaluation is a feature event (the queue's 10,000 suffice here).
+    let features = bulk(&events)
+        .iter()
+        .flat_map(|(_, body)| body.as_array().unwrap().clone())
+        .filter(|e| e["kind"] == "feature")
+        .count();
+    assert_eq!(features, THREADS * EACH / 2);
 }

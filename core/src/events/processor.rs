@@ -339,12 +339,9 @@ impl EventProcessor {
             }
             Input::Flush => self.flush(now),
             Input::Close => {
-                if !self.closing {
-                    self.flush(now);
-                    self.closing = true;
-                    // Payloads waiting for their retry are not sent again.
-                    self.sends.retain(|s| s.exchange.is_some());
-                }
+                // What cannot go out now (every sender busy) goes when one is free.
+                self.closing = true;
+                self.flush(now);
             }
             Input::StreamInit {
                 at,
@@ -380,7 +377,7 @@ impl EventProcessor {
             }
             Input::Timeout => self.timeout(now),
         }
-        self.check_closed();
+        self.check_closed(now);
     }
 
     /// The next output; [`Output::Wait`] once drained.
@@ -414,15 +411,21 @@ impl EventProcessor {
             .find(|ex| ex.conn == conn)
     }
 
-    fn check_closed(&mut self) {
-        if self.closing && !self.closed && self.sends.is_empty() {
+    fn check_closed(&mut self, now: Instant) {
+        if !self.closing || self.closed {
+            return;
+        }
+        if !self.outbox.is_empty() || !self.summary.is_empty() {
+            self.flush(now);
+        }
+        if self.sends.is_empty() && self.outbox.is_empty() && self.summary.is_empty() {
             self.closed = true;
             self.outputs.push_back(Output::Event(Event::Closed));
         }
     }
 
     fn record(&mut self, record: Record) {
-        if self.disabled || self.closing {
+        if self.disabled || self.closed {
             return;
         }
         let creation_date = record.creation_date();
@@ -594,7 +597,7 @@ impl EventProcessor {
 
     /// Format what is queued and send it.
     fn flush(&mut self, now: Instant) {
-        if self.disabled || self.closing {
+        if self.disabled || self.closed {
             return;
         }
         let mut count = self.outbox.len();
@@ -768,7 +771,7 @@ impl EventProcessor {
     }
 
     fn retry_or_drop(&mut self, now: Instant, mut send: Send, error: ErrorInfo) {
-        let retrying = send.attempt < 2 && !self.closing && !self.disabled;
+        let retrying = send.attempt < 2 && !self.disabled;
         tracing::warn!(
             error = %error.cause,
             retrying,

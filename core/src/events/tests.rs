@@ -592,3 +592,28 @@ fn count_summary(body: &Value) -> u64 {
         .map(|c| c["count"].as_u64().unwrap())
         .sum()
 }
+
+#[test]
+fn close_sends_what_waited_for_a_free_sender() {
+    let mut c = config();
+    c.max_concurrent_posts = 2;
+    let mut r = Rig::new(c);
+    let mut posts = Vec::new();
+    for i in 0..2 {
+        r.eval(&user(&format!("u{i}")), "f", true);
+        posts.push(r.flush());
+    }
+    // Both senders busy: this flush keeps its events.
+    r.eval(&user("u9"), "f", true);
+    assert!(r.input(Input::Flush).is_empty());
+    assert!(r.input(Input::Close).is_empty());
+    assert!(!r.events.contains(&Event::Closed));
+    // A sender frees up: the rest goes out, and closed follows its answer.
+    let last = r.answer(posts[0].conn, 202, None);
+    assert_eq!(last.len(), 1);
+    assert_eq!(kinds(&last[0].body), ["index", "feature", "summary"]);
+    r.answer(posts[1].conn, 202, None);
+    assert!(!r.events.contains(&Event::Closed));
+    r.answer(last[0].conn, 202, None);
+    assert!(r.events.contains(&Event::Closed));
+}
