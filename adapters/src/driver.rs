@@ -86,6 +86,12 @@ pub(crate) trait Sink<M: Machine>: Send + 'static {
     }
     /// `bytes` arrived on a connection (before the machine sees them).
     fn received(&mut self, _bytes: usize) {}
+    /// Connection `conn` is being opened to send `request`.
+    fn connecting(&mut self, _conn: ConnId, _request: &[u8]) {}
+    /// `bytes` arrived on `conn` (before the machine sees them).
+    fn data(&mut self, _conn: ConnId, _bytes: &[u8]) {}
+    /// Connection `conn` ended or was closed.
+    fn closed(&mut self, _conn: ConnId) {}
     /// The machine's outputs are drained: every event of this round was published.
     fn drained(&mut self, _machine: &M) {}
     /// The driver ended.
@@ -251,6 +257,7 @@ pub(crate) async fn run<M: Machine, S: Sink<M>>(
                     if shutting_down {
                         continue;
                     }
+                    sink.connecting(conn, &request);
                     let (cancel_tx, cancel_rx) = async_channel::bounded(1);
                     conns.insert(conn, cancel_tx);
                     rt.spawn(Box::pin(conn::run(
@@ -266,6 +273,7 @@ pub(crate) async fn run<M: Machine, S: Sink<M>>(
                 }
                 Out::Action(Action::Close { conn }) => {
                     tracing::trace!(%conn, "closing");
+                    sink.closed(conn);
                     conns.remove(&conn);
                 }
                 Out::Action(other) => tracing::debug!(action = ?other, "unsupported action"),
@@ -312,9 +320,11 @@ pub(crate) async fn run<M: Machine, S: Sink<M>>(
             Msg::Connected(conn) => machine.handle(now, In::Connected(conn)),
             Msg::Data(conn, bytes) => {
                 sink.received(bytes.len());
+                sink.data(conn, &bytes);
                 machine.handle(now, In::Data(conn, &bytes));
             }
             Msg::Closed(conn, cause) => {
+                sink.closed(conn);
                 conns.remove(&conn);
                 machine.handle(now, In::Closed(conn, cause));
             }

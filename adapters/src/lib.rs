@@ -547,11 +547,27 @@ impl Client {
         if let Some(events) = &self.inner.events {
             events.start(&rt, conn_config.clone(), guard.clone());
         }
+        let sink = DataSink::new(self.inner.published.clone(), link);
+        #[cfg(feature = "eval")]
+        if let Some(events) = &self.inner.events {
+            // Stream attempts are counted for diagnostic events.
+            let sink = events::StreamInits::new(sink, events.recorder.clone());
+            driver::spawn(
+                rt,
+                conn_config,
+                *system,
+                sink,
+                self.inner.tx.clone(),
+                rx,
+                guard,
+            );
+            return Ok(());
+        }
         driver::spawn(
             rt,
             conn_config,
             *system,
-            DataSink::new(self.inner.published.clone(), link),
+            sink,
             self.inner.tx.clone(),
             rx,
             guard,

@@ -30,6 +30,7 @@ runtime_tests!(
     a_failed_post_is_sent_once_more_with_the_same_payload_id,
     migration_operations_are_reported_by_default,
     summaries_count_every_evaluation_from_many_threads_across_flushes,
+    a_diagnostic_init_event_describes_the_client,
 );
 
 fn flag(extra: Value) -> Value {
@@ -333,4 +334,34 @@ async fn summaries_count_every_evaluation_from_many_threads_across_flushes(rt: R
         .filter(|e| e["kind"] == "feature")
         .count();
     assert_eq!(features, THREADS * EACH / 2);
+}
+
+async fn a_diagnostic_init_event_describes_the_client(rt: Rt) {
+    let flags = serve_flags();
+    let events = events_service(Arc::new(AtomicU16::new(202)));
+    let mut options = EventsOptions::default();
+    options.events_uri = Some(events.url());
+    options.capacity = 777;
+    let client = ready(&rt, builder(&rt, &flags.url()).events(options)).await;
+    let diagnostic = |events: &Server| {
+        events
+            .requests()
+            .into_iter()
+            .find(|r| r.target == "/diagnostic")
+    };
+    assert!(eventually(&rt, 5 * SEC, || diagnostic(&events).is_some()).await);
+    let request = diagnostic(&events).unwrap();
+    assert_eq!(request.header("authorization"), Some(SDK_KEY));
+    assert!(request.header("x-launchdarkly-payload-id").is_none());
+    let body: Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(body["kind"], "diagnostic-init");
+    assert_eq!(body["id"]["sdkKeySuffix"], &SDK_KEY[SDK_KEY.len() - 6..]);
+    assert_eq!(body["id"]["diagnosticId"].as_str().map(str::len), Some(36));
+    assert_eq!(body["configuration"]["eventsCapacity"], 777);
+    assert_eq!(body["configuration"]["customEventsURI"], true);
+    assert_eq!(body["configuration"]["customStreamURI"], true);
+    assert_eq!(body["configuration"]["streamingDisabled"], false);
+    assert_eq!(body["sdk"]["name"], "flagsync");
+    assert_eq!(body["platform"]["name"], "rust");
+    client.close().await;
 }

@@ -17,6 +17,15 @@ pub(crate) enum Command {
     Flush,
     /// Send what is queued, then end the driver.
     Close,
+    /// The data source tried to open a stream (for diagnostic events).
+    StreamInit {
+        /// When the attempt started, Unix milliseconds.
+        at: u64,
+        /// How long until it was answered or failed.
+        duration_ms: u64,
+        /// Whether it failed.
+        failed: bool,
+    },
 }
 
 /// [`EventProcessor`] with the recorder's shards: their summaries are merged in before
@@ -57,6 +66,15 @@ impl Machine for EventsMachine {
                 self.merge(now);
                 Input::Close
             }
+            In::Command(Command::StreamInit {
+                at,
+                duration_ms,
+                failed,
+            }) => Input::StreamInit {
+                at,
+                duration_ms,
+                failed,
+            },
             In::Connected(conn) => Input::Connected { conn },
             In::Data(conn, bytes) => Input::Data { conn, bytes },
             In::Closed(conn, cause) => Input::Closed { conn, cause },

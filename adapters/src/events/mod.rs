@@ -22,6 +22,7 @@
 pub(crate) mod client;
 mod machine;
 mod recorder;
+mod stream_inits;
 
 use std::time::Duration;
 
@@ -29,6 +30,7 @@ pub use flagsync_core::events::{Event as DeliveryEvent, EventContext};
 
 pub(crate) use machine::{Command, EventsMachine, EventsSink};
 pub(crate) use recorder::{EvalRecord, Recorder};
+pub(crate) use stream_inits::StreamInits;
 
 /// The events section of a client's settings. `Default` gives LaunchDarkly's defaults.
 ///
