@@ -421,12 +421,36 @@ mod tests {
     #[test]
     fn capabilities_not_declared_are_refused() {
         let rt = ServiceRuntime::Smol;
-        for extra in ["bigSegments", "hooks", "clientSide", "dataSystem"] {
+        for extra in ["bigSegments", "hooks", "dataSystem"] {
             let mut json = serde_json::json!({"credential": "k"});
             json[extra] = serde_json::json!({});
             let err = config(json).builder(&rt).expect_err(extra);
             assert_eq!(err.status, 400, "{extra}");
         }
+    }
+
+    #[test]
+    fn events_are_sent_only_when_configured_and_client_side_settings_are_ignored() {
+        let rt = ServiceRuntime::Smol;
+        let build = |json: serde_json::Value| {
+            config(json)
+                .builder(&rt)
+                .expect("accepted")
+                .build()
+                .expect("a client")
+        };
+        let none = build(serde_json::json!({"credential": "k",
+            "streaming": {"baseUri": "http://127.0.0.1:1"}, "clientSide": {"initialContext": {}}}));
+        assert!(!none.sends_events());
+        let some = build(serde_json::json!({"credential": "k",
+            "streaming": {"baseUri": "http://127.0.0.1:1"},
+            "events": {"baseUri": "http://127.0.0.1:2", "capacity": 0, "flushIntervalMs": 0,
+                       "enableGzip": true, "globalPrivateAttributes": ["email"]}}));
+        assert!(some.sends_events());
+        let via_endpoints = build(serde_json::json!({"credential": "k",
+            "serviceEndpoints": {"streaming": "http://127.0.0.1:1", "events": "http://127.0.0.1:2"},
+            "events": {}}));
+        assert!(via_endpoints.sends_events());
     }
 
     #[test]
