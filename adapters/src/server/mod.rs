@@ -444,6 +444,21 @@ impl ServerHandle {
 
     /// Replace all data (same shape as [`ServerBuilder::data`]) and send every FDv1
     /// stream a new `put`, every FDv2 stream a new `xfer-full` payload.
+    ///
+    /// Item versions never go back, as LaunchDarkly's never do (the SDKs tell changes
+    /// by them): an item whose content changed is served with at least the version
+    /// served before plus one, an unchanged one with at least the version served
+    /// before; a higher version in `data` is kept.
+    ///
+    /// ```
+    /// use flagsync::server::Server;
+    /// use serde_json::json;
+    ///
+    /// let server = Server::builder().data(json!({"flags": {"f": {"on": true}}})).start()?;
+    /// server.replace_all(json!({"flags": {"f": {"on": false}}}))?;
+    /// assert_eq!(server.flag("f").unwrap()["version"], 2);
+    /// # Ok::<(), flagsync::server::ServerError>(())
+    /// ```
     pub fn replace_all(&self, data: Value) -> Result<(), ServerError> {
         let data = Data::from_json(data).map_err(ServerError::InvalidData)?;
         let mut inner = self.shared.lock();
