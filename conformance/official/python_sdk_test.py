@@ -208,12 +208,37 @@ def config_for(mode, url):
     raise ValueError(mode)
 
 
+class Captured:
+    """The SDK's log records (INFO and above) of one mode, shown when it fails."""
+
+    def __init__(self):
+        import logging
+
+        self.lines = []
+        self.handler = logging.Handler(logging.INFO)
+        self.handler.emit = lambda r: self.lines.append(
+            f"{r.created - self.start:7.3f} s {r.levelname}: {r.getMessage()}"
+        )
+        self.start = time.time()
+        self.logger = logging.getLogger("ldclient")
+        self.logger.setLevel(logging.INFO)
+        self.logger.propagate = False
+        self.logger.addHandler(self.handler)
+
+    def close(self):
+        self.logger.removeHandler(self.handler)
+
+    def text(self):
+        return "\n".join(self.lines)
+
+
 def check_mode(mode, flagsync):
     """Run one mode; returns (init seconds, change seconds or None)."""
     from ldclient import Context
     from ldclient.client import LDClient
 
     ctx = Context.builder("official-sdk-user").build()
+    log = Captured()
     with tempfile.TemporaryDirectory(prefix="flagsync-official-") as tmp:
         serve = Serve(flagsync, tmp, True)
         client = None
@@ -247,20 +272,19 @@ def check_mode(mode, flagsync):
                 raise Failure(f"after the edit {FLAG} evaluated to {value!r}, expected False")
             return init, seen
         except Failure as e:
-            raise Failure(f"{e}\n-- serve's standard error:\n{serve.stderr()}") from None
+            raise Failure(
+                f"{e}\n-- the SDK's log:\n{log.text()}\n-- serve's standard error:\n{serve.stderr()}"
+            ) from None
         finally:
             if client is not None:
                 client.close()
             serve.stop()
+            log.close()
 
 
 def inside(args):
-    import logging
-
     import ldclient.version
 
-    # The SDK's warnings and errors show what went wrong when a check fails.
-    logging.basicConfig(level=logging.WARNING, format="  ldclient %(levelname)s: %(message)s")
     print(f"launchdarkly-server-sdk {ldclient.version.VERSION} against {args.flagsync} serve")
     failed = 0
     for mode in args.mode or MODES:
