@@ -300,6 +300,34 @@ fn every_stream_gets_every_change() {
 }
 
 #[test]
+fn an_http_1_0_stream_is_unframed_and_ends_with_the_connection() {
+    let server = start();
+    let mut s = connect(server.addr());
+    s.write_all(b"GET /all HTTP/1.0\r\nAuthorization: sdk-good\r\n\r\n")
+        .unwrap();
+    let mut r = BufReader::new(s);
+    let (status, headers) = read_head(&mut r);
+    assert_eq!(status, 200);
+    assert!(
+        !headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("transfer-encoding")),
+        "{headers:?}"
+    );
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert_eq!(line, "event: put\n", "the events come bare");
+    server.drop_streams();
+    let mut rest = String::new();
+    r.read_to_string(&mut rest).unwrap();
+    assert!(rest.starts_with("data: {\"path\":\"/\""), "{rest}");
+    assert!(
+        rest.ends_with("}\n\n"),
+        "nothing after the events: {rest:?}"
+    );
+}
+
+#[test]
 fn wrong_or_missing_key_is_401() {
     let server = start();
     let st = open_stream(server.addr(), "sdk-bad");

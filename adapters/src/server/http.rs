@@ -17,6 +17,8 @@ pub(super) struct Request {
     pub(super) headers: Vec<(String, String)>,
     /// HTTP/1.0, or `Connection: close`.
     pub(super) close: bool,
+    /// HTTP/1.0: no chunked transfer coding in the response.
+    pub(super) http10: bool,
     /// The body as sent (`Content-Length` framed; empty without one).
     pub(super) body: Vec<u8>,
 }
@@ -176,6 +178,7 @@ impl RequestReader {
             target: parsed.path.unwrap_or("").to_owned(),
             headers: req_headers,
             close: version == 0,
+            http10: version == 0,
             body: Vec::new(),
         };
         if let Some(c) = req.header("connection") {
@@ -273,18 +276,21 @@ pub(super) fn write_response(
     out.flush()
 }
 
-/// Write the head of a `text/event-stream` response, framed with the chunked transfer
-/// coding as LaunchDarkly's streaming service frames it: SDK stream readers (urllib3 in
-/// the Python SDK, for one) hand events on as each chunk arrives, while a response
-/// without framing may be held until a read buffer fills. `extra` headers follow the
-/// standard ones. Nothing is flushed: the first chunk goes out with the head.
-pub(super) fn stream_head(extra: &[(&str, &str)]) -> Vec<u8> {
+/// The head of a `text/event-stream` response. `chunked`: framed with the chunked
+/// transfer coding, as LaunchDarkly's streaming service frames it (SDK stream readers,
+/// urllib3 in the Python SDK for one, hand events on as each chunk arrives, while a
+/// response without framing may be held until a read buffer fills); otherwise (for an
+/// HTTP/1.0 client, which knows no chunks) the body ends when the connection does.
+/// `extra` headers follow the standard ones.
+pub(super) fn stream_head(chunked: bool, extra: &[(&str, &str)]) -> Vec<u8> {
     let mut head = format!(
         "HTTP/1.1 200 OK\r\nDate: {}\r\nContent-Type: text/event-stream; charset=utf-8\r\n\
-         Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\nTransfer-Encoding: chunked\r\n\
-         Connection: close\r\n",
+         Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\nConnection: close\r\n",
         http_date(SystemTime::now())
     );
+    if chunked {
+        head.push_str("Transfer-Encoding: chunked\r\n");
+    }
     for (n, v) in extra {
         head.push_str(n);
         head.push_str(": ");
@@ -295,10 +301,15 @@ pub(super) fn stream_head(extra: &[(&str, &str)]) -> Vec<u8> {
     head.into_bytes()
 }
 
-/// Append `data` to `buf` as one chunk of the chunked transfer coding. Empty `data`
-/// appends nothing (an empty chunk would end the body: see [`LAST_CHUNK`]).
-pub(super) fn push_chunk(buf: &mut Vec<u8>, data: &[u8]) {
+/// Append `data` to `buf`: as one chunk of the chunked transfer coding when `chunked`,
+/// as it is otherwise. Empty `data` appends nothing (an empty chunk would end the body:
+/// see [`LAST_CHUNK`]).
+pub(super) fn push_chunk(buf: &mut Vec<u8>, data: &[u8], chunked: bool) {
     if data.is_empty() {
+        return;
+    }
+    if !chunked {
+        buf.extend_from_slice(data);
         return;
     }
     buf.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
@@ -437,19 +448,22 @@ mod tests {
     #[test]
     fn chunks() {
         let mut buf = Vec::new();
-        push_chunk(&mut buf, b"event: put\ndata: {}\n\n");
-        push_chunk(&mut buf, b"");
-        push_chunk(&mut buf, &[b'x'; 300]);
+        push_chunk(&mut buf, b"event: put\ndata: {}\n\n", true);
+        push_chunk(&mut buf, b"", true);
+        push_chunk(&mut buf, &[b'x'; 300], true);
         buf.extend_from_slice(LAST_CHUNK);
         let mut want = b"15\r\nevent: put\ndata: {}\n\n\r\n12c\r\n".to_vec();
         want.extend_from_slice(&[b'x'; 300]);
         want.extend_from_slice(b"\r\n0\r\n\r\n");
         assert_eq!(buf, want);
+        let mut plain = Vec::new();
+        push_chunk(&mut plain, b"data: x\n\n", false);
+        assert_eq!(plain, b"data: x\n\n");
     }
 
     #[test]
     fn stream_heads() {
-        let head = String::from_utf8(stream_head(&[("X-LD-EnvID", "e")])).unwrap();
+        let head = String::from_utf8(stream_head(true, &[("X-LD-EnvID", "e")])).unwrap();
         assert!(head.starts_with("HTTP/1.1 200 OK\r\nDate: "), "{head}");
         for line in [
             "\r\nContent-Type: text/event-stream; charset=utf-8\r\n",
@@ -460,6 +474,9 @@ mod tests {
             assert!(head.contains(line), "{line:?} in {head}");
         }
         assert!(!head.contains("Content-Length"));
+        let unframed = String::from_utf8(stream_head(false, &[])).unwrap();
+        assert!(!unframed.contains("Transfer-Encoding"), "{unframed}");
+        assert!(unframed.contains("\r\nConnection: close\r\n"), "{unframed}");
     }
 
     #[test]

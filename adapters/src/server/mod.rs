@@ -28,7 +28,8 @@
 //! first payload, each change, each heartbeat) one chunk, so a reader that waits for
 //! framed data (urllib3 in the Python SDK) sees each event when it is sent. A stream
 //! that the server ends (a `goodbye`, [`ServerHandle::drop_streams`], shutdown) ends
-//! with the last chunk, then the connection closes.
+//! with the last chunk, then the connection closes. (An HTTP/1.0 request, which knows
+//! no chunks, gets the events unframed, ended by the connection's end.)
 //!
 //! # Events
 //! The events endpoints answer as LaunchDarkly's events service does: `202 Accepted`
@@ -1087,11 +1088,14 @@ fn serve_stream(
         if fallback {
             headers.push(FALLBACK_HEADER);
         }
-        // Each write is one chunk: the head and the first payload go out together.
-        let mut out = http::stream_head(&headers);
-        http::push_chunk(&mut out, opening.text.as_bytes());
+        // Each write is one chunk (HTTP/1.0 clients get the bare events): the head and
+        // the first payload go out together.
+        let chunked = !req.http10;
+        let end = if chunked { http::LAST_CHUNK } else { b"" };
+        let mut out = http::stream_head(chunked, &headers);
+        http::push_chunk(&mut out, opening.text.as_bytes(), chunked);
         if !opening.stays_open {
-            out.extend_from_slice(http::LAST_CHUNK);
+            out.extend_from_slice(end);
         }
         stream.write_all(&out)?;
         stream.flush()?;
@@ -1105,7 +1109,7 @@ fn serve_stream(
                 Ok(StreamMsg::Event(e)) => e,
                 Ok(StreamMsg::Close) | Err(RecvTimeoutError::Disconnected) => {
                     // End the body cleanly; the connection closes after it.
-                    stream.write_all(http::LAST_CHUNK)?;
+                    stream.write_all(end)?;
                     return stream.flush();
                 }
                 Err(RecvTimeoutError::Timeout) => {
@@ -1114,7 +1118,7 @@ fn serve_stream(
                 }
             };
             out.clear();
-            http::push_chunk(&mut out, text.as_bytes());
+            http::push_chunk(&mut out, text.as_bytes(), chunked);
             stream.write_all(&out)?;
             stream.flush()?;
         }
