@@ -540,7 +540,8 @@ impl ServerHandle {
         self.shared.lock().faults.set_fail(endpoint, status);
     }
 
-    /// Fault: close every open stream now (clients see the connection end).
+    /// Fault: close every open stream now: its body ends (the last chunk) and the
+    /// connection closes, so clients see the stream end and reconnect.
     pub fn drop_streams(&self) {
         self.shared.lock().close_streams();
     }
