@@ -572,9 +572,10 @@ fn serve_events_to_stdout_moves_the_other_messages_to_stderr() {
         .spawn()
         .unwrap();
     let mut banner = String::new();
-    BufReader::new(child.stderr.take().unwrap())
-        .read_line(&mut banner)
-        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    stderr.read_line(&mut banner).unwrap();
+    // Keep reading it: serve stops when its standard error is closed mid-banner.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
     let url = banner.split_whitespace().last().unwrap().to_owned();
     assert!(url.starts_with("http://127.0.0.1:"), "{banner:?}");
     let bulk =

@@ -98,8 +98,55 @@ fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Response {
     resp
 }
 
-struct Stream {
+/// A response body read as it arrives: the chunked transfer coding decoded (with a
+/// check of its framing), any other body passed through.
+struct Body {
     r: BufReader<TcpStream>,
+    chunked: bool,
+    /// Bytes left in the current chunk.
+    left: usize,
+    /// The last chunk was read: the body ended cleanly.
+    ended: bool,
+}
+
+impl Read for Body {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if !self.chunked {
+            return self.r.read(buf);
+        }
+        if self.ended {
+            return Ok(0);
+        }
+        if self.left == 0 {
+            let mut line = String::new();
+            if self.r.read_line(&mut line)? == 0 {
+                return Ok(0); // The connection ended without the last chunk.
+            }
+            let size = line.trim_end_matches("\r\n");
+            self.left = usize::from_str_radix(size, 16)
+                .unwrap_or_else(|_| panic!("bad chunk size line {line:?}"));
+            if self.left == 0 {
+                line.clear();
+                self.r.read_line(&mut line)?;
+                assert_eq!(line, "\r\n", "no trailers after the last chunk");
+                self.ended = true;
+                return Ok(0);
+            }
+        }
+        let want = buf.len().min(self.left);
+        let n = self.r.read(&mut buf[..want])?;
+        self.left -= n;
+        if self.left == 0 {
+            let mut crlf = [0u8; 2];
+            self.r.read_exact(&mut crlf)?;
+            assert_eq!(&crlf, b"\r\n", "a chunk ends with CRLF");
+        }
+        Ok(n)
+    }
+}
+
+struct Stream {
+    r: BufReader<Body>,
     status: u16,
     headers: Vec<(String, String)>,
     comments: usize,
@@ -118,8 +165,16 @@ fn open_path(addr: SocketAddr, target: &str, key: &str) -> Stream {
     .unwrap();
     let mut r = BufReader::new(s);
     let (status, headers) = read_head(&mut r);
+    let chunked = headers
+        .iter()
+        .any(|(n, v)| n.eq_ignore_ascii_case("transfer-encoding") && v == "chunked");
     Stream {
-        r,
+        r: BufReader::new(Body {
+            r,
+            chunked,
+            left: 0,
+            ended: false,
+        }),
         status,
         headers,
         comments: 0,
@@ -132,6 +187,11 @@ impl Stream {
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
+    }
+
+    /// Whether the body ended with the chunked coding's last chunk.
+    fn ended_cleanly(&self) -> bool {
+        self.r.get_ref().ended
     }
 
     /// The names of the next `n` events, and the data of the last one.
@@ -180,6 +240,10 @@ fn put_on_connect_then_patches_and_deletes() {
         .find(|(n, _)| n == "Content-Type")
         .unwrap();
     assert_eq!(ct.1, "text/event-stream; charset=utf-8");
+    // Framed as LaunchDarkly frames streams: chunked, never cached, no length.
+    assert_eq!(st.header("transfer-encoding"), Some("chunked"));
+    assert_eq!(st.header("cache-control"), Some("no-cache"));
+    assert_eq!(st.header("content-length"), None);
     assert!(
         st.headers
             .iter()
@@ -233,6 +297,34 @@ fn every_stream_gets_every_change() {
         let (name, p) = s.next_event().unwrap();
         assert_eq!((name.as_str(), &p["path"]), ("patch", &json!("/flags/new")));
     }
+}
+
+#[test]
+fn an_http_1_0_stream_is_unframed_and_ends_with_the_connection() {
+    let server = start();
+    let mut s = connect(server.addr());
+    s.write_all(b"GET /all HTTP/1.0\r\nAuthorization: sdk-good\r\n\r\n")
+        .unwrap();
+    let mut r = BufReader::new(s);
+    let (status, headers) = read_head(&mut r);
+    assert_eq!(status, 200);
+    assert!(
+        !headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("transfer-encoding")),
+        "{headers:?}"
+    );
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert_eq!(line, "event: put\n", "the events come bare");
+    server.drop_streams();
+    let mut rest = String::new();
+    r.read_to_string(&mut rest).unwrap();
+    assert!(rest.starts_with("data: {\"path\":\"/\""), "{rest}");
+    assert!(
+        rest.ends_with("}\n\n"),
+        "nothing after the events: {rest:?}"
+    );
 }
 
 #[test]
@@ -379,6 +471,7 @@ fn fault_drop_streams() {
     assert!(server.wait_for_streams(1, T));
     server.drop_streams();
     assert!(st.next_event().is_none());
+    assert!(st.ended_cleanly(), "the body ends with the last chunk");
     assert_eq!(server.open_streams(), 0);
     // New streams still work.
     let mut again = open_stream(server.addr(), "sdk-good");
@@ -583,6 +676,43 @@ fn fdv2_poll_is_the_same_payload_as_one_body() {
 }
 
 #[test]
+fn fdv2_poll_etag_names_the_state_and_304s_until_a_change() {
+    let server = start();
+    let r = get(server.addr(), "/sdk/poll", &[AUTH]);
+    let etag = r.header("etag").expect("an ETag").to_owned();
+    assert!(etag.contains(&server.fdv2_state()), "{etag}");
+    let again = get(
+        server.addr(),
+        "/sdk/poll",
+        &[AUTH, ("If-None-Match", &etag)],
+    );
+    assert_eq!(again.status, 304);
+    assert_eq!(again.header("etag"), Some(etag.as_str()));
+    assert_eq!(again.header("content-length"), None);
+    assert!(again.body.is_empty());
+    // With a basis too (the SDKs send both), and with the fallback directive on.
+    server.fdv1_fallback(true);
+    let target = format!("/sdk/poll?basis={}", server.fdv2_state());
+    let with_basis = get(server.addr(), &target, &[AUTH, ("If-None-Match", &etag)]);
+    assert_eq!(
+        (with_basis.status, with_basis.header("x-ld-fd-fallback")),
+        (304, Some("true"))
+    );
+    server.fdv1_fallback(false);
+    // A change: a new ETag and the payload.
+    server.set_flag("new", json!({})).unwrap();
+    let changed = get(server.addr(), &target, &[AUTH, ("If-None-Match", &etag)]);
+    assert_eq!(changed.status, 200);
+    assert_ne!(changed.header("etag"), Some(etag.as_str()));
+    let body: Value = serde_json::from_slice(&changed.body).unwrap();
+    assert_eq!(body["events"][0]["event"], "server-intent");
+    assert_eq!(
+        body["events"][0]["data"]["payloads"][0]["intentCode"],
+        "xfer-full"
+    );
+}
+
+#[test]
 fn fault_fdv1_fallback_header_on_fdv2_responses_only() {
     let server = start();
     server.fdv1_fallback(true);
@@ -626,6 +756,7 @@ fn fault_goodbye_after_the_first_payload() {
     assert_eq!(names[4], "payload-transferred");
     assert!(goodbye["reason"].is_string());
     assert!(st.next_event().is_none(), "the stream closes after goodbye");
+    assert!(st.ended_cleanly(), "the body ends with the last chunk");
     // Only the next one.
     let mut again = open_path(
         server.addr(),

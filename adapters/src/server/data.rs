@@ -211,7 +211,31 @@ impl Data {
 
     /// Replace every item with `new`'s; the payload version goes up by one (it never
     /// goes back, so old selectors stay stale) and the epoch is kept.
-    pub(super) fn replace(&mut self, new: Self) {
+    ///
+    /// Item versions never go back either, as LaunchDarkly's never do (SDKs compare
+    /// them to tell what changed, and ignore an update that is not newer): an item
+    /// whose content changed gets at least the version served before plus one, an
+    /// unchanged one keeps at least the version served before. So a data file edited
+    /// without touching its versions (or without any) reaches clients as changes.
+    pub(super) fn replace(&mut self, mut new: Self) {
+        for kind in [ItemKind::Flag, ItemKind::Segment] {
+            for (key, entry) in new.map_mut(kind).iter_mut() {
+                let Entry::Live(Value::Object(item)) = entry else {
+                    continue;
+                };
+                let floor = match self.map(kind).get(key) {
+                    None => continue,
+                    Some(old @ Entry::Live(Value::Object(o))) if same_but_version(o, item) => {
+                        old.version()
+                    }
+                    Some(old) => old.version() + 1,
+                };
+                let version = item.get("version").and_then(Value::as_u64).unwrap_or(0);
+                if version < floor {
+                    item.insert("version".into(), Value::from(floor));
+                }
+            }
+        }
         let version = self.version + 1;
         let epoch = std::mem::take(&mut self.epoch);
         *self = new;
@@ -352,6 +376,14 @@ fn normalise(
     Ok(Value::Object(obj))
 }
 
+/// Whether `old` and `new` are the same item but for their `version` fields.
+fn same_but_version(old: &Map<String, Value>, new: &Map<String, Value>) -> bool {
+    old.len() == new.len()
+        && old
+            .iter()
+            .all(|(k, v)| k == "version" || new.get(k) == Some(v))
+}
+
 /// A flag that serves `value` to everyone, like LaunchDarkly's file data source does for
 /// `flagValues`.
 pub(super) fn simple_flag(key: &str, value: Value) -> Value {
@@ -398,6 +430,36 @@ mod tests {
         assert!(Data::from_json(json!({"flags": {"a": {"key": "b"}}})).is_err());
         assert!(Data::from_json(json!({"flags": {"a": {"version": "x"}}})).is_err());
         assert!(Data::from_json(json!({"flagz": {}})).is_err());
+    }
+
+    #[test]
+    fn replacing_never_takes_an_item_version_back() {
+        let mut d = Data::from_json(json!({"flags": {
+            "same": {"on": true}, "edited": {"on": true}, "ahead": {"on": true},
+            "gone": {}
+        }}))
+        .unwrap();
+        d.upsert(ItemKind::Flag, "edited", json!({"on": true}))
+            .unwrap(); // version 2
+        d.delete(ItemKind::Flag, "gone", None); // tombstone 2
+        d.replace(
+            Data::from_json(json!({"flags": {
+                "same": {"on": true}, "edited": {"on": false},
+                "ahead": {"on": false, "version": 9}, "gone": {}, "new": {}
+            }}))
+            .unwrap(),
+        );
+        let v = |k| {
+            d.get(ItemKind::Flag, k).unwrap()["version"]
+                .as_u64()
+                .unwrap()
+        };
+        assert_eq!(v("same"), 1, "unchanged: kept");
+        assert_eq!(v("edited"), 3, "changed: the served version plus one");
+        assert_eq!(v("ahead"), 9, "a newer version in the data wins");
+        assert_eq!(v("gone"), 3, "above the tombstone");
+        assert_eq!(v("new"), 1);
+        assert_eq!(d.version(), 4);
     }
 
     #[test]

@@ -266,6 +266,7 @@ mod tests {
                 .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
                 .collect(),
             close: false,
+            http10: false,
             body,
         }
     }

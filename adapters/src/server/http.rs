@@ -17,6 +17,8 @@ pub(super) struct Request {
     pub(super) headers: Vec<(String, String)>,
     /// HTTP/1.0, or `Connection: close`.
     pub(super) close: bool,
+    /// HTTP/1.0: no chunked transfer coding in the response.
+    pub(super) http10: bool,
     /// The body as sent (`Content-Length` framed; empty without one).
     pub(super) body: Vec<u8>,
 }
@@ -176,6 +178,7 @@ impl RequestReader {
             target: parsed.path.unwrap_or("").to_owned(),
             headers: req_headers,
             close: version == 0,
+            http10: version == 0,
             body: Vec::new(),
         };
         if let Some(c) = req.header("connection") {
@@ -272,6 +275,50 @@ pub(super) fn write_response(
     out.write_all(&all)?;
     out.flush()
 }
+
+/// The head of a `text/event-stream` response. `chunked`: framed with the chunked
+/// transfer coding, as LaunchDarkly's streaming service frames it (SDK stream readers,
+/// urllib3 in the Python SDK for one, hand events on as each chunk arrives, while a
+/// response without framing may be held until a read buffer fills); otherwise (for an
+/// HTTP/1.0 client, which knows no chunks) the body ends when the connection does.
+/// `extra` headers follow the standard ones.
+pub(super) fn stream_head(chunked: bool, extra: &[(&str, &str)]) -> Vec<u8> {
+    let mut head = format!(
+        "HTTP/1.1 200 OK\r\nDate: {}\r\nContent-Type: text/event-stream; charset=utf-8\r\n\
+         Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\nConnection: close\r\n",
+        http_date(SystemTime::now())
+    );
+    if chunked {
+        head.push_str("Transfer-Encoding: chunked\r\n");
+    }
+    for (n, v) in extra {
+        head.push_str(n);
+        head.push_str(": ");
+        head.push_str(v);
+        head.push_str("\r\n");
+    }
+    head.push_str("\r\n");
+    head.into_bytes()
+}
+
+/// Append `data` to `buf`: as one chunk of the chunked transfer coding when `chunked`,
+/// as it is otherwise. Empty `data` appends nothing (an empty chunk would end the body:
+/// see [`LAST_CHUNK`]).
+pub(super) fn push_chunk(buf: &mut Vec<u8>, data: &[u8], chunked: bool) {
+    if data.is_empty() {
+        return;
+    }
+    if !chunked {
+        buf.extend_from_slice(data);
+        return;
+    }
+    buf.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+    buf.extend_from_slice(data);
+    buf.extend_from_slice(b"\r\n");
+}
+
+/// The end of a chunked body: the last chunk, no trailers.
+pub(super) const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
 
 /// Format a time as an HTTP date (RFC 7231 IMF-fixdate, e.g. `Sun, 06 Nov 1994
 /// 08:49:37 GMT`), as the `Date` header carries it. Times before 1970 print as 1970.
@@ -396,6 +443,40 @@ mod tests {
         raw.extend_from_slice(&body);
         let req = RequestReader::new(body.len()).read(&mut &raw[..]).unwrap();
         assert_eq!(req.body, body);
+    }
+
+    #[test]
+    fn chunks() {
+        let mut buf = Vec::new();
+        push_chunk(&mut buf, b"event: put\ndata: {}\n\n", true);
+        push_chunk(&mut buf, b"", true);
+        push_chunk(&mut buf, &[b'x'; 300], true);
+        buf.extend_from_slice(LAST_CHUNK);
+        let mut want = b"15\r\nevent: put\ndata: {}\n\n\r\n12c\r\n".to_vec();
+        want.extend_from_slice(&[b'x'; 300]);
+        want.extend_from_slice(b"\r\n0\r\n\r\n");
+        assert_eq!(buf, want);
+        let mut plain = Vec::new();
+        push_chunk(&mut plain, b"data: x\n\n", false);
+        assert_eq!(plain, b"data: x\n\n");
+    }
+
+    #[test]
+    fn stream_heads() {
+        let head = String::from_utf8(stream_head(true, &[("X-LD-EnvID", "e")])).unwrap();
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\nDate: "), "{head}");
+        for line in [
+            "\r\nContent-Type: text/event-stream; charset=utf-8\r\n",
+            "\r\nCache-Control: no-cache\r\n",
+            "\r\nTransfer-Encoding: chunked\r\n",
+            "\r\nX-LD-EnvID: e\r\n\r\n",
+        ] {
+            assert!(head.contains(line), "{line:?} in {head}");
+        }
+        assert!(!head.contains("Content-Length"));
+        let unframed = String::from_utf8(stream_head(false, &[])).unwrap();
+        assert!(!unframed.contains("Transfer-Encoding"), "{unframed}");
+        assert!(unframed.contains("\r\nConnection: close\r\n"), "{unframed}");
     }
 
     #[test]

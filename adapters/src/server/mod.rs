@@ -10,7 +10,7 @@
 //! | `GET …/all` | FDv1 `text/event-stream`: an `event: put` with every flag and segment, then a `patch` or `delete` for every change, and a `:` comment heartbeat every [`ServerBuilder::heartbeat`] |
 //! | `GET …/sdk/latest-all` | FDv1 `{"flags":{…},"segments":{…}}` with an `ETag`; `If-None-Match` → `304`; gzip when accepted |
 //! | `GET …/sdk/stream[?basis=S]` | FDv2 `text/event-stream`: `server-intent` (`xfer-full`, or `none` when `basis` is the current selector state), a `put-object` per flag and segment, `payload-transferred {state, version}`; then each change as an `xfer-changes` payload (`put-object` or `delete-object`, `payload-transferred`), a replaced data set as a new `xfer-full` payload, and a `heart-beat` event every heartbeat interval |
-//! | `GET …/sdk/poll[?basis=S]` | FDv2 `{"events":[{"event":…,"data":{…}},…]}`: the same first payload as the stream; gzip when accepted |
+//! | `GET …/sdk/poll[?basis=S]` | FDv2 `{"events":[{"event":…,"data":{…}},…]}`: the same first payload as the stream, with an `ETag` naming the selector state; `If-None-Match` → `304`; gzip when accepted |
 //! | `POST …/bulk` | analytics events, a JSON array (optionally `Content-Encoding: gzip`): `202 Accepted`, empty body |
 //! | `POST …/diagnostic` | one diagnostic event object (optionally gzip): `202 Accepted`, empty body |
 //!
@@ -21,6 +21,15 @@
 //! ignored. When an SDK key is configured, a request whose `Authorization` header
 //! differs gets `401`. Every response carries a `Date` header (SDKs compare
 //! `debugEventsUntilDate` with the `Date` of an events response).
+//!
+//! Streams are answered as LaunchDarkly's streaming service answers them, so the
+//! official SDKs read them unchanged: `Content-Type: text/event-stream; charset=utf-8`,
+//! `Cache-Control: no-cache`, and `Transfer-Encoding: chunked` with every write (the
+//! first payload, each change, each heartbeat) one chunk, so a reader that waits for
+//! framed data (urllib3 in the Python SDK) sees each event when it is sent. A stream
+//! that the server ends (a `goodbye`, [`ServerHandle::drop_streams`], shutdown) ends
+//! with the last chunk, then the connection closes. (An HTTP/1.0 request, which knows
+//! no chunks, gets the events unframed, ended by the connection's end.)
 //!
 //! # Events
 //! The events endpoints answer as LaunchDarkly's events service does: `202 Accepted`
@@ -436,6 +445,21 @@ impl ServerHandle {
 
     /// Replace all data (same shape as [`ServerBuilder::data`]) and send every FDv1
     /// stream a new `put`, every FDv2 stream a new `xfer-full` payload.
+    ///
+    /// Item versions never go back, as LaunchDarkly's never do (the SDKs tell changes
+    /// by them): an item whose content changed is served with at least the version
+    /// served before plus one, an unchanged one with at least the version served
+    /// before; a higher version in `data` is kept.
+    ///
+    /// ```
+    /// use flagsync::server::Server;
+    /// use serde_json::json;
+    ///
+    /// let server = Server::builder().data(json!({"flags": {"f": {"on": true}}})).start()?;
+    /// server.replace_all(json!({"flags": {"f": {"on": false}}}))?;
+    /// assert_eq!(server.flag("f").unwrap()["version"], 2);
+    /// # Ok::<(), flagsync::server::ServerError>(())
+    /// ```
     pub fn replace_all(&self, data: Value) -> Result<(), ServerError> {
         let data = Data::from_json(data).map_err(ServerError::InvalidData)?;
         let mut inner = self.shared.lock();
@@ -516,7 +540,8 @@ impl ServerHandle {
         self.shared.lock().faults.set_fail(endpoint, status);
     }
 
-    /// Fault: close every open stream now (clients see the connection end).
+    /// Fault: close every open stream now: its body ends (the last chunk) and the
+    /// connection closes, so clients see the stream end and reconnect.
     pub fn drop_streams(&self) {
         self.shared.lock().close_streams();
     }
@@ -930,11 +955,7 @@ fn serve_poll(shared: &Shared, req: &Request, stream: &mut TcpStream) -> io::Res
     if let Some(env) = &shared.env_id {
         headers.push(("X-LD-EnvID", env));
     }
-    let matches = req.header("if-none-match").is_some_and(|v| {
-        v.split(',')
-            .any(|t| t.trim() == rendered.etag || t.trim() == "*")
-    });
-    if matches {
+    if etag_matches(req, &rendered.etag) {
         return write_response(stream, 304, &headers, b"", req.close);
     }
     headers.push(("Content-Type", "application/json"));
@@ -947,8 +968,15 @@ fn serve_poll(shared: &Shared, req: &Request, stream: &mut TcpStream) -> io::Res
     }
 }
 
-/// `/sdk/poll`: the first payload for the request's `basis` as one JSON body. No
-/// `ETag`: the `basis` already makes an up-to-date answer small.
+/// Whether an `If-None-Match` header names `etag` (or is `*`).
+fn etag_matches(req: &Request, etag: &str) -> bool {
+    req.header("if-none-match")
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"))
+}
+
+/// `/sdk/poll`: the first payload for the request's `basis` as one JSON body, with an
+/// `ETag` naming the selector state it brings the client to: `If-None-Match` with the
+/// current one gets `304` (the client already holds this state).
 fn serve_fdv2_poll(
     shared: &Shared,
     req: &Request,
@@ -956,24 +984,32 @@ fn serve_fdv2_poll(
     stream: &mut TcpStream,
 ) -> io::Result<()> {
     let basis = req.query("basis");
-    let events = {
+    let (etag, events) = {
         let mut inner = shared.lock();
         let objects = inner.data.fdv2_objects();
-        let error =
-            basis.as_deref() != Some(objects.state.as_str()) && inner.faults.take_payload_error();
-        fdv2::initial_payload(&objects, basis.as_deref(), error)
+        let etag = format!("\"fdv2-{}\"", objects.state);
+        if etag_matches(req, &etag) {
+            (etag, None)
+        } else {
+            let error = basis.as_deref() != Some(objects.state.as_str())
+                && inner.faults.take_payload_error();
+            let events = fdv2::initial_payload(&objects, basis.as_deref(), error);
+            (etag, Some(events))
+        }
     };
-    let body = fdv2::to_poll_body(&events);
-    let mut headers: Vec<(&str, &str)> = vec![
-        ("Content-Type", "application/json"),
-        ("Vary", "Accept-Encoding"),
-    ];
+    let mut headers: Vec<(&str, &str)> = vec![("ETag", &etag)];
     if let Some(env) = &shared.env_id {
         headers.push(("X-LD-EnvID", env));
     }
     if fallback {
         headers.push(FALLBACK_HEADER);
     }
+    let Some(events) = events else {
+        return write_response(stream, 304, &headers, b"", req.close);
+    };
+    let body = fdv2::to_poll_body(&events);
+    headers.push(("Content-Type", "application/json"));
+    headers.push(("Vary", "Accept-Encoding"));
     if req.accepts_gzip() {
         headers.push(("Content-Encoding", "gzip"));
         let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
@@ -1040,29 +1076,29 @@ fn serve_stream(
 ) -> io::Result<()> {
     let (tx, rx) = mpsc::channel();
     let opening = open_stream(shared, id, req, endpoint, tx);
-    let heartbeat = if endpoint == Endpoint::Fdv2Stream {
-        fdv2::to_sse(&[fdv2::heartbeat()])
+    let heartbeat: Arc<str> = if endpoint == Endpoint::Fdv2Stream {
+        fdv2::to_sse(&[fdv2::heartbeat()]).into()
     } else {
-        ":\n".to_owned()
+        ":\n".into()
     };
     let result = (|| {
-        let mut head = String::from(
-            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nCache-Control: no-cache\r\nConnection: close\r\n",
-        );
-        head.push_str("Date: ");
-        head.push_str(&http::http_date(SystemTime::now()));
-        head.push_str("\r\n");
+        let mut headers: Vec<(&str, &str)> = Vec::new();
         if let Some(env) = &shared.env_id {
-            head.push_str("X-LD-EnvID: ");
-            head.push_str(env);
-            head.push_str("\r\n");
+            headers.push(("X-LD-EnvID", env));
         }
         if fallback {
-            head.push_str("X-LD-FD-Fallback: true\r\n");
+            headers.push(FALLBACK_HEADER);
         }
-        head.push_str("\r\n");
-        stream.write_all(head.as_bytes())?;
-        stream.write_all(opening.text.as_bytes())?;
+        // Each write is one chunk (HTTP/1.0 clients get the bare events): the head and
+        // the first payload go out together.
+        let chunked = !req.http10;
+        let end = if chunked { http::LAST_CHUNK } else { b"" };
+        let mut out = http::stream_head(chunked, &headers);
+        http::push_chunk(&mut out, opening.text.as_bytes(), chunked);
+        if !opening.stays_open {
+            out.extend_from_slice(end);
+        }
+        stream.write_all(&out)?;
         stream.flush()?;
         if !opening.stays_open {
             return Ok(());
@@ -1070,18 +1106,22 @@ fn serve_stream(
         let mut next_heartbeat = Instant::now() + shared.heartbeat;
         loop {
             let wait = next_heartbeat.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(wait) {
-                Ok(StreamMsg::Event(e)) => {
-                    stream.write_all(e.as_bytes())?;
-                    stream.flush()?;
+            let text = match rx.recv_timeout(wait) {
+                Ok(StreamMsg::Event(e)) => e,
+                Ok(StreamMsg::Close) | Err(RecvTimeoutError::Disconnected) => {
+                    // End the body cleanly; the connection closes after it.
+                    stream.write_all(end)?;
+                    return stream.flush();
                 }
-                Ok(StreamMsg::Close) | Err(RecvTimeoutError::Disconnected) => return Ok(()),
                 Err(RecvTimeoutError::Timeout) => {
-                    stream.write_all(heartbeat.as_bytes())?;
-                    stream.flush()?;
                     next_heartbeat = Instant::now() + shared.heartbeat;
+                    heartbeat.clone()
                 }
-            }
+            };
+            out.clear();
+            http::push_chunk(&mut out, text.as_bytes(), chunked);
+            stream.write_all(&out)?;
+            stream.flush()?;
         }
     })();
     shared.lock().streams.retain(|s| s.id != id);

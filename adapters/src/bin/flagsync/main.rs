@@ -54,7 +54,9 @@ enum Command {
 #[derive(Debug, Args)]
 struct ServeArgs {
     /// The flag data: {"flags":{…},"segments":{…}} (as `flagsync snapshot` prints), or
-    /// {"flagValues":{"key": value}} for simple flags.
+    /// {"flagValues":{"key": value}} for simple flags. Edits are pushed to clients
+    /// within a second; an edited flag or segment is served with a version above the
+    /// one served before (versions never go back), whatever the file says.
     #[arg(
         long,
         value_name = "FILE",
@@ -464,9 +466,15 @@ async fn serve(args: ServeArgs) -> Result<(), CliError> {
         }
     }
 
-    let mut modified = args.data.as_deref().and_then(file_mtime);
+    let mut modified = args.data.as_deref().and_then(file_stamp);
     let mut failing = false;
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    // A file costs one stat a check: checked five times a second, an edit reaches
+    // clients well within a second. Redis is read once a second.
+    let every = match source {
+        ServeSource::File(_) => Duration::from_millis(200),
+        ServeSource::Redis(..) => Duration::from_secs(1),
+    };
+    let mut tick = tokio::time::interval(every);
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     loop {
@@ -474,7 +482,7 @@ async fn serve(args: ServeArgs) -> Result<(), CliError> {
             _ = &mut ctrl_c => break,
             _ = tick.tick() => {
                 if let ServeSource::File(path) = &source {
-                    let now = file_mtime(path);
+                    let now = file_stamp(path);
                     if now == modified {
                         continue;
                     }
@@ -560,8 +568,10 @@ fn apply_faults(server: &ServerHandle, args: &ServeArgs) -> Vec<String> {
     faults
 }
 
-fn file_mtime(path: &Path) -> Option<SystemTime> {
-    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+/// What tells that a file changed: its modification time and length.
+fn file_stamp(path: &Path) -> Option<(SystemTime, u64)> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.modified().ok()?, meta.len()))
 }
 
 // ---------------------------------------------------------------------------------

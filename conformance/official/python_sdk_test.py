@@ -1,0 +1,325 @@
+#!/usr/bin/env python3
+"""LaunchDarkly's official Python server SDK against `flagsync serve`.
+
+Installs `launchdarkly-server-sdk` (pinned: SDK_VERSION) from PyPI into a virtualenv,
+then, for each data-system mode -- FDv1 streaming, FDv1 polling and the FDv2 default
+data system -- starts `flagsync serve` (the built binary) on a free 127.0.0.1 port with
+a data file and an SDK key, and checks that the official client:
+
+* initializes in under 1 s (LDClient's constructor returns initialized),
+* evaluates the flag the data file holds,
+* in the streaming modes, sees an edit of the data file, pushed by serve, within 1 s
+  (a flag-tracker listener fires and the new value is evaluated). FDv1 polling cannot
+  see a change that fast: the SDK polls every 30 s at the least.
+
+Every failure fails the run, with the reason: a missing `python3 -m venv` or pip, a
+failed install, a serve that does not start, a slow or failed initialization.
+
+    python3 conformance/official/python_sdk_test.py [--flagsync target/debug/flagsync]
+        [--venv DIR] [--mode fdv1-streaming|fdv1-polling|fdv2-default ...]
+
+The virtualenv (default: target/official-python-venv) is kept and reused when it
+already holds SDK_VERSION. Exit status 0 when every mode passes, 1 otherwise.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+SDK_VERSION = "9.20.0"
+MODES = ("fdv1-streaming", "fdv1-polling", "fdv2-default")
+SDK_KEY = "sdk-flagsync-official-test"
+FLAG = "drop-in"
+# The limits the test enforces, in seconds.
+INIT_LIMIT = 1.0
+CHANGE_LIMIT = 1.0
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class Failure(Exception):
+    """A check failed; the message says which and why."""
+
+
+def flag(value):
+    """A boolean flag that serves `value` to everyone."""
+    return {
+        "key": FLAG,
+        "on": True,
+        "variations": [False, True],
+        "fallthrough": {"variation": 1 if value else 0},
+        "offVariation": 0,
+    }
+
+
+def write_data(path, value):
+    """Write the data file atomically (serve never reads half a file)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"flags": {FLAG: flag(value)}, "segments": {}}, f)
+    os.replace(tmp, path)
+
+
+# --- The outer run: the virtualenv, then the checks inside it. ---------------------
+
+
+def venv_python(venv):
+    return os.path.join(venv, "bin", "python")
+
+
+def installed_version(python):
+    probe = "import importlib.metadata as m; print(m.version('launchdarkly-server-sdk'))"
+    r = subprocess.run([python, "-c", probe], capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def ensure_venv(venv):
+    """A virtualenv at `venv` holding launchdarkly-server-sdk==SDK_VERSION."""
+    python = venv_python(venv)
+    if os.path.exists(python) and installed_version(python) == SDK_VERSION:
+        return python
+    shutil.rmtree(venv, ignore_errors=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "venv", venv], capture_output=True, text=True
+    )
+    if r.returncode != 0 or not os.path.exists(python):
+        raise Failure(
+            f"`{sys.executable} -m venv {venv}` failed (on Debian/Ubuntu: apt-get "
+            f"install python3-venv): {r.stderr.strip() or r.stdout.strip()}"
+        )
+    r = subprocess.run(
+        [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            f"launchdarkly-server-sdk=={SDK_VERSION}",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if r.returncode != 0:
+        raise Failure(
+            f"pip install launchdarkly-server-sdk=={SDK_VERSION} failed:\n"
+            f"{r.stdout}{r.stderr}"
+        )
+    got = installed_version(python)
+    if got != SDK_VERSION:
+        raise Failure(f"the virtualenv holds launchdarkly-server-sdk {got}, not {SDK_VERSION}")
+    return python
+
+
+def outer(args):
+    flagsync = os.path.abspath(args.flagsync)
+    if not os.access(flagsync, os.X_OK):
+        raise Failure(
+            f"no flagsync binary at {flagsync}: build it with "
+            "`cargo build -p flagsync --features cli --bin flagsync` or pass --flagsync"
+        )
+    python = ensure_venv(os.path.abspath(args.venv))
+    cmd = [python, os.path.abspath(__file__), "--inside", "--flagsync", flagsync]
+    for m in args.mode or []:
+        cmd += ["--mode", m]
+    return subprocess.run(cmd).returncode
+
+
+# --- The inner run: inside the virtualenv, with ldclient importable. ---------------
+
+
+class Serve:
+    """`flagsync serve` on a free port, with a data file in a temporary directory."""
+
+    def __init__(self, flagsync, tmp, value):
+        self.data = os.path.join(tmp, "flags.json")
+        write_data(self.data, value)
+        self.log_path = os.path.join(tmp, "serve.log")
+        self.log = open(self.log_path, "w+", encoding="utf-8")
+        self.proc = subprocess.Popen(
+            [flagsync, "serve", "--data", self.data, "--port", "0", "--sdk-key", SDK_KEY],
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+        )
+        self.url = None
+        deadline = time.monotonic() + 10
+        lines = []
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            m = re.search(r"serving on (http://127\.0\.0\.1:\d+)", line)
+            if m:
+                self.url = m.group(1)
+                break
+        if self.url is None:
+            self.stop()
+            raise Failure(
+                "flagsync serve did not print its URL:\n"
+                + "".join(lines)
+                + self.stderr()
+            )
+        # Keep reading its output so that it never blocks on a full pipe.
+        threading.Thread(target=self.proc.stdout.read, daemon=True).start()
+
+    def stderr(self):
+        self.log.flush()
+        with open(self.log_path, encoding="utf-8") as f:
+            return f.read()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def config_for(mode, url):
+    from ldclient.config import Config
+
+    common = dict(
+        sdk_key=SDK_KEY,
+        base_uri=url,
+        stream_uri=url,
+        events_uri=url,
+        diagnostic_opt_out=True,
+    )
+    if mode == "fdv1-streaming":
+        return Config(stream=True, **common)
+    if mode == "fdv1-polling":
+        return Config(stream=False, **common)
+    if mode == "fdv2-default":
+        from ldclient import datasystem
+
+        return Config(datasystem_config=datasystem.default().build(), **common)
+    raise ValueError(mode)
+
+
+class Captured:
+    """The SDK's log records (INFO and above) of one mode, shown when it fails."""
+
+    def __init__(self):
+        import logging
+
+        self.lines = []
+        self.handler = logging.Handler(logging.INFO)
+        self.handler.emit = lambda r: self.lines.append(
+            f"{r.created - self.start:7.3f} s {r.levelname}: {r.getMessage()}"
+        )
+        self.start = time.time()
+        self.logger = logging.getLogger("ldclient")
+        self.logger.setLevel(logging.INFO)
+        self.logger.propagate = False
+        self.logger.addHandler(self.handler)
+
+    def close(self):
+        self.logger.removeHandler(self.handler)
+
+    def text(self):
+        return "\n".join(self.lines)
+
+
+def check_mode(mode, flagsync):
+    """Run one mode; returns (init seconds, change seconds or None)."""
+    from ldclient import Context
+    from ldclient.client import LDClient
+
+    ctx = Context.builder("official-sdk-user").build()
+    log = Captured()
+    with tempfile.TemporaryDirectory(prefix="flagsync-official-") as tmp:
+        serve = Serve(flagsync, tmp, True)
+        client = None
+        try:
+            started = time.monotonic()
+            client = LDClient(config_for(mode, serve.url), start_wait=5)
+            init = time.monotonic() - started
+            if not client.is_initialized():
+                raise Failure(f"not initialized after {init:.2f} s")
+            if init >= INIT_LIMIT:
+                raise Failure(f"initialized in {init:.3f} s, not under {INIT_LIMIT} s")
+            value = client.variation(FLAG, ctx, None)
+            if value is not True:
+                raise Failure(f"{FLAG} evaluated to {value!r}, expected True")
+            if mode == "fdv1-polling":
+                return init, None
+
+            changed = threading.Event()
+            client.flag_tracker.add_listener(
+                lambda change: change.key == FLAG and changed.set()
+            )
+            edited = time.monotonic()
+            write_data(serve.data, False)
+            if not changed.wait(5):
+                raise Failure("the edit of the data file never reached the client")
+            seen = time.monotonic() - edited
+            if seen >= CHANGE_LIMIT:
+                raise Failure(f"the edit reached the client after {seen:.3f} s, not under {CHANGE_LIMIT} s")
+            value = client.variation(FLAG, ctx, None)
+            if value is not False:
+                raise Failure(f"after the edit {FLAG} evaluated to {value!r}, expected False")
+            return init, seen
+        except Failure as e:
+            raise Failure(
+                f"{e}\n-- the SDK's log:\n{log.text()}\n-- serve's standard error:\n{serve.stderr()}"
+            ) from None
+        finally:
+            if client is not None:
+                client.close()
+            serve.stop()
+            log.close()
+
+
+def inside(args):
+    import ldclient.version
+
+    print(f"launchdarkly-server-sdk {ldclient.version.VERSION} against {args.flagsync} serve")
+    failed = 0
+    for mode in args.mode or MODES:
+        try:
+            init, seen = check_mode(mode, args.flagsync)
+        except Failure as e:
+            failed += 1
+            print(f"FAIL {mode}: {e}")
+            continue
+        change = "" if seen is None else f", change seen in {seen * 1000:.0f} ms"
+        print(f"ok   {mode}: initialized in {init * 1000:.0f} ms{change}")
+    return 1 if failed else 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--flagsync",
+        default=os.environ.get("FLAGSYNC_BIN", os.path.join(ROOT, "target", "debug", "flagsync")),
+        help="the flagsync binary (default: $FLAGSYNC_BIN or target/debug/flagsync)",
+    )
+    p.add_argument(
+        "--venv",
+        default=os.path.join(ROOT, "target", "official-python-venv"),
+        help="the virtualenv to create or reuse (default: target/official-python-venv)",
+    )
+    p.add_argument("--mode", action="append", choices=MODES, help="run only this mode (repeatable)")
+    p.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    try:
+        return inside(args) if args.inside else outer(args)
+    except Failure as e:
+        print(f"FAIL: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
