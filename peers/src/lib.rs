@@ -250,6 +250,8 @@ pub struct Contenders {
     pub server: ServerHandle,
     /// The runtime the clients' I/O runs on (one worker thread).
     pub runtime: tokio::runtime::Runtime,
+    /// Evaluations each client made in [`Contenders::start`] (checking they agree).
+    pub checked: u64,
 }
 
 impl Contenders {
@@ -291,16 +293,18 @@ impl Contenders {
             );
             (off, on, official)
         });
-        let c = Contenders {
+        let mut c = Contenders {
             events_off,
             events_on,
             official,
             sink,
             server,
             runtime,
+            checked: 0,
         };
         // The three agree on every context of the pool before anything is measured.
         for ctx in context_pool().iter().step_by(97).chain([&context(0)]) {
+            c.checked += 1;
             let off = c.events_off.bool_variation_detail(FLAG, ctx, false);
             let on = c.events_on.bool_variation_detail(FLAG, ctx, false);
             let theirs = c.official.bool_variation_detail(ctx, FLAG, false);
