@@ -141,8 +141,9 @@ fn bench(c: &mut Criterion) {
     for (agent, evaluated) in [("flagsync", on), ("RustServerClient", official)] {
         let r = received.get(agent).cloned().unwrap_or_default();
         eprintln!(
-            "sink, {agent}: {} posts, events {:?}; {} of {evaluated} evaluations of {FLAG} counted in summaries ({:.1} %)",
+            "sink, {agent}: {} posts ({} retries), events {:?}; {} of {evaluated} evaluations of {FLAG} counted in summaries ({:.1} %)",
             r.posts,
+            r.repeated,
             r.events,
             r.summarized,
             r.summarized as f64 * 100.0 / evaluated as f64

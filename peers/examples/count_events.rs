@@ -79,8 +79,8 @@ fn main() {
     println!("{which}: {off} of {N} true for each contender");
     for (agent, r) in c.close() {
         println!(
-            "sink, {agent}: {} posts, events {:?}, {} evaluations of {FLAG} summarized",
-            r.posts, r.events, r.summarized
+            "sink, {agent}: {} posts ({} retries), events {:?}, {} evaluations of {FLAG} summarized",
+            r.posts, r.repeated, r.events, r.summarized
         );
     }
 }

@@ -108,6 +108,10 @@ pub struct Received {
     pub events: BTreeMap<String, u64>,
     /// Evaluations of [`FLAG`] counted in summary events.
     pub summarized: u64,
+    /// Posts whose `X-LaunchDarkly-Payload-ID` came before (retries): not tallied again.
+    pub repeated: u64,
+    /// The payload ids seen.
+    payload_ids: std::collections::BTreeSet<String>,
 }
 
 /// An HTTP/1.1 server on 127.0.0.1 that answers `202 Accepted` to every request,
@@ -160,7 +164,8 @@ fn serve(stream: TcpStream, tally: &Mutex<BTreeMap<String, Received>>) -> std::i
         if reader.read_line(&mut line)? == 0 {
             return Ok(());
         }
-        let (mut length, mut chunked, mut agent) = (0usize, false, String::new());
+        let (mut length, mut chunked) = (0usize, false);
+        let (mut agent, mut payload_id) = (String::new(), None);
         loop {
             let mut header = String::new();
             if reader.read_line(&mut header)? == 0 {
@@ -178,6 +183,7 @@ fn serve(stream: TcpStream, tally: &Mutex<BTreeMap<String, Received>>) -> std::i
                 "content-length" => length = value.parse().unwrap_or(0),
                 "transfer-encoding" => chunked = value.eq_ignore_ascii_case("chunked"),
                 "user-agent" => agent = value.split('/').next().unwrap_or("").to_owned(),
+                "x-launchdarkly-payload-id" => payload_id = Some(value.to_owned()),
                 _ => {}
             }
         }
@@ -192,7 +198,9 @@ fn serve(stream: TcpStream, tally: &Mutex<BTreeMap<String, Received>>) -> std::i
             let mut tally = tally.lock().unwrap_or_else(|e| e.into_inner());
             let r = tally.entry(agent).or_default();
             r.posts += 1;
-            if line.contains("/bulk") {
+            if payload_id.is_some_and(|id| !r.payload_ids.insert(id)) {
+                r.repeated += 1;
+            } else if line.contains("/bulk") {
                 count(r, &body);
             }
         }
