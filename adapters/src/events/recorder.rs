@@ -136,14 +136,19 @@ impl Recorder {
         match self.tx.try_send(Msg::Command(command)) {
             Ok(()) => true,
             Err(async_channel::TrySendError::Full(_)) => {
-                if !self.warned_full.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(
-                        "analytics events are produced faster than they can be processed: some are dropped"
-                    );
-                }
+                self.dropped();
                 false
             }
             Err(async_channel::TrySendError::Closed(_)) => false,
+        }
+    }
+
+    /// A record is dropped because the inbox is full: warn once until one gets through.
+    fn dropped(&self) {
+        if !self.warned_full.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "analytics events are produced faster than they can be processed: some are dropped"
+            );
         }
     }
 
@@ -191,6 +196,16 @@ impl Recorder {
             }
         };
         if !(track || debugging || unseen) {
+            return;
+        }
+        // A full inbox would drop the record: do not build it. Its context's event
+        // form (serialized, then parsed) is most of the cost of a record on this
+        // thread, and while evaluations outpace the processor almost every record
+        // would be built only to be dropped.
+        if self.tx.is_full() {
+            if !self.tx.is_closed() {
+                self.dropped();
+            }
             return;
         }
         let Some(context) = event_context(r.context) else {
@@ -274,5 +289,66 @@ impl Recorder {
             sampling_ratio: sampling_ratio.map(u64::from),
             body,
         }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use launchdarkly_server_sdk_evaluation::ContextBuilder;
+    use serde_json::json;
+
+    use super::*;
+
+    /// Record an evaluation of a plain flag (no `trackEvents`) for user `key`.
+    fn evaluate(recorder: &Recorder, flag: &Flag, key: &str) {
+        let context = ContextBuilder::new(key).build().unwrap();
+        let reason = Reason::Fallthrough {
+            in_experiment: false,
+        };
+        recorder.evaluation(&EvalRecord {
+            key: "f",
+            context: &context,
+            flag: Some(flag),
+            variation: Some(0),
+            value: &|| json!(true),
+            default: &|| json!(false),
+            reason: &reason,
+            with_reason: false,
+            prereq_of: None,
+        });
+    }
+
+    #[test]
+    fn a_full_inbox_drops_records_but_every_evaluation_is_counted() {
+        let flag: Flag = serde_json::from_value(json!({
+            "key": "f", "version": 3, "on": true, "salt": "s", "variations": [true, false],
+            "targets": [], "rules": [], "prerequisites": [],
+            "fallthrough": {"variation": 0}, "offVariation": 1
+        }))
+        .unwrap();
+        let (tx, rx) = async_channel::bounded(1);
+        let recorder = Recorder::new(tx, 1_000);
+        // An unseen context goes to the processor; the second finds the inbox full.
+        evaluate(&recorder, &flag, "a");
+        evaluate(&recorder, &flag, "b");
+        assert_eq!(rx.len(), 1);
+        assert!(recorder.warned_full.load(Ordering::Relaxed));
+        let Ok(Msg::Command(Command::Record(record))) = rx.try_recv() else {
+            panic!("a record");
+        };
+        assert!(
+            matches!(*record, Record::Evaluation(ref e) if e.context.fully_qualified_key() == "a")
+        );
+        // Room again: the next unseen context gets through and the warning is re-armed.
+        evaluate(&recorder, &flag, "c");
+        assert_eq!(rx.len(), 1);
+        assert!(!recorder.warned_full.load(Ordering::Relaxed));
+        // The summaries count all three.
+        let summaries = recorder.take_summaries();
+        let mut total = Summarizer::default();
+        for s in summaries {
+            total.merge(s);
+        }
+        assert_eq!(total.total(), 3);
     }
 }
