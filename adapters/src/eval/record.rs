@@ -44,21 +44,22 @@ impl Client {
             return self.evaluate_with(key, context, None, |_, d| typed(d, || default, convert));
         }
         let prerequisites = Prerequisites::default();
-        let (flag, detail) = self.evaluate_with(key, context, Some(&prerequisites), |flag, d| {
-            (flag.cloned(), typed(d, || default.clone(), convert))
-        });
-        self.record_evaluation(
-            key,
-            context,
-            flag.as_ref(),
-            detail.variation_index,
-            &detail.reason,
-            &|| detail.value.as_ref().map_or(Value::Null, &to_json),
-            &|| to_json(&default),
-            with_reason,
-            prerequisites,
-        );
-        detail
+        // Recorded while the flag model is still lent to us (no reference count).
+        self.evaluate_with(key, context, Some(&prerequisites), |flag, d| {
+            let detail = typed(d, || default.clone(), convert);
+            self.record_evaluation(
+                key,
+                context,
+                flag,
+                detail.variation_index,
+                &detail.reason,
+                &|| detail.value.as_ref().map_or(Value::Null, &to_json),
+                &|| to_json(&default),
+                with_reason,
+                &prerequisites,
+            );
+            detail
+        })
     }
 
     /// Report one evaluation (after its prerequisites) to the events, if they are on.
@@ -73,12 +74,12 @@ impl Client {
         value: &dyn Fn() -> Value,
         default: &dyn Fn() -> Value,
         with_reason: bool,
-        prerequisites: Prerequisites,
+        prerequisites: &Prerequisites,
     ) {
         let Some(events) = self.events() else {
             return;
         };
-        for p in prerequisites.0.into_inner() {
+        for p in prerequisites.0.take() {
             let result = &p.prerequisite_result;
             events.recorder.evaluation(&EvalRecord {
                 key: &p.prerequisite_flag.key,

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use flagsync_core::events::{Event, EventProcessor, Input, Output, Record};
+use flagsync_core::events::{Evaluation, Event, EventProcessor, Input, Output, Record};
+use launchdarkly_server_sdk_evaluation::Context;
 
 use super::Recorder;
 use crate::driver::{In, Machine, Msg, Out, Sink};
@@ -13,6 +14,9 @@ use crate::driver::{In, Machine, Msg, Out, Sink};
 pub(crate) enum Command {
     /// Something to report.
     Record(Box<Record>),
+    /// An evaluation and the context it was made for: the context's event form is
+    /// made here, on the driver's task, rather than on the evaluating thread.
+    Evaluation(Box<(Context, Evaluation)>),
     /// Send what is queued now.
     Flush,
     /// Send what is queued, then end the driver.
@@ -58,6 +62,14 @@ impl Machine for EventsMachine {
     fn handle(&mut self, now: Instant, input: In<'_, Command>) {
         let input = match input {
             In::Command(Command::Record(record)) => Input::Record(*record),
+            In::Command(Command::Evaluation(pending)) => {
+                let (context, mut evaluation) = *pending;
+                let Some(context) = super::recorder::event_context(&context) else {
+                    return;
+                };
+                evaluation.context = context;
+                Input::Record(Record::Evaluation(evaluation))
+            }
             In::Command(Command::Flush) => {
                 self.merge(now);
                 Input::Flush

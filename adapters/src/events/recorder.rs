@@ -87,6 +87,18 @@ fn thread_index() -> usize {
     })
 }
 
+/// Stands for an evaluation's context until the processor's task converts the real
+/// one (see [`Command::Evaluation`]).
+fn placeholder_context() -> Arc<EventContext> {
+    static PLACEHOLDER: std::sync::LazyLock<Arc<EventContext>> = std::sync::LazyLock::new(|| {
+        Arc::new(
+            EventContext::parse(&serde_json::json!({"kind": "user", "key": ""}))
+                .unwrap_or_else(|_| unreachable!("a valid context")),
+        )
+    });
+    PLACEHOLDER.clone()
+}
+
 /// The context as the event processor reads it.
 pub(crate) fn event_context(context: &Context) -> Option<Arc<EventContext>> {
     let json = serde_json::to_value(context).ok()?;
@@ -208,15 +220,14 @@ impl Recorder {
             }
             return;
         }
-        let Some(context) = event_context(r.context) else {
-            return;
-        };
         let reason = (r.with_reason || experiment)
             .then(|| serde_json::to_value(r.reason).ok())
             .flatten();
-        self.send(Record::Evaluation(Evaluation {
+        // The context's event form is made on the processor's task: here it is only
+        // copied (its JSON round trip was most of a record's cost on this thread).
+        let evaluation = Evaluation {
             creation_date: now,
-            context,
+            context: placeholder_context(),
             key: r.key.to_owned(),
             version,
             variation: r.variation,
@@ -229,7 +240,11 @@ impl Recorder {
             sampling_ratio: r.flag.and_then(|f| f.sampling_ratio).map(u64::from),
             exclude_from_summaries: exclude,
             summarized: true,
-        }));
+        };
+        let pending = Box::new((r.context.clone(), evaluation));
+        if self.command(Command::Evaluation(pending)) {
+            self.warned_full.store(false, Ordering::Relaxed);
+        }
     }
 
     /// `track`.
@@ -333,12 +348,16 @@ mod tests {
         evaluate(&recorder, &flag, "b");
         assert_eq!(rx.len(), 1);
         assert!(recorder.warned_full.load(Ordering::Relaxed));
-        let Ok(Msg::Command(Command::Record(record))) = rx.try_recv() else {
-            panic!("a record");
+        let Ok(Msg::Command(Command::Evaluation(pending))) = rx.try_recv() else {
+            panic!("an evaluation");
         };
-        assert!(
-            matches!(*record, Record::Evaluation(ref e) if e.context.fully_qualified_key() == "a")
+        let (context, evaluation) = *pending;
+        assert_eq!(context.key(), "a");
+        assert_eq!(
+            (evaluation.key.as_str(), evaluation.version),
+            ("f", Some(3))
         );
+        assert!(evaluation.summarized);
         // Room again: the next unseen context gets through and the warning is re-armed.
         evaluate(&recorder, &flag, "c");
         assert_eq!(rx.len(), 1);

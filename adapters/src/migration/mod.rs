@@ -93,7 +93,7 @@ impl Client {
             &|| detail.value.map_or(Value::Null, |s| s.as_str().into()),
             &|| default_stage.as_str().into(),
             false,
-            prerequisites,
+            &prerequisites,
         );
         let tracker = OpTracker::new(key, flag, context.clone(), detail, default_stage);
         (tracker.stage(), tracker)
