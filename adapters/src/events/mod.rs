@@ -38,13 +38,12 @@ pub(crate) use stream_inits::StreamInits;
 /// use std::time::Duration;
 /// use flagsync::events::EventsOptions;
 ///
-/// let options = EventsOptions {
-///     events_uri: Some("https://events.example.com".into()),
-///     flush_interval: Duration::from_secs(10),
-///     private_attributes: vec!["email".into()],
-///     ..EventsOptions::default()
-/// };
+/// let mut options = EventsOptions::default();
+/// options.events_uri = Some("https://events.example.com".into());
+/// options.flush_interval = Duration::from_secs(10);
+/// options.private_attributes = vec!["email".into()];
 /// let client = flagsync::Client::builder("sdk-key").events(options).build();
+/// assert!(client.is_ok());
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
