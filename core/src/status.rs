@@ -75,6 +75,18 @@ pub enum Cause {
     ContentType(String),
     /// A redirect without a usable `Location`, or too many redirects.
     Redirect,
+    /// A redirect that would have taken the request, and the SDK key in it, off its
+    /// origin was refused (PROTOCOL.md A.3): the SDK key is sent to the origin it was
+    /// configured for only, and never from `https` to `http`.
+    RedirectRefused {
+        /// Why it was refused.
+        refusal: RedirectRefusal,
+        /// The origin (`scheme://host[:port]`) the redirect named.
+        to: String,
+    },
+    /// A poll's whole response, or a stream's response head, did not arrive within its
+    /// total deadline, however steadily bytes trickled in (PROTOCOL.md A.5).
+    ResponseTimeout,
     /// A poll was answered `304 Not Modified` although it sent no `If-None-Match`:
     /// there is no cached data it could confirm (PROTOCOL.md B §2.2).
     UnexpectedNotModified,
@@ -101,6 +113,23 @@ impl fmt::Display for Cause {
             Self::ConnectTimeout => f.write_str("connect timed out"),
             Self::ContentType(ct) => write!(f, "unexpected content type {ct:?}"),
             Self::Redirect => f.write_str("bad or too many redirects"),
+            Self::RedirectRefused {
+                refusal: RedirectRefusal::Downgrade,
+                to,
+            } => write!(
+                f,
+                "redirect from https to {to} refused: the SDK key is never sent unencrypted"
+            ),
+            Self::RedirectRefused {
+                refusal: RedirectRefusal::CrossOrigin,
+                to,
+            } => write!(
+                f,
+                "redirect to another origin ({to}) refused: the SDK key is sent to its own origin only"
+            ),
+            Self::ResponseTimeout => {
+                f.write_str("the response did not complete within its deadline")
+            }
             Self::UnexpectedNotModified => {
                 f.write_str("not modified (304) to a poll that sent no If-None-Match")
             }
@@ -111,6 +140,16 @@ impl fmt::Display for Cause {
             Self::Store => f.write_str("the persistent store failed"),
         }
     }
+}
+
+/// Why a redirect was refused ([`Cause::RedirectRefused`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RedirectRefusal {
+    /// From `https` to `http`.
+    Downgrade,
+    /// To another scheme, host or port.
+    CrossOrigin,
 }
 
 /// A failure as the status reports it.
