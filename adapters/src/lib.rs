@@ -250,6 +250,22 @@ impl ClientBuilder {
         self
     }
 
+    /// A poll's whole response (redirects included) must arrive within this time of
+    /// the poll's start, however steadily its bytes trickle in (default 60 s); else the
+    /// poll fails with NETWORK_ERROR and the next follows as after any failed poll.
+    pub fn poll_response_timeout(mut self, timeout: Duration) -> Self {
+        self.config.poll_response_timeout = timeout;
+        self
+    }
+
+    /// A stream's response head (redirects included) must arrive within this time of
+    /// the attempt's start (default 30 s); else NETWORK_ERROR and a reconnect with
+    /// backoff. The body is bounded by [`ClientBuilder::stream_read_timeout`].
+    pub fn stream_head_timeout(mut self, timeout: Duration) -> Self {
+        self.config.stream_head_timeout = timeout;
+        self
+    }
+
     /// First reconnect delay (default 1 s; doubles up to 30 s, with jitter).
     pub fn initial_reconnect_delay(mut self, delay: Duration) -> Self {
         self.config.backoff.initial = delay;

@@ -204,6 +204,10 @@ pub struct ClientConfig {
     pub read_timeout_ms: u64,
     /// Stream read timeout.
     pub stream_read_timeout_ms: u64,
+    /// Total deadline of a poll's response.
+    pub poll_response_timeout_ms: u64,
+    /// Deadline of a stream's response head.
+    pub stream_head_timeout_ms: u64,
     /// Poll interval.
     pub poll_interval_ms: u64,
     /// Minimum poll interval.
@@ -226,6 +230,8 @@ impl Default for ClientConfig {
             connect_timeout_ms: 10_000,
             read_timeout_ms: 15_000,
             stream_read_timeout_ms: 300_000,
+            poll_response_timeout_ms: 60_000,
+            stream_head_timeout_ms: 30_000,
             poll_interval_ms: 30_000,
             min_poll_interval_ms: 30_000,
             application: None,
@@ -270,7 +276,9 @@ pub struct RespondSpec {
     #[serde(default = "ok")]
     pub status: u16,
     /// Headers; when absent, a 200 gets `Content-Type: text/event-stream; charset=utf-8`.
-    /// `{base}` in a value becomes the server's base URL.
+    /// `{base}` in a value becomes the server's base URL; `{other_origin}` the same
+    /// server under another host name (`localhost` for `127.0.0.1`): another origin
+    /// that reaches the same server.
     #[serde(default)]
     pub headers: Option<Vec<(String, String)>>,
     /// Body chunks.
@@ -330,6 +338,13 @@ impl Prepared {
     }
 }
 
+/// `base` (`scheme://host:port`) with its host replaced by `localhost`.
+fn other_origin(base: &str) -> String {
+    let (scheme, rest) = base.split_once("://").unwrap_or(("http", base));
+    let port = rest.rsplit_once(':').map_or("", |(_, p)| p);
+    format!("{scheme}://localhost:{port}")
+}
+
 impl RespondSpec {
     /// Chunks as bytes, headers with `{base}` replaced, delays scaled.
     pub fn prepare(&self, base: &str, scale: f64) -> Prepared {
@@ -355,7 +370,12 @@ impl RespondSpec {
         let mut headers: Vec<(String, String)> = match &self.headers {
             Some(h) => h
                 .iter()
-                .map(|(n, v)| (n.clone(), v.replace("{base}", base)))
+                .map(|(n, v)| {
+                    let v = v
+                        .replace("{base}", base)
+                        .replace("{other_origin}", &other_origin(base));
+                    (n.clone(), v)
+                })
                 .collect(),
             None if self.status == 200 => vec![(
                 "Content-Type".into(),
@@ -635,6 +655,8 @@ impl Scenario {
         config.connect_timeout = scaled(c.connect_timeout_ms, scale);
         config.read_timeout = scaled(c.read_timeout_ms, scale);
         config.stream_read_timeout = scaled(c.stream_read_timeout_ms, scale);
+        config.poll_response_timeout = scaled(c.poll_response_timeout_ms, scale);
+        config.stream_head_timeout = scaled(c.stream_head_timeout_ms, scale);
         config.poll_interval = scaled(c.poll_interval_ms, scale);
         config.min_poll_interval = scaled(c.min_poll_interval_ms, scale);
     }
