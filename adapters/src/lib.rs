@@ -85,7 +85,9 @@ pub use flagsync_core::config::{CoordinatorTiming, Fdv2Config, SourceSpec};
 pub use flagsync_core::source::UnrecoverablePolicy;
 pub use flagsync_core::{DataAvailability, ErrorKind, Kind, Mode, Selector, Snapshot, State};
 pub use proxy::ProxyError;
-pub use publish::{DataSourceError, DataSourceStatus, FlagChange, Subscription};
+pub use publish::{
+    DEFAULT_SUBSCRIPTION_CAPACITY, DataSourceError, DataSourceStatus, FlagChange, Subscription,
+};
 
 use driver::{Finished, Msg, Sink, TaskGuard};
 use persist::{CacheConfig, CachingStore, PersistentStore, StoreMode, StoreStatus};
@@ -121,6 +123,7 @@ pub struct ClientBuilder {
     close_timeout: Duration,
     seed: Option<u64>,
     persistent: Option<(Arc<dyn PersistentStore>, CacheConfig)>,
+    subscription_capacity: usize,
 }
 
 impl ClientBuilder {
@@ -351,6 +354,15 @@ impl ClientBuilder {
         self
     }
 
+    /// How many unread items each subscription ([`Client::flag_changes`],
+    /// [`Client::status_changes`], [`Client::store_status_changes`]) holds at most
+    /// (default [`DEFAULT_SUBSCRIPTION_CAPACITY`]): beyond it the oldest is
+    /// dropped and counted ([`Subscription::lagged`]); changes of one flag merge.
+    pub fn subscription_capacity(mut self, capacity: usize) -> Self {
+        self.subscription_capacity = capacity.max(1);
+        self
+    }
+
     /// Change any setting of the protocol core directly (limits, backoff, the minimum
     /// poll interval, …).
     pub fn core_config(mut self, change: impl FnOnce(&mut Config)) -> Self {
@@ -388,6 +400,7 @@ impl ClientBuilder {
             Clock::new(now),
             view.clone(),
             hands_over,
+            self.subscription_capacity,
         ));
         let (tx, rx) = async_channel::bounded(64);
         Ok(Client {
@@ -489,6 +502,7 @@ impl Client {
             close_timeout: Duration::from_secs(5),
             seed: None,
             persistent: None,
+            subscription_capacity: DEFAULT_SUBSCRIPTION_CAPACITY,
         }
     }
 
@@ -541,7 +555,7 @@ impl Client {
         fetches: async_channel::Receiver<persist::view::Fetch>,
         guard: &Arc<TaskGuard>,
     ) -> StoreLink {
-        let (requests, requests_rx) = async_channel::unbounded();
+        let (requests, requests_rx) = persist::writer::queue();
         let (stop_reader, stop_rx) = async_channel::bounded(1);
         let check_pending = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let view = self.inner.published.store_view();
