@@ -41,6 +41,8 @@ pub(crate) enum StoreReport {
     Failed,
     /// The answer to a `Persist::CheckAvailable` (`Input::StoreAvailable`).
     Available(bool),
+    /// The store was read and is initialized (`Input::StoreInitialized`).
+    Initialized,
 }
 
 /// An input for a [`Machine`].
@@ -108,6 +110,7 @@ impl Machine for DataSystem {
                 In::Timeout => Input::Timeout,
                 In::Store(StoreReport::Failed) => Input::StoreFailed,
                 In::Store(StoreReport::Available(available)) => Input::StoreAvailable(available),
+                In::Store(StoreReport::Initialized) => Input::StoreInitialized,
             },
         );
     }

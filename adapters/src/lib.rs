@@ -571,6 +571,7 @@ impl Client {
             )));
         }
         rt.spawn(Box::pin(persist::writer::run(
+            rt.clone(),
             store.clone(),
             view,
             requests_rx,
@@ -608,12 +609,24 @@ impl Client {
         };
         let deadline = rt.now() + timeout;
         let published = &self.inner.published;
-        // With a persistent store, also the first read of it (daemon mode is ready at
-        // once, before any data is read); or that read alone if it found a full data
-        // set (a warm start).
+        // With a persistent store, also the first successful read of it (daemon mode
+        // is ready at once, before any data is read; a failed read is not a load),
+        // unless memory holds a full data set that was written to the store or while
+        // the store is down (memory serves then); or that read alone if it found a
+        // full data set (a warm start).
         let source_ready = async {
             published.ready().await;
-            published.store_loaded().await;
+            let memory_serves = || {
+                published.memory_initialized()
+                    && (published.store_status().is_some_and(|s| !s.available)
+                        || published.store_view().is_some_and(|v| v.has_written()))
+            };
+            while !memory_serves() {
+                let tick = rt.sleep_until(rt.now() + Duration::from_millis(50));
+                if runtime::race(published.store_loaded(), tick).await.is_ok() {
+                    break;
+                }
+            }
         };
         let store_ready = async {
             published.store_loaded().await;

@@ -95,6 +95,16 @@ pub trait PersistentStore: Send + Sync + Debug + 'static {
 
     /// True if the store answers now. Never fails.
     fn is_available(&self) -> BoxFuture<'_, bool>;
+
+    /// True if the store still holds every write made through this value, as far as
+    /// it can tell: false for a store that lost its data (restarted empty, or rolled
+    /// back to an older save). The writer asks it between writes and, on false, writes
+    /// the whole data set again. The default is [`initialized`](Self::initialized)
+    /// (a store without `$inited` lost its data set); `RedisStore` also counts its own
+    /// writes in the store, in the same transaction as each write.
+    fn holds_writes(&self) -> BoxFuture<'_, Result<bool, StoreError>> {
+        self.initialized()
+    }
 }
 
 /// What an upsert did.

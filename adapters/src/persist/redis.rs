@@ -8,6 +8,12 @@
 //! | `<prefix>:features` | hash | flag key → flag JSON |
 //! | `<prefix>:segments` | hash | segment key → segment JSON |
 //! | `<prefix>:$inited` | string | present once a full data set was written |
+//! | `<prefix>:$flagsync:<id>` | string | flagsync only: how many writes the writing process `<id>` made (expires after 7 days) |
+//!
+//! The last key is flagsync's own: each writing process counts its writes there, in
+//! the same transaction as each write, so it can tell that the store lost some of them
+//! (a Redis restarted from an older save still holds `$inited`). Other SDKs never read
+//! it.
 //!
 //! The default prefix is `launchdarkly`. Tombstones are written in the Go SDK's shape
 //! (`{"key":"$deleted","version":N,"deleted":true}`); all three shapes are read.
@@ -22,6 +28,7 @@
 //! async-std) elsewhere; nothing of either appears in this API.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -36,6 +43,9 @@ use crate::runtime::BoxFuture;
 
 /// The default key prefix of every LaunchDarkly SDK.
 pub const DEFAULT_PREFIX: &str = "launchdarkly";
+
+/// How long a writer's count of its writes lives after its last write.
+const MARKER_TTL_SECS: u64 = 7 * 24 * 3600;
 
 /// Fields per `HSET` in an init: large enough to keep the command count low, small
 /// enough that no single command is huge.
@@ -107,6 +117,8 @@ impl RedisStoreBuilder {
         let info = client.get_connection_info();
         let target = format!("{}/{}", info.addr(), info.redis_settings().db());
         Ok(RedisStore {
+            marker: format!("{}:$flagsync:{:016x}", self.prefix, fastrand::u64(..)),
+            writes: AtomicU64::new(0),
             keys: Keys::new(&self.prefix),
             prefix: self.prefix,
             target,
@@ -163,6 +175,10 @@ pub struct RedisStore {
     target: String,
     keys: Keys,
     pool: Pool,
+    /// This store's count of its writes (`<prefix>:$flagsync:<id>`).
+    marker: String,
+    /// Writes made through this store; 0 before the first.
+    writes: AtomicU64,
 }
 
 impl fmt::Debug for RedisStore {
@@ -239,8 +255,11 @@ impl RedisStore {
             pipe.hset_multiple(self.keys.of(k), &batch).ignore();
         }
         pipe.set(&self.keys.inited, "").ignore();
+        let n = self.writes.load(Ordering::Acquire) + 1;
+        pipe.set_ex(&self.marker, n, MARKER_TTL_SECS).ignore();
         let result: Result<(), _> = pipe.query_async(conn.get()).await;
         conn.check(result)?;
+        self.writes.store(n, Ordering::Release);
         tracing::debug!(target_db = %self.target, items = items.len(), "redis init");
         Ok(())
     }
@@ -287,11 +306,17 @@ impl RedisStore {
                 conn.check(unwatched)?;
                 return Ok(Upserted::Rejected { stored });
             }
+            let n = self.writes.load(Ordering::Acquire) + 1;
             let mut pipe = redis::pipe();
-            pipe.atomic().hset(hash, key, json.as_ref()).ignore();
+            pipe.atomic()
+                .hset(hash, key, json.as_ref())
+                .ignore()
+                .set_ex(&self.marker, n, MARKER_TTL_SECS)
+                .ignore();
             // `None`: EXEC answered nil, a watched key changed. Try again.
             let exec: Result<Option<()>, _> = pipe.query_async(conn.get()).await;
             if conn.check(exec)?.is_some() {
+                self.writes.store(n, Ordering::Release);
                 return Ok(Upserted::Written);
             }
             tracing::debug!(%kind, key, attempt, "redis upsert raced another writer; retrying");
@@ -305,6 +330,20 @@ impl RedisStore {
         let mut conn = self.pool.get().await?;
         let result: Result<bool, _> = conn.get().exists(&self.keys.inited).await;
         conn.check(result)
+    }
+
+    /// `$inited` is there and this store's count of its writes is the last one made.
+    async fn holds_own_writes(&self) -> Result<bool, StoreError> {
+        let made = self.writes.load(Ordering::Acquire);
+        if made == 0 {
+            return self.inited().await;
+        }
+        let mut conn = self.pool.get().await?;
+        let mut pipe = redis::pipe();
+        pipe.exists(&self.keys.inited).get(&self.marker);
+        let result: Result<(bool, Option<u64>), _> = pipe.query_async(conn.get()).await;
+        let (inited, counted) = conn.check(result)?;
+        Ok(inited && counted.is_some_and(|c| c >= made))
     }
 }
 
@@ -339,6 +378,10 @@ impl PersistentStore for RedisStore {
 
     fn initialized(&self) -> BoxFuture<'_, Result<bool, StoreError>> {
         Box::pin(self.inited())
+    }
+
+    fn holds_writes(&self) -> BoxFuture<'_, Result<bool, StoreError>> {
+        Box::pin(self.holds_own_writes())
     }
 
     fn is_available(&self) -> BoxFuture<'_, bool> {

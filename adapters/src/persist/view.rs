@@ -310,6 +310,11 @@ impl StoreView {
         changed
     }
 
+    /// This process has written a full data set to the store.
+    pub(crate) fn has_written(&self) -> bool {
+        self.lock().reset_at.is_some()
+    }
+
     /// This process wrote a full data set: it replaces every entry.
     pub(crate) fn wrote_all(&self, items: &[(Kind, String, Item)]) {
         let at = Instant::now();
@@ -347,15 +352,26 @@ impl StoreView {
 enum Answer {
     Item(Option<Item>),
     All(Vec<(String, Item)>),
+    /// The store holds no data set (`$inited` is missing: it lost its data, or was
+    /// never written): the answer is dropped and the view keeps what it holds.
+    NotInitialized,
 }
 
 async fn answer(store: &CachingStore, fetch: &Fetch) -> Result<Answer, StoreError> {
     // The store itself, not its cache: the view is the cache of these reads.
     let inner = store.inner();
-    Ok(match fetch {
+    let answer = match fetch {
         Fetch::Item(kind, key) => Answer::Item(inner.get(*kind, key).await?),
         Fetch::All(kind) => Answer::All(inner.all(*kind).await?),
-    })
+    };
+    // An answer that could remove what the view holds counts only from a store that
+    // holds a data set: a store without `$inited` (a Redis restarted empty) is "not
+    // initialized", never an empty data set (issue 19).
+    let removes = matches!(answer, Answer::Item(None) | Answer::All(_));
+    if removes && !inner.initialized().await? {
+        return Ok(Answer::NotInitialized);
+    }
+    Ok(answer)
 }
 
 /// Answer the view's fetch requests, one at a time, until `stop` closes (the hand-over
@@ -371,6 +387,8 @@ pub(crate) async fn run(
     inbox: async_channel::Sender<Msg<Command>>,
     _guard: Arc<TaskGuard>,
 ) {
+    // The store was last found without a data set (reported once per loss).
+    let mut lost = false;
     loop {
         let fetch = match race(requests.recv(), stop.recv()).await {
             Ok(Ok(fetch)) => fetch,
@@ -378,7 +396,21 @@ pub(crate) async fn run(
         };
         let started = Instant::now();
         let changed = match answer(&store, &fetch).await {
-            Ok(a) => view.fetched(&fetch, a, started),
+            Ok(Answer::NotInitialized) => {
+                if !lost && published.initialized() {
+                    lost = true;
+                    tracing::warn!(
+                        "the persistent store holds no data set ($inited is missing): \
+                         serving the data last read until it is written again"
+                    );
+                    let _ = inbox.send(Msg::Store(StoreReport::Failed)).await;
+                }
+                view.fetched(&fetch, Answer::NotInitialized, started)
+            }
+            Ok(a) => {
+                lost = false;
+                view.fetched(&fetch, a, started)
+            }
             Err(error) => {
                 tracing::debug!(%error, "reading the persistent store failed");
                 view.lock().pending.remove(&fetch);

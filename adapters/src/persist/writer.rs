@@ -1,6 +1,14 @@
 //! The store task: performs the core's persistent-store requests one at a time, in
 //! the order the core emitted them, and reports failures and availability answers back
 //! to the driver's inbox (DESIGN.md §3: the core decides, the adapter performs).
+//!
+//! Once it has written a full data set it also watches the store between writes: every
+//! [`WATCH_INTERVAL`] it asks whether the store still holds its writes
+//! ([`super::PersistentStore::holds_writes`]). A store that lost data unseen (a Redis
+//! restarted empty, or from an older save) or that cannot be read is reported as a
+//! failure, with no write needed to notice it; the core then polls
+//! the store's availability and, once it answers, writes the whole in-memory data set
+//! again (PROTOCOL.md A.4.8).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,6 +20,11 @@ use flagsync_core::{Command, Kind, Persist};
 use super::view::StoreView;
 use super::{CachingStore, Upserted};
 use crate::driver::{Msg, StoreReport, TaskGuard};
+use crate::runtime::{Runtime, race};
+
+/// How often the store task reads `$inited` between writes, once it has written a
+/// full data set.
+pub(crate) const WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Perform every request from `requests` against `store` (and tell `view` what is now
 /// stored) until the driver drops the
@@ -19,7 +32,12 @@ use crate::driver::{Msg, StoreReport, TaskGuard};
 /// an availability check is answered (the driver sends at most one at a time).
 /// `_guard` keeps the client's "finished" mark unset until then, so `close()` waits
 /// (boundedly) for writes in flight.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call site; each is a separate handle the task needs"
+)]
 pub(crate) async fn run(
+    rt: Arc<dyn Runtime>,
     store: Arc<CachingStore>,
     view: Option<Arc<StoreView>>,
     requests: WriteReceiver,
@@ -27,10 +45,30 @@ pub(crate) async fn run(
     check_pending: Arc<AtomicBool>,
     _guard: Arc<TaskGuard>,
 ) {
-    while let Some(request) = requests.recv().await {
+    // A full data set was written and the store has not been reported lost since.
+    let mut watching = false;
+    loop {
+        let request = if watching {
+            match race(requests.recv(), rt.sleep_until(rt.now() + WATCH_INTERVAL)).await {
+                Ok(request) => request,
+                Err(()) => {
+                    if let Some(report) = watch(&store).await {
+                        watching = false;
+                        if inbox.send(Msg::Store(report)).await.is_err() {
+                            break;
+                        }
+                    }
+                    continue;
+                }
+            }
+        } else {
+            requests.recv().await
+        };
+        let Some(request) = request else { break };
         let report = match request {
             Persist::Init(items) => match store.init(&items).await {
                 Ok(()) => {
+                    watching = true;
                     tracing::debug!(items = items.len(), "persistent store initialized");
                     if let Some(view) = &view {
                         view.wrote_all(&items);
@@ -78,6 +116,24 @@ pub(crate) async fn run(
         }
     }
     tracing::debug!("store task ended");
+}
+
+/// Read `$inited` from the store itself (not the latched answer): a failure to report
+/// if the store lost its data set or cannot be read.
+async fn watch(store: &CachingStore) -> Option<StoreReport> {
+    match store.inner().holds_writes().await {
+        Ok(true) => None,
+        Ok(false) => {
+            tracing::warn!(
+                "the persistent store lost data this process wrote (restarted empty or from an older save): writing the data set again"
+            );
+            Some(StoreReport::Failed)
+        }
+        Err(error) => {
+            tracing::debug!(%error, "reading the persistent store failed");
+            Some(StoreReport::Failed)
+        }
+    }
 }
 
 /// The store task's queue of requests: the driver never waits for the store, and what

@@ -68,6 +68,11 @@ pub enum Input<'a> {
     /// it come back). After an outage the core writes the in-memory data back
     /// (PROTOCOL.md A.4.8).
     StoreAvailable(bool),
+    /// The driver read the persistent store and found it initialized (`$inited`). In
+    /// FDv2 daemon mode, where no data source reports on the data, this makes the
+    /// status VALID (clearing nothing: the last error stays); elsewhere the data source
+    /// decides the status and this is ignored.
+    StoreInitialized,
 }
 
 /// Something that happened, for the application.
@@ -136,6 +141,8 @@ pub struct DataSystem {
     shared: Shared,
     mode: Mode,
     stopped: bool,
+    /// Daemon mode: the persistent store was read and found initialized.
+    daemon_store_initialized: bool,
     last_now: Instant,
 }
 
@@ -278,6 +285,7 @@ impl DataSystem {
             },
             mode,
             stopped: false,
+            daemon_store_initialized: false,
             last_now: now,
         })
     }
@@ -399,6 +407,22 @@ impl DataSystem {
                     let fx = p.answered(now, available);
                     self.shared.persist_effects(now, fx);
                 }
+                if available
+                    && self.daemon_store_initialized
+                    && self.shared.status.status().state != State::Off
+                {
+                    // Daemon mode: the store that was read is back.
+                    self.shared.report(now, State::Valid, None);
+                }
+                return;
+            }
+            Input::StoreInitialized => {
+                if matches!(&self.engine, Engine::Fdv2(c) if c.has_no_sources())
+                    && self.shared.status.status().state != State::Off
+                {
+                    self.daemon_store_initialized = true;
+                    self.shared.report(now, State::Valid, None);
+                }
                 return;
             }
             Input::Timeout => {
@@ -423,7 +447,7 @@ impl DataSystem {
                     Input::Data { conn, bytes } => source.handle_data(now, conn, bytes),
                     Input::Closed { conn, cause } => source.handle_closed(now, conn, cause),
                     Input::Timeout => source.handle_timeout(now),
-                    Input::StoreFailed | Input::StoreAvailable(_) => {}
+                    Input::StoreFailed | Input::StoreAvailable(_) | Input::StoreInitialized => {}
                 }
                 pump_fdv1(source, &mut self.shared, now);
             }
