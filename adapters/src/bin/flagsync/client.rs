@@ -25,6 +25,10 @@ pub struct Options {
     /// Also keep the flags in Redis (write-through), or with `daemon`, only read them
     /// from there.
     pub redis: Option<RedisOptions>,
+    /// The largest SSE line and event accepted (default: the core's 64 MiB).
+    pub max_event_bytes: Option<usize>,
+    /// Extra trusted CA certificates (PEM).
+    pub ca_pem: Option<Vec<u8>>,
 }
 
 /// Where the flags are kept in Redis.
@@ -160,6 +164,16 @@ impl Session {
         }
         if let Some(preset) = opts.fdv2 {
             builder = builder.fdv2(preset.config());
+        }
+        if let Some(max) = opts.max_event_bytes {
+            builder = builder.core_config(|c| {
+                c.limits.sse.max_line_len = max;
+                c.limits.sse.max_event_len = max;
+                c.limits.max_poll_body = c.limits.max_poll_body.max(max);
+            });
+        }
+        if let Some(pem) = &opts.ca_pem {
+            builder = builder.add_root_certificate_pem(pem.clone());
         }
         if let Some(redis) = &opts.redis {
             let store = Arc::new(redis.store()?);
