@@ -38,7 +38,8 @@ pub struct Limits {
     pub sse: sse::Config,
     /// HTTP head limits, for streams.
     pub http: http1::Config,
-    /// Largest decoded polling body (default 512 MiB).
+    /// Largest decoded polling body (default 64 MiB, as the SSE line limit): what is
+    /// kept of a poll's body, gzip or not, never exceeds it.
     pub max_poll_body: usize,
 }
 
@@ -47,7 +48,7 @@ impl Default for Limits {
         Self {
             sse: sse::Config::default(),
             http: http1::Config::default(),
-            max_poll_body: 512 << 20,
+            max_poll_body: 64 << 20,
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use super::SourceOutput;
 use super::event_stream::UnrecoverablePolicy;
@@ -94,7 +94,8 @@ impl std::fmt::Debug for PollConfig {
 struct InFlight {
     ex: Exchange,
     head: Option<ResponseHead>,
-    body: BytesMut,
+    /// The decoded body so far; a `Vec` so that its growth is exact near the limit.
+    body: Vec<u8>,
     redirects: u8,
     url: Url,
 }
@@ -252,7 +253,7 @@ impl Poller {
         self.in_flight = Some(InFlight {
             ex,
             head: None,
-            body: BytesMut::new(),
+            body: Vec::new(),
             redirects,
             url,
         });
@@ -272,7 +273,17 @@ impl Poller {
             };
             match p {
                 Progress::Head(h) => f.head = Some(h),
-                Progress::Body(b) => f.body.extend_from_slice(&b),
+                Progress::Body(b) => {
+                    // Grow by doubling, but never past the body limit: what is kept is
+                    // bounded by the limit, not by twice it.
+                    let need = f.body.len() + b.len();
+                    if need > f.body.capacity() {
+                        let limit = self.config.http.max_body_len.unwrap_or(usize::MAX);
+                        let target = need.max(f.body.capacity() * 2).min(limit.max(need));
+                        f.body.reserve_exact(target - f.body.len());
+                    }
+                    f.body.extend_from_slice(&b);
+                }
                 Progress::End => {
                     let Some(f) = self.in_flight.take() else {
                         return;
@@ -320,7 +331,7 @@ impl Poller {
                 self.finish(now, State::Valid, None, Regime::Normal)
             }
             (_, StatusClass::Success) => {
-                let body: Bytes = f.body.freeze();
+                let body = Bytes::from(f.body);
                 match self.parse(&body) {
                     Ok(change_set) => {
                         // A 200 without an ETag drops the cached one (PROTOCOL.md A.4.7).

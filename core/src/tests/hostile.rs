@@ -327,3 +327,36 @@ fn a_slow_stream_body_is_bounded_by_the_read_timeout_only() {
     assert_eq!(h.system.status().state, State::Valid);
     assert!(h.system.status().error.is_none());
 }
+
+/// A body of about 1 MB that inflates past the poll's body limit (64 MiB by default,
+/// issue 19): refused as too large, never kept whole.
+#[test]
+fn a_gzip_bomb_poll_is_refused_at_the_default_body_limit() {
+    use std::io::Write;
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    enc.write_all(br#"{"flags":{},"segments":{},"padding":""#)
+        .unwrap();
+    let zeros = vec![b'0'; 1 << 20];
+    for _ in 0..80 {
+        enc.write_all(&zeros).unwrap();
+    }
+    enc.write_all(br#""}"#).unwrap();
+    let gz = enc.finish().unwrap();
+    assert!(gz.len() < 1 << 20, "{} bytes compressed", gz.len());
+    let mut r = Response::status(200, "").header("Content-Encoding", "gzip");
+    r.headers[0].1 = gz.len().to_string();
+    r.chunks = vec![(Duration::ZERO, bytes::Bytes::from(gz))];
+    let mut h = harness(config(Mode::Polling));
+    h.reply(Reply::Respond(r));
+    h.start(secs(1));
+    assert!(!h.system.initialized());
+    let error = last_error(&h);
+    assert!(
+        matches!(
+            error.cause,
+            Cause::Http(crate::http1::Error::BodyTooLarge { limit }) if limit == 64 << 20
+        ),
+        "{error:?}"
+    );
+    assert_eq!(crate::Config::new("k").limits.max_poll_body, 64 << 20);
+}
