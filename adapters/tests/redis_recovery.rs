@@ -27,6 +27,7 @@ runtime_tests!(
     writer_notices_a_stalled_redis_and_rewrites_it_after,
     daemon_started_while_redis_is_down_becomes_ready_and_valid,
     daemon_keeps_the_last_data_while_redis_has_no_data_set,
+    pooled_connections_are_checked_after_a_restart,
 );
 
 /// A stream server whose one connection sends whatever the test feeds it.
@@ -279,4 +280,26 @@ async fn daemon_keeps_the_last_data_while_redis_has_no_data_set(rt: Rt) {
     assert_eq!(client.snapshot().len(Kind::Flag), 101);
     assert_eq!(changes.try_recv(), None, "no deletions reported");
     client.close().await;
+}
+
+async fn pooled_connections_are_checked_after_a_restart(rt: Rt) {
+    let mut redis = RedisServer::start();
+    let store = redis_store(&redis);
+    // Four operations at once: four pooled connections.
+    let ops = futures_lite::future::zip(
+        futures_lite::future::zip(store.initialized(), store.initialized()),
+        futures_lite::future::zip(store.initialized(), store.initialized()),
+    )
+    .await;
+    assert!(matches!(ops, ((Ok(_), Ok(_)), (Ok(_), Ok(_)))));
+    redis.restart();
+    sleep(&rt, Duration::from_millis(600)).await;
+    // Redis is back: no operation fails on a connection that died with the old server.
+    let mut failures = 0;
+    for _ in 0..8 {
+        if store.initialized().await.is_err() {
+            failures += 1;
+        }
+    }
+    assert_eq!(failures, 0);
 }

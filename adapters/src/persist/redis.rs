@@ -127,6 +127,7 @@ impl RedisStoreBuilder {
                 config,
                 tx,
                 rx,
+                epoch: AtomicU64::new(0),
             },
         })
     }
@@ -398,9 +399,25 @@ struct Pool {
     client: redis::Client,
     config: redis::AsyncConnectionConfig,
     /// Slots: a connection, or `None` for one not opened yet (or dropped after a failure).
-    tx: async_channel::Sender<Option<MultiplexedConnection>>,
-    rx: async_channel::Receiver<Option<MultiplexedConnection>>,
+    tx: async_channel::Sender<Option<Pooled>>,
+    rx: async_channel::Receiver<Option<Pooled>>,
+    /// Bumped when a connection fails to reach the server: every connection opened
+    /// before is dropped instead of reused (they all went to the same server).
+    epoch: AtomicU64,
 }
+
+/// An open connection in its slot.
+struct Pooled {
+    conn: MultiplexedConnection,
+    epoch: u64,
+    /// When it last answered.
+    used: std::time::Instant,
+}
+
+/// A connection idle this long is checked with a `PING` before it is reused: after a
+/// restart of Redis each pooled connection is dead, and without the check each would
+/// fail one operation (each reported as an outage).
+const IDLE_CHECK: Duration = Duration::from_millis(500);
 
 impl Pool {
     async fn get(&self) -> Result<Lent<'_>, StoreError> {
@@ -410,42 +427,81 @@ impl Pool {
             .await
             .map_err(|_| StoreError::Unreachable("connection pool closed".into()))?;
         let mut lent = Lent {
-            conn: slot,
+            conn: None,
             pool: self,
         };
+        if let Some(mut pooled) = slot {
+            let current = pooled.epoch == self.epoch.load(Ordering::Acquire);
+            let alive = current
+                && (pooled.used.elapsed() < IDLE_CHECK
+                    || redis::cmd("PING")
+                        .query_async::<()>(&mut pooled.conn)
+                        .await
+                        .is_ok());
+            if alive {
+                lent.conn = Some(pooled);
+            } else {
+                tracing::debug!("redis: a pooled connection is stale; opening a new one");
+            }
+        }
         if lent.conn.is_none() {
+            let epoch = self.epoch.load(Ordering::Acquire);
             let conn = self
                 .client
                 .get_multiplexed_async_connection_with_config(&self.config)
                 .await
-                .map_err(map_error)?;
-            lent.conn = Some(conn);
+                .map_err(|e| self.failed(e))?;
+            lent.conn = Some(Pooled {
+                conn,
+                epoch,
+                used: std::time::Instant::now(),
+            });
         }
         Ok(lent)
+    }
+
+    /// A connection failed with `e`: if the server is unreachable, no pooled
+    /// connection is reused.
+    fn failed(&self, e: redis::RedisError) -> StoreError {
+        let error = map_error(e);
+        if matches!(error, StoreError::Unreachable(_)) {
+            self.epoch.fetch_add(1, Ordering::AcqRel);
+        }
+        error
     }
 }
 
 /// A connection lent by the [`Pool`]; it goes back when dropped (or its slot does,
 /// empty, after a failure).
 struct Lent<'a> {
-    conn: Option<MultiplexedConnection>,
+    conn: Option<Pooled>,
     pool: &'a Pool,
 }
 
 impl Lent<'_> {
     fn get(&mut self) -> &mut MultiplexedConnection {
-        self.conn
+        &mut self
+            .conn
             .as_mut()
             .expect("a lent connection is open until dropped")
+            .conn
     }
 
     /// Pass `result` on; after a failure the connection is not reused (it may be
     /// broken, or hold a `WATCH`).
     fn check<T>(&mut self, result: redis::RedisResult<T>) -> Result<T, StoreError> {
-        result.map_err(|e| {
-            self.conn = None;
-            map_error(e)
-        })
+        match result {
+            Ok(v) => {
+                if let Some(p) = self.conn.as_mut() {
+                    p.used = std::time::Instant::now();
+                }
+                Ok(v)
+            }
+            Err(e) => {
+                self.conn = None;
+                Err(self.pool.failed(e))
+            }
+        }
     }
 }
 
