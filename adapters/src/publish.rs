@@ -9,9 +9,10 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::task::{Context, Poll, Waker};
 use std::time::{Instant, SystemTime};
 
+use flagsync_core::store::ChangedFlags;
 use flagsync_core::{
-    DataAvailability, DataSystem, ErrorKind, Event, Persist, Selector, Snapshot, State, Status,
-    StoreStatus,
+    DataAvailability, DataSystem, ErrorKind, Event, Kind, Persist, Selector, Snapshot, State,
+    Status, StoreStatus,
 };
 
 use crate::driver::Sink;
@@ -679,8 +680,51 @@ impl DataSink {
     }
 }
 
+/// What readers were served from the persistent store before a first full data set:
+/// the flags whose live version the data set changes, or `None` if a segment changed
+/// too (then flags may have changed through it: every flag is reported).
+fn changed_since_store(view: &StoreView, now: &Snapshot) -> Option<Vec<String>> {
+    let (points, listing) = (view.snapshot(), view.listing());
+    let served = |kind: Kind, key: &str| {
+        points
+            .get(kind, key)
+            .or_else(|| listing.get(kind, key))
+            .map(|i| i.version)
+    };
+    let live = |snapshot: &Snapshot, kind: Kind| -> Vec<(String, u64)> {
+        let mut v: Vec<(String, u64)> = snapshot
+            .iter(kind)
+            .map(|(k, i)| (k.to_owned(), i.version))
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    if live(&listing, Kind::Segment) != live(now, Kind::Segment) {
+        return None;
+    }
+    let mut changed: Vec<String> = now
+        .iter(Kind::Flag)
+        .filter(|(k, i)| served(Kind::Flag, k) != Some(i.version))
+        .map(|(k, _)| k.to_owned())
+        .chain(
+            listing
+                .iter(Kind::Flag)
+                .filter(|(k, _)| now.get(Kind::Flag, k).is_none())
+                .map(|(k, _)| k.to_owned()),
+        )
+        .collect();
+    changed.sort_unstable();
+    changed.dedup();
+    Some(changed)
+}
+
 impl Sink<DataSystem> for DataSink {
     fn publish(&mut self, system: &DataSystem, event: Event) {
+        // Whether readers were served from the store until this event.
+        let served_from_store = self
+            .published
+            .store_view()
+            .filter(|_| self.published.reads_from_store() && !self.published.memory_initialized());
         self.hand_over(system);
         let p = &*self.published;
         match event {
@@ -696,9 +740,19 @@ impl Sink<DataSystem> for DataSink {
                 tracing::debug!("store changed");
                 // The keys are listed only for subscribers (a first data set changes
                 // every flag).
+                // A first full data set after reads from the persistent store (a warm
+                // start): only the flags that differ from what readers were served
+                // changed for them.
+                let keys = |changed_flags: ChangedFlags| match (&changed_flags, &served_from_store)
+                {
+                    (ChangedFlags::Every { .. }, Some(view)) => {
+                        changed_since_store(view, &system.snapshot())
+                            .unwrap_or_else(|| changed_flags.into_keys())
+                    }
+                    _ => changed_flags.into_keys(),
+                };
                 p.flag_subs.send_all_with(|| {
-                    changed_flags
-                        .into_keys()
+                    keys(changed_flags)
                         .into_iter()
                         .map(|key| FlagChange { key })
                 });

@@ -28,6 +28,7 @@ runtime_tests!(
     daemon_started_while_redis_is_down_becomes_ready_and_valid,
     daemon_keeps_the_last_data_while_redis_has_no_data_set,
     pooled_connections_are_checked_after_a_restart,
+    warm_start_and_first_reads_report_only_real_changes,
 );
 
 /// A stream server whose one connection sends whatever the test feeds it.
@@ -302,4 +303,68 @@ async fn pooled_connections_are_checked_after_a_restart(rt: Rt) {
         }
     }
     assert_eq!(failures, 0);
+}
+
+async fn warm_start_and_first_reads_report_only_real_changes(rt: Rt) {
+    let redis = RedisServer::start();
+    let writer = redis_store(&redis);
+    let items: Vec<(Kind, String, Item)> = (0..101)
+        .map(|i| (Kind::Flag, format!("f{i}"), item(&format!("f{i}"), 1)))
+        .collect();
+    writer.init(&items).await.unwrap();
+
+    // A daemon: its first reads of each flag are what it listed first, not changes.
+    let daemon = builder(&rt, "http://127.0.0.1:1")
+        .daemon(
+            redis_store(&redis),
+            CacheConfig::ttl(Duration::from_millis(100)),
+        )
+        .build()
+        .unwrap();
+    let daemon_changes = daemon.flag_changes();
+    daemon.start().unwrap();
+    assert!(daemon.wait_for_initialization(5 * SEC).await);
+    for i in 0..101 {
+        let _ = daemon.flag(&format!("f{i}"));
+    }
+    assert!(eventually(&rt, 3 * SEC, || daemon.flag("f100").is_some()).await);
+    sleep(&rt, Duration::from_millis(300)).await;
+    assert_eq!(
+        daemon_changes.try_recv(),
+        None,
+        "first reads are not changes"
+    );
+
+    // A writer warm-started from Redis: a put equal to it but for one flag reports
+    // that flag only.
+    let (feed, server) = feed_server();
+    let client = builder(&rt, &server.url())
+        .persistent_store(
+            redis_store(&redis),
+            StoreMode::ReadWrite,
+            CacheConfig::default(),
+        )
+        .build()
+        .unwrap();
+    let changes = client.flag_changes();
+    client.start().unwrap();
+    assert!(client.wait_for_initialization(5 * SEC).await, "warm start");
+    let mut flags = hundred_flags(1);
+    flags[7].1 = 2;
+    feed.send(SSE_HEAD.into()).unwrap();
+    feed.send(put_of(&flags)).unwrap();
+    assert!(
+        eventually(&rt, 5 * SEC, || client
+            .flag("f7")
+            .is_some_and(|f| f.version == 2))
+        .await
+    );
+    sleep(&rt, Duration::from_millis(100)).await;
+    let mut got = Vec::new();
+    while let Some(c) = changes.try_recv() {
+        got.push(c.key);
+    }
+    assert_eq!(got, ["f7"]);
+    client.close().await;
+    daemon.close().await;
 }

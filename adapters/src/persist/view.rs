@@ -167,7 +167,9 @@ impl State {
         changed
     }
 
-    /// Set one entry; the key of a flag whose reading changed.
+    /// Set one entry; the key of a flag whose reading changed. A key read for the first
+    /// time is compared with the listing (the first one is made before the client is
+    /// ready): the same item read again is not a change.
     fn set(&mut self, kind: Kind, key: &str, item: Option<Item>, at: Instant) -> Option<String> {
         let old = self.entries[slot(kind)].insert(
             key.to_owned(),
@@ -176,7 +178,10 @@ impl State {
                 at,
             },
         );
-        let old = old.and_then(|e| e.item);
+        let old = match old {
+            Some(e) => e.item,
+            None => self.lists[slot(kind)].get(key).cloned(),
+        };
         (kind == Kind::Flag && differs(old.as_ref(), item.as_ref())).then(|| key.to_owned())
     }
 
