@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::task::{Context, Poll, Waker};
 use std::time::{Instant, SystemTime};
 
+use flagsync_core::status::{Cause, StoreFaultKind};
 use flagsync_core::store::ChangedFlags;
 use flagsync_core::{
     DataAvailability, DataSystem, ErrorKind, Event, Kind, Persist, Selector, Snapshot, State,
@@ -41,8 +42,12 @@ pub struct DataSourceError {
     pub status_code: u16,
     /// When it happened.
     pub time: SystemTime,
-    /// A description (never contains the SDK key).
+    /// A description (never contains the SDK key, nor a store's password).
     pub message: String,
+    /// For a persistent-store failure (kind STORE_ERROR), what kind it is, when the
+    /// store said: [`StoreFaultKind::is_permanent`](crate::persist::StoreFaultKind::is_permanent) tells a wrong password or setting
+    /// (which waiting will not clear) from an outage.
+    pub store_fault: Option<StoreFaultKind>,
 }
 
 /// A flag whose data changed, directly or through a prerequisite or segment.
@@ -366,6 +371,10 @@ impl Clock {
                 status_code: e.status_code,
                 time: self.to_system(e.at),
                 message: e.cause.to_string(),
+                store_fault: match &e.cause {
+                    Cause::StoreFault(fault) => Some(fault.kind),
+                    _ => None,
+                },
             }),
         }
     }

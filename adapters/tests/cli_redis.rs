@@ -208,3 +208,39 @@ fn redis_options_are_checked() {
         stderr(&out)
     );
 }
+
+/// A wrong password or a missing database will not clear by waiting: `snapshot` says
+/// so at once, with the store's reason (never the password), instead of waiting out
+/// its timeout (issue 19).
+#[test]
+fn snapshot_stops_at_once_on_a_wrong_password_or_database() {
+    let redis = RedisServer::start_with_password(Some(PASSWORD));
+    let port = redis.port();
+    for (url, reason) in [
+        (
+            format!("redis://:wrong-{PASSWORD}@127.0.0.1:{port}/0"),
+            "authentication",
+        ),
+        (format!("redis://127.0.0.1:{port}/0"), "authentication"),
+        (
+            format!("redis://:{PASSWORD}@127.0.0.1:{port}/99"),
+            "configuration",
+        ),
+    ] {
+        let started = Instant::now();
+        let out = Command::new(BIN)
+            .args(["snapshot", "--daemon", "--redis", &url, "--timeout", "20"])
+            .env_remove("FLAGSYNC_SDK_KEY")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "{err}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}: {err}",
+            started.elapsed()
+        );
+        assert!(err.contains(reason), "{url}: {err}");
+        assert!(!err.contains(PASSWORD), "{err}");
+    }
+}

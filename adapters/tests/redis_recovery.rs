@@ -29,6 +29,7 @@ runtime_tests!(
     daemon_keeps_the_last_data_while_redis_has_no_data_set,
     pooled_connections_are_checked_after_a_restart,
     warm_start_and_first_reads_report_only_real_changes,
+    store_errors_say_what_failed,
 );
 
 /// A stream server whose one connection sends whatever the test feeds it.
@@ -367,4 +368,38 @@ async fn warm_start_and_first_reads_report_only_real_changes(rt: Rt) {
     assert_eq!(got, ["f7"]);
     client.close().await;
     daemon.close().await;
+}
+
+async fn store_errors_say_what_failed(rt: Rt) {
+    let redis = RedisServer::start_with_password(Some("the-password"));
+    let url = format!("redis://:wrong-password@127.0.0.1:{}/0", redis.port());
+    let store = Arc::new(RedisStore::builder(url).build().unwrap());
+    let client = builder(&rt, "http://127.0.0.1:1")
+        .daemon(store, CacheConfig::default())
+        .build()
+        .unwrap();
+    client.start().unwrap();
+    assert!(
+        eventually(&rt, 5 * SEC, || client.status().error.is_some()).await,
+        "{:?}",
+        client.status()
+    );
+    let error = client.status().error.unwrap();
+    assert_eq!(error.kind, flagsync::ErrorKind::StoreError);
+    assert_eq!(
+        error.store_fault,
+        Some(flagsync::persist::StoreFaultKind::Authentication)
+    );
+    assert!(
+        error.message.contains("authentication"),
+        "{}",
+        error.message
+    );
+    assert!(!error.message.contains("password-"), "{}", error.message);
+    assert!(
+        !error.message.contains("wrong-password"),
+        "{}",
+        error.message
+    );
+    client.close().await;
 }

@@ -100,6 +100,58 @@ pub enum Cause {
     Fdv2(crate::fdv2::Error),
     /// The persistent store failed.
     Store,
+    /// The persistent store failed, and the driver said how.
+    StoreFault(StoreFault),
+}
+
+/// How a persistent store failed, as the driver reports it
+/// ([`crate::Input::StoreFault`]): the kind and the store's message (which never holds
+/// a password).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreFault {
+    /// What kind of failure.
+    pub kind: StoreFaultKind,
+    /// The store's description.
+    pub message: String,
+}
+
+/// What kind of persistent-store failure a [`StoreFault`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreFaultKind {
+    /// The store cannot be reached, or the connection broke or timed out.
+    Unreachable,
+    /// The store refused the credentials (a wrong or missing password): permanent.
+    Authentication,
+    /// The store's settings cannot work (a missing database, a malformed URL):
+    /// permanent.
+    Configuration,
+    /// The store answered with an error (a wrong key type, …).
+    Backend,
+    /// Another writer got in between every attempt of an upsert.
+    Contended,
+    /// The store lost data this process wrote (restarted empty, or from an older
+    /// save).
+    DataLost,
+}
+
+impl StoreFaultKind {
+    /// A failure that will not clear by waiting: someone must change a setting.
+    pub fn is_permanent(self) -> bool {
+        matches!(self, Self::Authentication | Self::Configuration)
+    }
+
+    /// The kind as a lowercase word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unreachable => "unreachable",
+            Self::Authentication => "authentication",
+            Self::Configuration => "configuration",
+            Self::Backend => "backend",
+            Self::Contended => "contended",
+            Self::DataLost => "data lost",
+        }
+    }
 }
 
 impl fmt::Display for Cause {
@@ -138,6 +190,12 @@ impl fmt::Display for Cause {
             Self::Fdv1(e) => e.fmt(f),
             Self::Fdv2(e) => e.fmt(f),
             Self::Store => f.write_str("the persistent store failed"),
+            Self::StoreFault(fault) => write!(
+                f,
+                "the persistent store failed ({}): {}",
+                fault.kind.as_str(),
+                fault.message
+            ),
         }
     }
 }

@@ -32,6 +32,7 @@ pub(crate) mod writer;
 use std::fmt::Debug;
 
 use bytes::Bytes;
+pub use flagsync_core::status::{StoreFault, StoreFaultKind};
 pub use flagsync_core::store::Item;
 use flagsync_core::{Kind, store};
 pub use flagsync_core::{PersistenceConfig, StoreMode, StoreStatus};
@@ -138,9 +139,34 @@ pub enum StoreError {
         /// Attempts made ([`MAX_UPSERT_ATTEMPTS`]).
         attempts: u32,
     },
-    /// The store's settings cannot work (for example, a malformed URL).
+    /// The store's settings cannot work (for example, a malformed URL, or a database
+    /// that does not exist).
     #[error("invalid persistent store settings: {0}")]
     Config(String),
+    /// The store refused the credentials (a wrong or missing password).
+    #[error("persistent store authentication failed: {0}")]
+    Auth(String),
+}
+
+impl StoreError {
+    /// The failure as the data-source status reports it (kind and message; never a
+    /// password).
+    pub fn fault(&self) -> flagsync_core::status::StoreFault {
+        use flagsync_core::status::{StoreFault, StoreFaultKind};
+        let (kind, message) = match self {
+            Self::Unreachable(m) => (StoreFaultKind::Unreachable, m.clone()),
+            Self::Backend(m) => (StoreFaultKind::Backend, m.clone()),
+            Self::Contended { .. } => (StoreFaultKind::Contended, self.to_string()),
+            Self::Config(m) => (StoreFaultKind::Configuration, m.clone()),
+            Self::Auth(m) => (StoreFaultKind::Authentication, m.clone()),
+        };
+        StoreFault { kind, message }
+    }
+
+    /// A failure that will not clear by waiting (authentication, settings).
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, Self::Auth(_) | Self::Config(_))
+    }
 }
 
 /// The bytes to store for `item`: its raw JSON, or for a tombstone the placeholder the

@@ -73,7 +73,9 @@ pub(crate) async fn run(
             }
             Err(error) => {
                 tracing::debug!(%error, "reading the persistent store failed");
-                let _ = inbox.send(Msg::Store(StoreReport::Failed)).await;
+                let _ = inbox
+                    .send(Msg::Store(StoreReport::Failed(error.fault())))
+                    .await;
                 Some(refresh.min(RETRY))
             }
         };

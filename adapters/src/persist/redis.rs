@@ -514,10 +514,25 @@ impl Drop for Lent<'_> {
 
 fn map_error(e: redis::RedisError) -> StoreError {
     // A RedisError's text holds the server's message or the I/O error, never the URL.
-    if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal() {
-        StoreError::Unreachable(e.to_string())
+    let text = e.to_string();
+    let code = e.code().unwrap_or_default();
+    if matches!(e.kind(), redis::ErrorKind::AuthenticationFailed)
+        || matches!(code, "NOAUTH" | "WRONGPASS")
+        || text.contains("NOAUTH")
+        || text.contains("WRONGPASS")
+        || text.contains("invalid password")
+    {
+        StoreError::Auth(text)
+    } else if text.contains("DB index is out of range") || text.contains("invalid DB index") {
+        StoreError::Config(text)
+    } else if e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+    {
+        StoreError::Unreachable(text)
     } else {
-        StoreError::Backend(e.to_string())
+        StoreError::Backend(text)
     }
 }
 

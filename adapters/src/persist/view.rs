@@ -408,7 +408,14 @@ pub(crate) async fn run(
                         "the persistent store holds no data set ($inited is missing): \
                          serving the data last read until it is written again"
                     );
-                    let _ = inbox.send(Msg::Store(StoreReport::Failed)).await;
+                    let _ = inbox
+                        .send(Msg::Store(StoreReport::Failed(
+                            flagsync_core::status::StoreFault {
+                                kind: flagsync_core::status::StoreFaultKind::DataLost,
+                                message: "$inited is missing".into(),
+                            },
+                        )))
+                        .await;
                 }
                 view.fetched(&fetch, Answer::NotInitialized, started)
             }
@@ -419,7 +426,9 @@ pub(crate) async fn run(
             Err(error) => {
                 tracing::debug!(%error, "reading the persistent store failed");
                 view.lock().pending.remove(&fetch);
-                let _ = inbox.send(Msg::Store(StoreReport::Failed)).await;
+                let _ = inbox
+                    .send(Msg::Store(StoreReport::Failed(error.fault())))
+                    .await;
                 Vec::new()
             }
         };

@@ -77,7 +77,7 @@ pub(crate) async fn run(
                 }
                 Err(error) => {
                     tracing::debug!(%error, "persistent store init failed");
-                    Some(StoreReport::Failed)
+                    Some(StoreReport::Failed(error.fault()))
                 }
             },
             Persist::Upsert(kind, key, item) => match store.upsert(kind, &key, &item).await {
@@ -94,7 +94,7 @@ pub(crate) async fn run(
                 }
                 Err(error) => {
                     tracing::debug!(%kind, key, %error, "persistent store upsert failed");
-                    Some(StoreReport::Failed)
+                    Some(StoreReport::Failed(error.fault()))
                 }
             },
             Persist::CheckAvailable => {
@@ -127,11 +127,14 @@ async fn watch(store: &CachingStore) -> Option<StoreReport> {
             tracing::warn!(
                 "the persistent store lost data this process wrote (restarted empty or from an older save): writing the data set again"
             );
-            Some(StoreReport::Failed)
+            Some(StoreReport::Failed(flagsync_core::status::StoreFault {
+                kind: flagsync_core::status::StoreFaultKind::DataLost,
+                message: "the store no longer holds this process's writes".into(),
+            }))
         }
         Err(error) => {
             tracing::debug!(%error, "reading the persistent store failed");
-            Some(StoreReport::Failed)
+            Some(StoreReport::Failed(error.fault()))
         }
     }
 }

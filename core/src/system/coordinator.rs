@@ -101,7 +101,10 @@ impl Coordinator {
                 return;
             }
             Input::Command(Command::Stop) => return self.halt(now, shared),
-            Input::StoreFailed | Input::StoreAvailable(_) | Input::StoreInitialized => return,
+            Input::StoreFailed
+            | Input::StoreFault(_)
+            | Input::StoreAvailable(_)
+            | Input::StoreInitialized => return,
             _ => {}
         }
         let timeout = matches!(input, Input::Timeout);
@@ -119,6 +122,7 @@ impl Coordinator {
                 Input::Timeout => s.handle_timeout(now),
                 Input::Command(_)
                 | Input::StoreFailed
+                | Input::StoreFault(_)
                 | Input::StoreAvailable(_)
                 | Input::StoreInitialized => {}
             }

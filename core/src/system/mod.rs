@@ -64,6 +64,9 @@ pub enum Input<'a> {
     /// STORE_ERROR, and no vaguer error kind replaces it for this failure
     /// (PROTOCOL.md A.4.1).
     StoreFailed,
+    /// As [`Input::StoreFailed`], with how the store failed: the status error's cause
+    /// is [`crate::status::Cause::StoreFault`].
+    StoreFault(crate::status::StoreFault),
     /// The persistent store answered a [`Persist::CheckAvailable`] (or the driver saw
     /// it come back). After an outage the core writes the in-memory data back
     /// (PROTOCOL.md A.4.8).
@@ -389,12 +392,12 @@ impl DataSystem {
         let now = now.max(self.last_now);
         self.last_now = now;
         match input {
-            Input::StoreFailed => {
-                let error = ErrorInfo::new(
-                    now,
-                    crate::ErrorKind::StoreError,
-                    crate::status::Cause::Store,
-                );
+            Input::StoreFailed | Input::StoreFault(_) => {
+                let cause = match input {
+                    Input::StoreFault(fault) => crate::status::Cause::StoreFault(fault),
+                    _ => crate::status::Cause::Store,
+                };
+                let error = ErrorInfo::new(now, crate::ErrorKind::StoreError, cause);
                 self.shared.report(now, State::Interrupted, Some(error));
                 if let Some(p) = self.shared.persist.as_mut() {
                     let fx = p.failed(now);
@@ -447,7 +450,10 @@ impl DataSystem {
                     Input::Data { conn, bytes } => source.handle_data(now, conn, bytes),
                     Input::Closed { conn, cause } => source.handle_closed(now, conn, cause),
                     Input::Timeout => source.handle_timeout(now),
-                    Input::StoreFailed | Input::StoreAvailable(_) | Input::StoreInitialized => {}
+                    Input::StoreFailed
+                    | Input::StoreFault(_)
+                    | Input::StoreAvailable(_)
+                    | Input::StoreInitialized => {}
                 }
                 pump_fdv1(source, &mut self.shared, now);
             }

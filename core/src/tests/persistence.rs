@@ -284,3 +284,23 @@ fn store_initialized_is_ignored_with_a_data_source() {
     h.input(Input::StoreInitialized);
     assert_eq!(h.system.status().state, State::Initializing);
 }
+
+/// A store failure reported with its kind and message shows both in the status (issue
+/// 19: a wrong password and a dead server no longer read the same).
+#[test]
+fn a_store_fault_carries_its_kind_and_message_into_the_status() {
+    use crate::status::{Cause, StoreFault, StoreFaultKind};
+    let mut h = with_store(Mode::Streaming, StoreMode::ReadWrite);
+    h.start(ms(10));
+    let fault = StoreFault {
+        kind: StoreFaultKind::Authentication,
+        message: "WRONGPASS invalid username-password pair".into(),
+    };
+    h.input(Input::StoreFault(fault.clone()));
+    let error = h.system.status().error.clone().unwrap();
+    assert_eq!(error.kind, ErrorKind::StoreError);
+    assert_eq!(error.cause, Cause::StoreFault(fault));
+    assert!(StoreFaultKind::Authentication.is_permanent());
+    assert!(!StoreFaultKind::Unreachable.is_permanent());
+    assert_eq!(h.system.store_status().map(|s| s.available), Some(false));
+}

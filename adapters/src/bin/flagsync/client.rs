@@ -92,6 +92,9 @@ pub struct ErrorSummary {
     /// The HTTP status, or 0.
     pub status_code: u16,
     pub message: String,
+    /// A persistent-store failure that waiting will not clear (a wrong password, a
+    /// missing database).
+    pub permanent_store_fault: bool,
 }
 
 impl ErrorSummary {
@@ -135,8 +138,9 @@ pub enum Update {
     /// FDv2: the data availability or the active source changed (without a status
     /// change saying so).
     Source(SourceSummary),
-    /// The persistent store (Redis) became unavailable or available again.
-    Store(StoreStatus),
+    /// The persistent store (Redis) became unavailable or available again; while
+    /// unavailable, why (the store's failure, never its password).
+    Store(StoreStatus, Option<String>),
 }
 
 /// A running client.
@@ -216,7 +220,12 @@ impl Session {
             tokio::select! {
                 biased;
                 s = self.statuses.recv() => return s.map(|s| Update::Status(self.summarize(&s))),
-                Some(st) = self.store_statuses.recv() => return Some(Update::Store(st)),
+                Some(st) = self.store_statuses.recv() => {
+                    let why = (!st.available).then(|| self.client.status().error).flatten()
+                        .filter(|e| e.kind == ErrorKind::StoreError)
+                        .map(|e| e.message);
+                    return Some(Update::Store(st, why));
+                }
                 // Flag changes before readiness: the initial data's changes come out first.
                 f = self.flags.recv() => return f.map(|f| Update::FlagChanged(f.key)),
                 ready = self.client.wait_for_initialization(Duration::from_secs(365 * 86400)),
@@ -270,6 +279,7 @@ impl Session {
                 kind: e.kind,
                 status_code: e.status_code,
                 message: e.message.clone(),
+                permanent_store_fault: e.store_fault.is_some_and(|k| k.is_permanent()),
             }),
             source,
         }

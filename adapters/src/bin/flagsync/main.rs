@@ -789,9 +789,11 @@ impl Printer {
     }
 
     /// The persistent store became unavailable or available again.
-    fn store(&self, s: &StoreStatus) {
+    fn store(&self, s: &StoreStatus, why: Option<&str>) {
         if self.json {
-            self.json_line(json!({"type": "store", "available": s.available, "stale": s.stale}));
+            self.json_line(json!({
+                "type": "store", "available": s.available, "stale": s.stale, "error": why,
+            }));
         } else {
             let text = match (s.available, s.stale) {
                 (true, _) => "data store: available",
@@ -800,7 +802,10 @@ impl Printer {
                 }
                 (false, false) => "data store: unavailable",
             };
-            self.line(text);
+            match why {
+                Some(why) => self.line(&format!("{text}: {why}")),
+                None => self.line(text),
+            }
         }
     }
 
@@ -995,7 +1000,7 @@ async fn print_updates(
                 Some(Update::Ready) => printer.ready(&session.snapshot(), session.bytes_received()),
                 Some(Update::FlagChanged(key)) => printer.flag_changed(&key, &session.snapshot()),
                 Some(Update::Source(s)) => printer.source(&s),
-                Some(Update::Store(s)) => printer.store(&s),
+                Some(Update::Store(s, why)) => printer.store(&s, why.as_deref()),
             },
         }
     }
@@ -1154,6 +1159,12 @@ async fn snapshot(args: SnapshotArgs) -> Result<(), CliError> {
             Some(Update::Ready) => break Ok(session.snapshot()),
             Some(Update::Status(s)) => {
                 if let Some(e) = &s.error {
+                    if e.permanent_store_fault {
+                        break Err(CliError::failed(format!(
+                            "{}. Check the --redis URL (password, database)",
+                            e.message
+                        )));
+                    }
                     if e.key_rejected() {
                         break Err(CliError::failed(format!(
                             "the SDK key was rejected by {uri} (HTTP {}): check --sdk-key or FLAGSYNC_SDK_KEY",
@@ -1175,7 +1186,7 @@ async fn snapshot(args: SnapshotArgs) -> Result<(), CliError> {
                 }
                 last = Some(s);
             }
-            Some(Update::FlagChanged(_) | Update::Source(_) | Update::Store(_)) => {}
+            Some(Update::FlagChanged(_) | Update::Source(_) | Update::Store(..)) => {}
             None => {
                 break Err(CliError::failed(
                     "the client stopped before it had the flag data",
