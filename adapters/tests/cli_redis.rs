@@ -244,3 +244,33 @@ fn snapshot_stops_at_once_on_a_wrong_password_or_database() {
         assert!(!err.contains(PASSWORD), "{err}");
     }
 }
+
+/// Undecodable items are skipped as before, but counted and warned about (issue 19).
+#[test]
+fn snapshot_warns_about_undecodable_items() {
+    let redis = RedisServer::start_with_password(Some(PASSWORD));
+    let good = r#"{"key":"good","version":1,"on":true,"variations":[true,false]}"#;
+    redis.cli(&["HSET", "launchdarkly:features", "good", good]);
+    for bad in ["bad1", "bad2", "bad3"] {
+        redis.cli(&["HSET", "launchdarkly:features", bad, "{not json"]);
+    }
+    redis.cli(&["SET", "launchdarkly:$inited", ""]);
+    let url = format!("redis://:{PASSWORD}@127.0.0.1:{}/0", redis.port());
+    let out = Command::new(BIN)
+        .args(["snapshot", "--daemon", "--redis", &url, "--timeout", "10"])
+        .env_remove("FLAGSYNC_SDK_KEY")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    let snap: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        snap["flags"].as_object().map(|f| f.len()),
+        Some(1),
+        "{snap}"
+    );
+    assert!(
+        err.contains("3 items in the store could not be decoded and were skipped"),
+        "{err}"
+    );
+}

@@ -56,7 +56,7 @@ pub const MAX_UPSERT_ATTEMPTS: u32 = 10;
 ///   ends up empty. Tombstones are written too (as tombstones).
 /// - [`get`](Self::get) and [`all`](Self::all) return what is stored **including
 ///   tombstones** (the version rules need them); an item that cannot be decoded is left
-///   out (and logged at `debug`).
+///   out, logged at `warn` and counted ([`skipped_items`](Self::skipped_items)).
 /// - [`upsert`](Self::upsert) writes the item unless the store holds the same key at
 ///   the same or a higher version (a tombstone counts). It says which happened.
 /// - [`initialized`](Self::initialized) is true once any process ran `init` on this
@@ -105,6 +105,13 @@ pub trait PersistentStore: Send + Sync + Debug + 'static {
     /// writes in the store, in the same transaction as each write.
     fn holds_writes(&self) -> BoxFuture<'_, Result<bool, StoreError>> {
         self.initialized()
+    }
+
+    /// How many stored items could not be decoded and were skipped in the latest whole
+    /// read of each kind (default 0: the store does not count). Skipped items are
+    /// logged at `warn` as they are read.
+    fn skipped_items(&self) -> u64 {
+        0
     }
 }
 
@@ -187,12 +194,12 @@ pub fn stored_json(item: &Item) -> Bytes {
 }
 
 /// Decode stored JSON of `kind` (any of the three tombstone shapes, PROTOCOL.md A.1);
-/// `None`, logged at `debug`, if it is not an item.
+/// `None`, logged at `warn`, if it is not an item.
 pub(crate) fn decode_stored(kind: Kind, key: &str, raw: Bytes) -> Option<Item> {
     match store::decode(kind, raw) {
         Ok(d) => Some(d.item),
         Err(error) => {
-            tracing::debug!(%kind, key, %error, "skipping an undecodable stored item");
+            tracing::warn!(%kind, key, %error, "skipping an undecodable stored item");
             None
         }
     }

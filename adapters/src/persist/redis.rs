@@ -119,6 +119,7 @@ impl RedisStoreBuilder {
         Ok(RedisStore {
             marker: format!("{}:$flagsync:{:016x}", self.prefix, fastrand::u64(..)),
             writes: AtomicU64::new(0),
+            skipped: [AtomicU64::new(0), AtomicU64::new(0)],
             keys: Keys::new(&self.prefix),
             prefix: self.prefix,
             target,
@@ -180,6 +181,8 @@ pub struct RedisStore {
     marker: String,
     /// Writes made through this store; 0 before the first.
     writes: AtomicU64,
+    /// Undecodable items skipped in the latest whole read of segments and flags.
+    skipped: [AtomicU64; 2],
 }
 
 impl fmt::Debug for RedisStore {
@@ -276,11 +279,22 @@ impl RedisStore {
     async fn all_items(&self, kind: Kind) -> Result<Vec<(String, Item)>, StoreError> {
         let mut conn = self.pool.get().await?;
         let result: Result<Vec<(String, Bytes)>, _> = conn.get().hgetall(self.keys.of(kind)).await;
-        Ok(conn
-            .check(result)?
+        let stored = conn.check(result)?;
+        let total = stored.len();
+        let items: Vec<(String, Item)> = stored
             .into_iter()
             .filter_map(|(key, raw)| decode_stored(kind, &key, raw).map(|item| (key, item)))
-            .collect())
+            .collect();
+        let skipped = (total - items.len()) as u64;
+        let slot = match kind {
+            Kind::Segment => 0,
+            Kind::Flag => 1,
+        };
+        self.skipped[slot].store(skipped, Ordering::Relaxed);
+        if skipped > 0 {
+            tracing::warn!(%kind, skipped, total, "undecodable items in redis were skipped");
+        }
+        Ok(items)
     }
 
     async fn upsert_item(
@@ -383,6 +397,10 @@ impl PersistentStore for RedisStore {
 
     fn holds_writes(&self) -> BoxFuture<'_, Result<bool, StoreError>> {
         Box::pin(self.holds_own_writes())
+    }
+
+    fn skipped_items(&self) -> u64 {
+        self.skipped.iter().map(|n| n.load(Ordering::Relaxed)).sum()
     }
 
     fn is_available(&self) -> BoxFuture<'_, bool> {

@@ -146,6 +146,8 @@ pub enum Update {
 /// A running client.
 pub struct Session {
     client: Client,
+    /// The Redis store, if any: how many undecodable items it skipped.
+    store: Option<Arc<RedisStore>>,
     statuses: Subscription<DataSourceStatus>,
     flags: Subscription<FlagChange>,
     store_statuses: Subscription<StoreStatus>,
@@ -156,6 +158,12 @@ pub struct Session {
 }
 
 impl Session {
+    /// How many undecodable items the Redis store skipped in its latest listing.
+    pub fn skipped_items(&self) -> u64 {
+        use flagsync::persist::PersistentStore;
+        self.store.as_ref().map_or(0, |s| s.skipped_items())
+    }
+
     /// Build and start a client; call inside the tokio runtime. Errors are
     /// configuration errors, as a message.
     pub fn start(opts: &Options) -> Result<Self, String> {
@@ -179,8 +187,10 @@ impl Session {
         if let Some(pem) = &opts.ca_pem {
             builder = builder.add_root_certificate_pem(pem.clone());
         }
+        let mut redis_store = None;
         if let Some(redis) = &opts.redis {
             let store = Arc::new(redis.store()?);
+            redis_store = Some(store.clone());
             builder = if redis.daemon {
                 builder.daemon(store, CacheConfig::default())
             } else {
@@ -195,6 +205,7 @@ impl Session {
         client.start().map_err(|e| e.to_string())?;
         let mut session = Self {
             client,
+            store: redis_store,
             statuses,
             flags,
             store_statuses,

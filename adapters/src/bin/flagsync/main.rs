@@ -1194,8 +1194,16 @@ async fn snapshot(args: SnapshotArgs) -> Result<(), CliError> {
             }
         }
     };
+    let skipped = session.skipped_items();
     session.close().await;
     let snap = outcome?;
+    if skipped > 0 {
+        eprintln!(
+            "flagsync: warning: {} in the store could not be decoded and {} skipped",
+            plural(skipped as usize, "item", "items"),
+            if skipped == 1 { "was" } else { "were" }
+        );
+    }
     eprintln!(
         "got {} and {} in {} ms",
         plural(snap.len(Kind::Flag), "flag", "flags"),
