@@ -214,6 +214,9 @@ pub struct ClientConfig {
     pub min_poll_interval_ms: u64,
     /// `X-LaunchDarkly-Tags` application id and version.
     pub application: Option<(String, String)>,
+    /// Live runs: the client's subscription capacity
+    /// (`ClientBuilder::subscription_capacity`).
+    pub subscription_capacity: Option<usize>,
     /// The FDv2 data system (with `mode` `fdv2`).
     pub fdv2: Fdv2Spec,
 }
@@ -235,6 +238,7 @@ impl Default for ClientConfig {
             poll_interval_ms: 30_000,
             min_poll_interval_ms: 30_000,
             application: None,
+            subscription_capacity: None,
             fdv2: Fdv2Spec::default(),
         }
     }
@@ -299,6 +303,13 @@ fn ok() -> u16 {
 pub enum ChunkSpec {
     /// Text sent without delay.
     Text(String),
+    /// The texts of `repeat`, in turn, `times` times over, sent at once (a flood).
+    Repeated {
+        /// The texts.
+        repeat: Vec<String>,
+        /// How many times the whole list is sent.
+        times: usize,
+    },
     /// A chunk after a delay.
     Timed {
         /// Delay after the previous chunk (virtual ms).
@@ -353,6 +364,10 @@ impl RespondSpec {
             .iter()
             .map(|c| match c {
                 ChunkSpec::Text(t) => (Duration::ZERO, t.as_bytes().to_vec()),
+                ChunkSpec::Repeated { repeat, times } => {
+                    let one: Vec<u8> = repeat.concat().into_bytes();
+                    (Duration::ZERO, one.repeat(*times))
+                }
                 ChunkSpec::Timed {
                     delay_ms,
                     text,
@@ -438,6 +453,10 @@ pub struct Expect {
     pub no_env_id: bool,
     /// Open connections after the scripted stop (live: within 3 s).
     pub open_connections_after_stop: Option<usize>,
+    /// Live runs: a flag-change subscriber that never reads holds at most this many
+    /// changes at the end, and missed some (it lagged). The virtual runner has no
+    /// subscribers and skips this check.
+    pub stalled_subscriber_holds_at_most: Option<usize>,
     /// The data availability at the end (`defaults`, `cached`, `refreshed`).
     pub availability: Option<String>,
 }

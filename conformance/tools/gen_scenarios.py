@@ -607,6 +607,18 @@ add("poll_trickling_response_ends_at_its_deadline", "polling",
      "store": [{"at_ms": 61000, "flags": {"a": 2}, "exact": True}]}, 62000,
     config={"mode": "polling"}, live=TENTH)
 
+# ---------------------------------------------------------------- flood (issue 19)
+FLOOD = 200
+add("flood_stalled_subscriber_stays_bounded", "flood",
+    "500 puts of 200 flags each (every put changes every flag) against a flag-change subscriber that never reads: "
+    "the subscription holds at most its capacity (64) and counts what it missed, and the store ends equal to the "
+    "last put. Live runs only check the subscriber (the virtual runner has none).",
+    [sse({"repeat": [put([(f"f{i:03}", 1) for i in range(FLOOD)]), put([(f"f{i:03}", 2) for i in range(FLOOD)])],
+          "times": 250})],
+    {"request_count": 1, "initialized": True, "stalled_subscriber_holds_at_most": 64,
+     "store": [{"at_ms": 4500, "flags": {f"f{i:03}": 2 for i in range(FLOOD)}, "exact": True}]}, 5000,
+    config={"subscription_capacity": 64}, live={"time_scale": 1.0, "slack_ms": 150})
+
 # ---------------------------------------------------------------- FDv2 (B 5, C.2 FDv2 rows, E 28-38)
 def intent(code):
     return ev("server-intent", j({"payloads": [{"id": "p1", "target": 1, "intentCode": code, "reason": "r"}]}))
