@@ -240,7 +240,9 @@ pub fn check(s: &Scenario, obs: &Observed, timing: Timing) -> Vec<String> {
         (e.stalled_subscriber_holds_at_most, obs.stalled_subscriber)
     {
         if held > max {
-            f.push(format!("a stalled subscriber holds {held} changes, want at most {max}"));
+            f.push(format!(
+                "a stalled subscriber holds {held} changes, want at most {max}"
+            ));
         }
         if lagged == 0 {
             f.push("a stalled subscriber missed no change: the flood did not fill it".into());
