@@ -217,6 +217,9 @@ pub struct ClientConfig {
     /// Live runs: the client's subscription capacity
     /// (`ClientBuilder::subscription_capacity`).
     pub subscription_capacity: Option<usize>,
+    /// The server speaks https (`https://localhost:<port>` live, with a test CA the
+    /// client trusts; `https://flags.test:8030` virtual).
+    pub tls: bool,
     /// The FDv2 data system (with `mode` `fdv2`).
     pub fdv2: Fdv2Spec,
 }
@@ -239,6 +242,7 @@ impl Default for ClientConfig {
             min_poll_interval_ms: 30_000,
             application: None,
             subscription_capacity: None,
+            tls: false,
             fdv2: Fdv2Spec::default(),
         }
     }
@@ -280,9 +284,10 @@ pub struct RespondSpec {
     #[serde(default = "ok")]
     pub status: u16,
     /// Headers; when absent, a 200 gets `Content-Type: text/event-stream; charset=utf-8`.
-    /// `{base}` in a value becomes the server's base URL; `{other_origin}` the same
-    /// server under another host name (`localhost` for `127.0.0.1`): another origin
-    /// that reaches the same server.
+    /// `{base}` in a value becomes the server's base URL; `{http_base}` the same with
+    /// `http://` (a downgrade of an https base); `{other_origin}` the same server under
+    /// another host name (`localhost` for `127.0.0.1`): another origin that reaches the
+    /// same server.
     #[serde(default)]
     pub headers: Option<Vec<(String, String)>>,
     /// Body chunks.
@@ -388,6 +393,7 @@ impl RespondSpec {
                 .map(|(n, v)| {
                     let v = v
                         .replace("{base}", base)
+                        .replace("{http_base}", &base.replacen("https://", "http://", 1))
                         .replace("{other_origin}", &other_origin(base));
                     (n.clone(), v)
                 })

@@ -349,6 +349,16 @@ add("redirect_to_another_origin_is_refused_when_polling", "redirect",
      "statuses": [st("initializing", "error_response", 302), st("valid", "error_response", 302)]}, 31000,
     config={"mode": "polling"}, live=TENTH)
 
+add("redirect_https_to_http_is_refused", "redirect",
+    "A redirect from https to http (the same host and port) is refused as a downgrade: the SDK key is never sent "
+    "unencrypted. ERROR_RESPONSE with the redirect's code, then a retry over https with backoff (A.3). Live: the "
+    "server speaks TLS with a test CA the client trusts.",
+    [status(307, [["Location", "{http_base}/all"]]), sse(put([("a", 1)]))],
+    {"request_count": 2, "max_requests": [{"by_ms": 400, "max": 1}],
+     "requests": [{"target": "/all"}, {"target": "/all", "gap_ms": [500, 1000]}],
+     "statuses": [st("initializing", "error_response", 307), st("valid", "error_response", 307)],
+     "initialized": True}, 3000, config={"tls": True})
+
 # ---------------------------------------------------------------- timeouts (A.3, E 19)
 add("timeout_silent_stream_reconnects", "timeout",
     "A stream silent for the read timeout is dropped as NETWORK_ERROR and reconnected (A.3, E 19).",

@@ -97,11 +97,16 @@ pub const SETTLE: Duration = Duration::from_millis(20);
 /// Run `s` live on `rt`.
 pub async fn run(s: &Scenario, rt: Arc<dyn Runtime>, timing: Timing) -> Result<Observed, String> {
     let scale = timing.scale;
-    let server = ScriptServer::start(&s.script, scale).map_err(|e| e.to_string())?;
+    let server = ScriptServer::start(&s.script, scale, s.config.tls).map_err(|e| e.to_string())?;
     let base = server.base();
     let mut builder = Client::builder(SDK_KEY);
     if let Some(capacity) = s.config.subscription_capacity {
         builder = builder.subscription_capacity(capacity);
+    }
+    if let Some(ca) = server.ca_pem() {
+        builder = builder
+            .tls_built_in_roots(false)
+            .add_root_certificate_pem(ca.as_bytes().to_vec());
     }
     let client = builder
         .stream_uri(base.clone())
