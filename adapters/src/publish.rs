@@ -59,8 +59,11 @@ pub struct FlagChange {
 }
 
 /// How many unread items a subscription holds by default
-/// ([`crate::ClientBuilder::subscription_capacity`]).
-pub const DEFAULT_SUBSCRIPTION_CAPACITY: usize = 1024;
+/// ([`crate::ClientBuilder::subscription_capacity`]): enough for one change of every
+/// flag of any real environment (changes of one flag merge), so nothing is dropped
+/// unless a subscriber stops reading through a flood; at most a few MiB per
+/// subscription.
+pub const DEFAULT_SUBSCRIPTION_CAPACITY: usize = 65_536;
 
 /// A stream of changes (a [`futures_core::Stream`] usable on any runtime). It ends
 /// when the client is closed.
