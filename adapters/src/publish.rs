@@ -655,6 +655,9 @@ impl Published {
 pub(crate) struct DataSink {
     published: std::sync::Arc<Published>,
     store: Option<StoreLink>,
+    /// Until memory holds a full data set while reads come from the store: what the
+    /// store served, taken before the store task may write the first data set over it.
+    served: Option<ServedByStore>,
 }
 
 /// The driver's side of a persistent store.
@@ -673,7 +676,23 @@ pub(crate) struct StoreLink {
 
 impl DataSink {
     pub(crate) fn new(published: std::sync::Arc<Published>, store: Option<StoreLink>) -> Self {
-        Self { published, store }
+        Self {
+            published,
+            store,
+            served: None,
+        }
+    }
+
+    /// What readers were served from the store, while memory holds no full data set.
+    fn served_by_store(&mut self) -> Option<ServedByStore> {
+        let p = &self.published;
+        if !p.reads_from_store() || p.memory_initialized() {
+            self.served = None;
+            return None;
+        }
+        self.served
+            .take()
+            .or_else(|| p.store_view().map(|v| ServedByStore::of(&v)))
     }
 
     /// Once memory holds a full data set, serve reads from it and stop reading (and
@@ -692,11 +711,28 @@ impl DataSink {
     }
 }
 
+/// What the persistent store's view served, taken before this process wrote a full
+/// data set over it.
+#[derive(Debug)]
+struct ServedByStore {
+    points: Snapshot,
+    listing: Snapshot,
+}
+
+impl ServedByStore {
+    fn of(view: &StoreView) -> Self {
+        Self {
+            points: view.snapshot(),
+            listing: view.listing(),
+        }
+    }
+}
+
 /// What readers were served from the persistent store before a first full data set:
 /// the flags whose live version the data set changes, or `None` if a segment changed
 /// too (then flags may have changed through it: every flag is reported).
-fn changed_since_store(view: &StoreView, now: &Snapshot) -> Option<Vec<String>> {
-    let (points, listing) = (view.snapshot(), view.listing());
+fn changed_since_store(served: &ServedByStore, now: &Snapshot) -> Option<Vec<String>> {
+    let (points, listing) = (&served.points, &served.listing);
     let served = |kind: Kind, key: &str| {
         points
             .get(kind, key)
@@ -711,7 +747,7 @@ fn changed_since_store(view: &StoreView, now: &Snapshot) -> Option<Vec<String>> 
         v.sort_unstable();
         v
     };
-    if live(&listing, Kind::Segment) != live(now, Kind::Segment) {
+    if live(listing, Kind::Segment) != live(now, Kind::Segment) {
         return None;
     }
     let mut changed: Vec<String> = now
@@ -732,11 +768,13 @@ fn changed_since_store(view: &StoreView, now: &Snapshot) -> Option<Vec<String>> 
 
 impl Sink<DataSystem> for DataSink {
     fn publish(&mut self, system: &DataSystem, event: Event) {
-        // Whether readers were served from the store until this event.
-        let served_from_store = self
-            .published
-            .store_view()
-            .filter(|_| self.published.reads_from_store() && !self.published.memory_initialized());
+        // What readers were served from the store until this event, if they were.
+        let served_from_store = match &event {
+            Event::StoreChanged {
+                changed_flags: ChangedFlags::Every { .. },
+            } => self.served_by_store(),
+            _ => None,
+        };
         self.hand_over(system);
         let p = &*self.published;
         match event {
@@ -794,6 +832,14 @@ impl Sink<DataSystem> for DataSink {
     }
 
     fn persist(&mut self, request: Persist) {
+        if matches!(request, Persist::Init(_)) && self.served.is_none() {
+            // The store task may write this over the view before the store change is
+            // published: keep what readers were served until now.
+            let p = &self.published;
+            if p.reads_from_store() && !p.memory_initialized() {
+                self.served = p.store_view().map(|v| ServedByStore::of(&v));
+            }
+        }
         match &self.store {
             Some(link) => {
                 if matches!(request, Persist::CheckAvailable)
