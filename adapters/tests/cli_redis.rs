@@ -274,3 +274,31 @@ fn snapshot_warns_about_undecodable_items() {
         "{err}"
     );
 }
+
+/// `snapshot --daemon` started while Redis is down prints the flags once Redis is
+/// back with data, within its timeout (issue 19, defect 6).
+#[test]
+fn daemon_snapshot_started_while_redis_is_down_waits_for_it() {
+    let mut redis = RedisServer::start_with_password(Some(PASSWORD));
+    redis.stop();
+    let url = format!("redis://:{PASSWORD}@127.0.0.1:{}/0", redis.port());
+    let started = Instant::now();
+    let child = Command::new(BIN)
+        .args(["snapshot", "--daemon", "--redis", &url, "--timeout", "15"])
+        .env_remove("FLAGSYNC_SDK_KEY")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    redis.restart();
+    let good = r#"{"key":"good","version":1,"on":true,"variations":[true,false]}"#;
+    redis.cli(&["HSET", "launchdarkly:features", "good", good]);
+    redis.cli(&["SET", "launchdarkly:$inited", ""]);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    let snap: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(snap["flags"]["good"]["version"], 1, "{snap}");
+}
