@@ -35,12 +35,14 @@ pub(crate) enum Msg<C> {
 }
 
 /// What the persistent store's writer tells the machine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum StoreReport {
-    /// An operation failed (`Input::StoreFailed`).
-    Failed,
+    /// An operation failed, and how (`Input::StoreFault`).
+    Failed(flagsync_core::status::StoreFault),
     /// The answer to a `Persist::CheckAvailable` (`Input::StoreAvailable`).
     Available(bool),
+    /// The store was read and is initialized (`Input::StoreInitialized`).
+    Initialized,
 }
 
 /// An input for a [`Machine`].
@@ -112,8 +114,9 @@ impl Machine for DataSystem {
                 In::Data(conn, bytes) => Input::Data { conn, bytes },
                 In::Closed(conn, cause) => Input::Closed { conn, cause },
                 In::Timeout => Input::Timeout,
-                In::Store(StoreReport::Failed) => Input::StoreFailed,
+                In::Store(StoreReport::Failed(fault)) => Input::StoreFault(fault),
                 In::Store(StoreReport::Available(available)) => Input::StoreAvailable(available),
+                In::Store(StoreReport::Initialized) => Input::StoreInitialized,
             },
         );
     }

@@ -87,7 +87,9 @@ pub use flagsync_core::config::{CoordinatorTiming, Fdv2Config, SourceSpec};
 pub use flagsync_core::source::UnrecoverablePolicy;
 pub use flagsync_core::{DataAvailability, ErrorKind, Kind, Mode, Selector, Snapshot, State};
 pub use proxy::ProxyError;
-pub use publish::{DataSourceError, DataSourceStatus, FlagChange, Subscription};
+pub use publish::{
+    DEFAULT_SUBSCRIPTION_CAPACITY, DataSourceError, DataSourceStatus, FlagChange, Subscription,
+};
 
 use driver::{Finished, Msg, Sink, TaskGuard};
 use persist::{CacheConfig, CachingStore, PersistentStore, StoreMode, StoreStatus};
@@ -125,6 +127,7 @@ pub struct ClientBuilder {
     persistent: Option<(Arc<dyn PersistentStore>, CacheConfig)>,
     #[cfg(feature = "eval")]
     events: events::EventsOptions,
+    subscription_capacity: usize,
 }
 
 impl ClientBuilder {
@@ -254,6 +257,22 @@ impl ClientBuilder {
         self
     }
 
+    /// A poll's whole response (redirects included) must arrive within this time of
+    /// the poll's start, however steadily its bytes trickle in (default 60 s); else the
+    /// poll fails with NETWORK_ERROR and the next follows as after any failed poll.
+    pub fn poll_response_timeout(mut self, timeout: Duration) -> Self {
+        self.config.poll_response_timeout = timeout;
+        self
+    }
+
+    /// A stream's response head (redirects included) must arrive within this time of
+    /// the attempt's start (default 30 s); else NETWORK_ERROR and a reconnect with
+    /// backoff. The body is bounded by [`ClientBuilder::stream_read_timeout`].
+    pub fn stream_head_timeout(mut self, timeout: Duration) -> Self {
+        self.config.stream_head_timeout = timeout;
+        self
+    }
+
     /// First reconnect delay (default 1 s; doubles up to 30 s, with jitter).
     pub fn initial_reconnect_delay(mut self, delay: Duration) -> Self {
         self.config.backoff.initial = delay;
@@ -339,6 +358,15 @@ impl ClientBuilder {
         self
     }
 
+    /// How many unread items each subscription ([`Client::flag_changes`],
+    /// [`Client::status_changes`], [`Client::store_status_changes`]) holds at most
+    /// (default [`DEFAULT_SUBSCRIPTION_CAPACITY`]): beyond it the oldest is
+    /// dropped and counted ([`Subscription::lagged`]); changes of one flag merge.
+    pub fn subscription_capacity(mut self, capacity: usize) -> Self {
+        self.subscription_capacity = capacity.max(1);
+        self
+    }
+
     /// Change any setting of the protocol core directly (limits, backoff, the minimum
     /// poll interval, …).
     pub fn core_config(mut self, change: impl FnOnce(&mut Config)) -> Self {
@@ -405,6 +433,7 @@ impl ClientBuilder {
             Clock::new(now),
             view.clone(),
             hands_over,
+            self.subscription_capacity,
         ));
         let (tx, rx) = async_channel::bounded(64);
         Ok(Client {
@@ -513,6 +542,7 @@ impl Client {
             persistent: None,
             #[cfg(feature = "eval")]
             events: events::EventsOptions::default(),
+            subscription_capacity: DEFAULT_SUBSCRIPTION_CAPACITY,
         }
     }
 
@@ -585,7 +615,7 @@ impl Client {
         fetches: async_channel::Receiver<persist::view::Fetch>,
         guard: &Arc<TaskGuard>,
     ) -> StoreLink {
-        let (requests, requests_rx) = async_channel::unbounded();
+        let (requests, requests_rx) = persist::writer::queue();
         let (stop_reader, stop_rx) = async_channel::bounded(1);
         let check_pending = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let view = self.inner.published.store_view();
@@ -601,6 +631,7 @@ impl Client {
             )));
         }
         rt.spawn(Box::pin(persist::writer::run(
+            rt.clone(),
             store.clone(),
             view,
             requests_rx,
@@ -638,12 +669,24 @@ impl Client {
         };
         let deadline = rt.now() + timeout;
         let published = &self.inner.published;
-        // With a persistent store, also the first read of it (daemon mode is ready at
-        // once, before any data is read); or that read alone if it found a full data
-        // set (a warm start).
+        // With a persistent store, also the first successful read of it (daemon mode
+        // is ready at once, before any data is read; a failed read is not a load),
+        // unless memory holds a full data set that was written to the store or while
+        // the store is down (memory serves then); or that read alone if it found a
+        // full data set (a warm start).
         let source_ready = async {
             published.ready().await;
-            published.store_loaded().await;
+            let memory_serves = || {
+                published.memory_initialized()
+                    && (published.store_status().is_some_and(|s| !s.available)
+                        || published.store_view().is_some_and(|v| v.has_written()))
+            };
+            while !memory_serves() {
+                let tick = rt.sleep_until(rt.now() + Duration::from_millis(50));
+                if runtime::race(published.store_loaded(), tick).await.is_ok() {
+                    break;
+                }
+            }
         };
         let store_ready = async {
             published.store_loaded().await;

@@ -2,15 +2,18 @@
 //! environment id, readiness, and change subscriptions. Readers take a lock only to
 //! clone an `Arc`-like value, so they never hold up the driver.
 
+use std::collections::{HashSet, VecDeque};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::{Instant, SystemTime};
 
+use flagsync_core::status::{Cause, StoreFaultKind};
+use flagsync_core::store::ChangedFlags;
 use flagsync_core::{
-    DataAvailability, DataSystem, ErrorKind, Event, Persist, Selector, Snapshot, State, Status,
-    StoreStatus,
+    DataAvailability, DataSystem, ErrorKind, Event, Kind, Persist, Selector, Snapshot, State,
+    Status, StoreStatus,
 };
 
 use crate::driver::Sink;
@@ -39,8 +42,12 @@ pub struct DataSourceError {
     pub status_code: u16,
     /// When it happened.
     pub time: SystemTime,
-    /// A description (never contains the SDK key).
+    /// A description (never contains the SDK key, nor a store's password).
     pub message: String,
+    /// For a persistent-store failure (kind STORE_ERROR), what kind it is, when the
+    /// store said: [`StoreFaultKind::is_permanent`](crate::persist::StoreFaultKind::is_permanent) tells a wrong password or setting
+    /// (which waiting will not clear) from an outage.
+    pub store_fault: Option<StoreFaultKind>,
 }
 
 /// A flag whose data changed, directly or through a prerequisite or segment.
@@ -51,80 +58,288 @@ pub struct FlagChange {
     pub key: String,
 }
 
+/// How many unread items a subscription holds by default
+/// ([`crate::ClientBuilder::subscription_capacity`]): enough for one change of every
+/// flag of any real environment (changes of one flag merge), so nothing is dropped
+/// unless a subscriber stops reading through a flood; at most a few MiB per
+/// subscription.
+pub const DEFAULT_SUBSCRIPTION_CAPACITY: usize = 65_536;
+
 /// A stream of changes (a [`futures_core::Stream`] usable on any runtime). It ends
-/// when the client is closed. Each subscription buffers what it has not yet read.
+/// when the client is closed.
+///
+/// Each subscription holds at most its capacity of unread items
+/// ([`crate::ClientBuilder::subscription_capacity`], default
+/// [`DEFAULT_SUBSCRIPTION_CAPACITY`]), so a subscriber that stops reading never makes
+/// the client's memory grow. A flag change for a key that is already waiting to be read
+/// is merged into it (the change is reported once). When a subscription is full, its
+/// oldest unread item is dropped to make room for the newest, so the latest status is
+/// always there, and the drop is counted: [`Subscription::lagged`] says how many items
+/// a subscriber missed (as `tokio::sync::broadcast` does); one that lagged should read
+/// again what it watches (for flags, the client's current values).
 #[derive(Debug)]
-pub struct Subscription<T>(Pin<Box<async_channel::Receiver<T>>>);
+pub struct Subscription<T>(Inner<T>);
+
+#[derive(Debug)]
+enum Inner<T> {
+    /// A bounded, coalescing queue (flag changes, statuses).
+    Queue(Arc<Queue<T>>),
+    /// A channel (the SSE client's events).
+    Channel(Pin<Box<async_channel::Receiver<T>>>),
+}
 
 impl<T> Subscription<T> {
     pub(crate) fn new(rx: async_channel::Receiver<T>) -> Self {
-        Self(Box::pin(rx))
+        Self(Inner::Channel(Box::pin(rx)))
     }
 
     /// The next change, or `None` once the client is closed.
     pub async fn recv(&self) -> Option<T> {
-        self.0.recv().await.ok()
+        match &self.0 {
+            Inner::Queue(q) => std::future::poll_fn(|cx| q.poll_pop(cx)).await,
+            Inner::Channel(rx) => rx.recv().await.ok(),
+        }
     }
 
     /// The next change if one is buffered.
     pub fn try_recv(&self) -> Option<T> {
-        self.0.try_recv().ok()
+        match &self.0 {
+            Inner::Queue(q) => q.pop(),
+            Inner::Channel(rx) => rx.try_recv().ok(),
+        }
+    }
+
+    /// How many unread items are held now (at most the capacity).
+    pub fn len(&self) -> usize {
+        match &self.0 {
+            Inner::Queue(q) => q.lock().items.len(),
+            Inner::Channel(rx) => rx.len(),
+        }
+    }
+
+    /// No unread item is held now.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// How many items were dropped unread because this subscription was full, since
+    /// the last call (which resets the count). Merged flag changes are not counted:
+    /// nothing was lost.
+    pub fn lagged(&self) -> u64 {
+        match &self.0 {
+            Inner::Queue(q) => std::mem::take(&mut q.lock().lagged),
+            Inner::Channel(_) => 0,
+        }
+    }
+}
+
+impl<T> Drop for Subscription<T> {
+    fn drop(&mut self) {
+        if let Inner::Queue(q) = &self.0 {
+            let mut state = q.lock();
+            state.dropped = true;
+            state.items.clear();
+            state.keys.clear();
+        }
     }
 }
 
 impl<T> futures_core::Stream for Subscription<T> {
     type Item = T;
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
-        self.0.as_mut().poll_next(cx)
+        match &mut self.0 {
+            Inner::Queue(q) => q.poll_pop(cx),
+            Inner::Channel(rx) => rx.as_mut().poll_next(cx),
+        }
+    }
+}
+
+/// What a subscription merges: items with the same key replace each other.
+pub(crate) trait Coalesce: Clone {
+    /// The key under which a newer item replaces an unread older one, if any.
+    fn key(&self) -> Option<&str> {
+        None
+    }
+}
+
+impl Coalesce for FlagChange {
+    fn key(&self) -> Option<&str> {
+        Some(&self.key)
+    }
+}
+
+impl Coalesce for DataSourceStatus {}
+impl Coalesce for StoreStatus {}
+
+/// One subscription's unread items.
+pub(crate) struct Queue<T> {
+    state: Mutex<QueueState<T>>,
+    capacity: usize,
+    /// [`Coalesce::key`] of `T`.
+    key_of: fn(&T) -> Option<&str>,
+}
+
+impl<T> std::fmt::Debug for Queue<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.lock();
+        f.debug_struct("Queue")
+            .field("len", &state.items.len())
+            .field("capacity", &self.capacity)
+            .field("lagged", &state.lagged)
+            .field("closed", &state.closed)
+            .finish()
+    }
+}
+
+struct QueueState<T> {
+    items: VecDeque<T>,
+    /// The keys of `items` that have one.
+    keys: HashSet<String>,
+    lagged: u64,
+    /// The client closed: the stream ends once `items` are read.
+    closed: bool,
+    /// The subscription was dropped: the queue is forgotten.
+    dropped: bool,
+    waker: Option<Waker>,
+}
+
+impl<T> QueueState<T> {
+    fn pop(&mut self, key_of: fn(&T) -> Option<&str>) -> Option<T> {
+        let item = self.items.pop_front()?;
+        if let Some(key) = key_of(&item) {
+            self.keys.remove(key);
+        }
+        Some(item)
+    }
+}
+
+impl<T: Coalesce> Queue<T> {
+    fn new(capacity: usize) -> Self {
+        Self {
+            key_of: T::key,
+            state: Mutex::new(QueueState {
+                items: VecDeque::new(),
+                keys: HashSet::new(),
+                lagged: 0,
+                closed: false,
+                dropped: false,
+                waker: None,
+            }),
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// Add `value` (merged with an unread item of the same key; the oldest dropped
+    /// when full). False once the subscription is gone.
+    fn push(&self, value: &T) -> bool {
+        let mut state = self.lock();
+        if state.dropped {
+            return false;
+        }
+        if let Some(key) = value.key() {
+            if state.keys.contains(key) {
+                return true;
+            }
+            state.keys.insert(key.to_owned());
+        }
+        if state.items.len() >= self.capacity {
+            state.pop(self.key_of);
+            state.lagged += 1;
+        }
+        state.items.push_back(value.clone());
+        if let Some(w) = state.waker.take() {
+            w.wake();
+        }
+        true
+    }
+
+    fn close(&self) {
+        let mut state = self.lock();
+        state.closed = true;
+        if let Some(w) = state.waker.take() {
+            w.wake();
+        }
+    }
+}
+
+impl<T> Queue<T> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, QueueState<T>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn pop(&self) -> Option<T> {
+        self.lock().pop(self.key_of)
+    }
+
+    fn poll_pop(&self, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        let mut state = self.lock();
+        match state.pop(self.key_of) {
+            Some(item) => Poll::Ready(Some(item)),
+            None if state.closed => Poll::Ready(None),
+            None => {
+                state.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
     }
 }
 
 /// A broadcast to every live subscription; a dropped subscription is forgotten.
 #[derive(Debug)]
-pub(crate) struct Subscribers<T>(Mutex<Option<Vec<async_channel::Sender<T>>>>);
+pub(crate) struct Subscribers<T> {
+    list: Mutex<Option<Vec<Arc<Queue<T>>>>>,
+    capacity: usize,
+}
 
-impl<T: Clone> Subscribers<T> {
-    fn new() -> Self {
-        Self(Mutex::new(Some(Vec::new())))
+impl<T: Coalesce> Subscribers<T> {
+    fn new(capacity: usize) -> Self {
+        Self {
+            list: Mutex::new(Some(Vec::new())),
+            capacity,
+        }
     }
 
     pub(crate) fn subscribe(&self) -> Subscription<T> {
-        let (tx, rx) = async_channel::unbounded();
-        match &mut *self.0.lock().unwrap_or_else(|e| e.into_inner()) {
-            Some(list) => list.push(tx),
-            None => drop(tx), // closed: the stream ends at once
+        let queue = Arc::new(Queue::new(self.capacity));
+        match &mut *self.list.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(list) => list.push(queue.clone()),
+            None => queue.close(), // closed: the stream ends at once
         }
-        Subscription::new(rx)
+        Subscription(Inner::Queue(queue))
     }
 
     fn send(&self, value: &T) {
-        if let Some(list) = &mut *self.0.lock().unwrap_or_else(|e| e.into_inner()) {
-            list.retain(|tx| tx.try_send(value.clone()).is_ok());
+        if let Some(list) = &mut *self.list.lock().unwrap_or_else(|e| e.into_inner()) {
+            list.retain(|q| q.push(value));
         }
     }
 
     /// Send every value, taking the lock once.
     fn send_all(&self, values: impl IntoIterator<Item = T>) {
-        if let Some(list) = &mut *self.0.lock().unwrap_or_else(|e| e.into_inner()) {
+        if let Some(list) = &mut *self.list.lock().unwrap_or_else(|e| e.into_inner()) {
             for value in values {
-                list.retain(|tx| tx.try_send(value.clone()).is_ok());
+                list.retain(|q| q.push(&value));
             }
         }
     }
 
     /// Send the values `make` returns, made only if someone subscribed.
     fn send_all_with<I: IntoIterator<Item = T>>(&self, make: impl FnOnce() -> I) {
-        if let Some(list) = &mut *self.0.lock().unwrap_or_else(|e| e.into_inner())
+        if let Some(list) = &mut *self.list.lock().unwrap_or_else(|e| e.into_inner())
             && !list.is_empty()
         {
             for value in make() {
-                list.retain(|tx| tx.try_send(value.clone()).is_ok());
+                list.retain(|q| q.push(&value));
             }
         }
     }
 
     fn close(&self) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(list) = self.list.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            for q in list {
+                q.close();
+            }
+        }
     }
 }
 
@@ -159,6 +374,10 @@ impl Clock {
                 status_code: e.status_code,
                 time: self.to_system(e.at),
                 message: e.cause.to_string(),
+                store_fault: match &e.cause {
+                    Cause::StoreFault(fault) => Some(fault.kind),
+                    _ => None,
+                },
             }),
         }
     }
@@ -213,6 +432,7 @@ impl Published {
         clock: Clock,
         view: Option<Arc<StoreView>>,
         hands_over: bool,
+        subscription_capacity: usize,
     ) -> Self {
         let store_reads = view.is_some();
         let (ready_tx, ready_rx) = async_channel::bounded(1);
@@ -234,8 +454,8 @@ impl Published {
             selector: RwLock::new(system.selector().cloned()),
             ready_tx,
             ready_rx,
-            status_subs: Subscribers::new(),
-            flag_subs: Subscribers::new(),
+            status_subs: Subscribers::new(subscription_capacity),
+            flag_subs: Subscribers::new(subscription_capacity),
             store_reads: AtomicBool::new(store_reads),
             view,
             hands_over,
@@ -243,7 +463,7 @@ impl Published {
             store_loaded_tx,
             store_loaded_rx,
             store_status: RwLock::new(system.store_status()),
-            store_status_subs: Subscribers::new(),
+            store_status_subs: Subscribers::new(subscription_capacity),
         }
     }
 
@@ -435,6 +655,9 @@ impl Published {
 pub(crate) struct DataSink {
     published: std::sync::Arc<Published>,
     store: Option<StoreLink>,
+    /// Until memory holds a full data set while reads come from the store: what the
+    /// store served, taken before the store task may write the first data set over it.
+    served: Option<ServedByStore>,
 }
 
 /// The driver's side of a persistent store.
@@ -443,7 +666,7 @@ pub(crate) struct StoreLink {
     /// The store, for the hand-over (its cache is switched off).
     pub(crate) store: std::sync::Arc<CachingStore>,
     /// Requests for the store task, in order.
-    pub(crate) requests: async_channel::Sender<Persist>,
+    pub(crate) requests: crate::persist::writer::WriteSender,
     /// Dropped at the hand-over: the store reader ends.
     pub(crate) stop_reader: Option<async_channel::Sender<()>>,
     /// An availability check is queued or running: another is not sent (a store that
@@ -453,7 +676,23 @@ pub(crate) struct StoreLink {
 
 impl DataSink {
     pub(crate) fn new(published: std::sync::Arc<Published>, store: Option<StoreLink>) -> Self {
-        Self { published, store }
+        Self {
+            published,
+            store,
+            served: None,
+        }
+    }
+
+    /// What readers were served from the store, while memory holds no full data set.
+    fn served_by_store(&mut self) -> Option<ServedByStore> {
+        let p = &self.published;
+        if !p.reads_from_store() || p.memory_initialized() {
+            self.served = None;
+            return None;
+        }
+        self.served
+            .take()
+            .or_else(|| p.store_view().map(|v| ServedByStore::of(&v)))
     }
 
     /// Once memory holds a full data set, serve reads from it and stop reading (and
@@ -472,8 +711,70 @@ impl DataSink {
     }
 }
 
+/// What the persistent store's view served, taken before this process wrote a full
+/// data set over it.
+#[derive(Debug)]
+struct ServedByStore {
+    points: Snapshot,
+    listing: Snapshot,
+}
+
+impl ServedByStore {
+    fn of(view: &StoreView) -> Self {
+        Self {
+            points: view.snapshot(),
+            listing: view.listing(),
+        }
+    }
+}
+
+/// What readers were served from the persistent store before a first full data set:
+/// the flags whose live version the data set changes, or `None` if a segment changed
+/// too (then flags may have changed through it: every flag is reported).
+fn changed_since_store(served: &ServedByStore, now: &Snapshot) -> Option<Vec<String>> {
+    let (points, listing) = (&served.points, &served.listing);
+    let served = |kind: Kind, key: &str| {
+        points
+            .get(kind, key)
+            .or_else(|| listing.get(kind, key))
+            .map(|i| i.version)
+    };
+    let live = |snapshot: &Snapshot, kind: Kind| -> Vec<(String, u64)> {
+        let mut v: Vec<(String, u64)> = snapshot
+            .iter(kind)
+            .map(|(k, i)| (k.to_owned(), i.version))
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    if live(listing, Kind::Segment) != live(now, Kind::Segment) {
+        return None;
+    }
+    let mut changed: Vec<String> = now
+        .iter(Kind::Flag)
+        .filter(|(k, i)| served(Kind::Flag, k) != Some(i.version))
+        .map(|(k, _)| k.to_owned())
+        .chain(
+            listing
+                .iter(Kind::Flag)
+                .filter(|(k, _)| now.get(Kind::Flag, k).is_none())
+                .map(|(k, _)| k.to_owned()),
+        )
+        .collect();
+    changed.sort_unstable();
+    changed.dedup();
+    Some(changed)
+}
+
 impl Sink<DataSystem> for DataSink {
     fn publish(&mut self, system: &DataSystem, event: Event) {
+        // What readers were served from the store until this event, if they were.
+        let served_from_store = match &event {
+            Event::StoreChanged {
+                changed_flags: ChangedFlags::Every { .. },
+            } => self.served_by_store(),
+            _ => None,
+        };
         self.hand_over(system);
         let p = &*self.published;
         match event {
@@ -489,9 +790,19 @@ impl Sink<DataSystem> for DataSink {
                 tracing::debug!("store changed");
                 // The keys are listed only for subscribers (a first data set changes
                 // every flag).
+                // A first full data set after reads from the persistent store (a warm
+                // start): only the flags that differ from what readers were served
+                // changed for them.
+                let keys = |changed_flags: ChangedFlags| match (&changed_flags, &served_from_store)
+                {
+                    (ChangedFlags::Every { .. }, Some(view)) => {
+                        changed_since_store(view, &system.snapshot())
+                            .unwrap_or_else(|| changed_flags.into_keys())
+                    }
+                    _ => changed_flags.into_keys(),
+                };
                 p.flag_subs.send_all_with(|| {
-                    changed_flags
-                        .into_keys()
+                    keys(changed_flags)
                         .into_iter()
                         .map(|key| FlagChange { key })
                 });
@@ -521,6 +832,14 @@ impl Sink<DataSystem> for DataSink {
     }
 
     fn persist(&mut self, request: Persist) {
+        if matches!(request, Persist::Init(_)) && self.served.is_none() {
+            // The store task may write this over the view before the store change is
+            // published: keep what readers were served until now.
+            let p = &self.published;
+            if p.reads_from_store() && !p.memory_initialized() {
+                self.served = p.store_view().map(|v| ServedByStore::of(&v));
+            }
+        }
         match &self.store {
             Some(link) => {
                 if matches!(request, Persist::CheckAvailable)
@@ -529,8 +848,9 @@ impl Sink<DataSystem> for DataSink {
                     tracing::trace!("an availability check is already pending");
                     return;
                 }
-                // Unbounded: the driver never waits for the store.
-                let _ = link.requests.try_send(request);
+                // The driver never waits for the store; queued writes merge (at most
+                // one full data set is pending).
+                link.requests.send(request);
             }
             // Not `?request`: an init holds the whole data set.
             None => tracing::debug!("no persistent store: request dropped"),

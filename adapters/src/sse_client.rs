@@ -2,8 +2,11 @@
 //! connection tasks as [`crate::Client`], around [`flagsync_core::source::EventStream`].
 //!
 //! GET, POST or REPORT with custom headers and a body; `Last-Event-ID` on reconnect;
-//! reconnects with backoff (a server `retry:` sets the base delay); a read timeout;
-//! redirects (at most 3); HTTP 204 stops the stream for good.
+//! reconnects with backoff (a server `retry:` sets the base delay, at least 100 ms and
+//! at most the maximum delay, and never resets the failure streak); a read timeout and
+//! a deadline for the response head; redirects (at most 3, on the same origin only:
+//! the request's headers never go to another scheme, host or port); HTTP 204 stops the
+//! stream for good.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), flagsync::Error> {
@@ -81,6 +84,7 @@ pub struct EventSourceBuilder {
     body: Option<Bytes>,
     last_event_id: Option<String>,
     read_timeout: Option<Duration>,
+    head_timeout: Option<Duration>,
     connect_timeout: Option<Duration>,
     initial_retry_delay: Option<Duration>,
     max_retry_delay: Option<Duration>,
@@ -116,6 +120,13 @@ impl EventSourceBuilder {
     /// Reconnect when nothing arrives for this long (default 300 s).
     pub fn read_timeout(mut self, timeout: Duration) -> Self {
         self.read_timeout = Some(timeout);
+        self
+    }
+
+    /// The response head (redirects included) must arrive within this time of each
+    /// attempt's start, however steadily its bytes trickle in (default 30 s).
+    pub fn head_timeout(mut self, timeout: Duration) -> Self {
+        self.head_timeout = Some(timeout);
         self
     }
 
@@ -162,6 +173,9 @@ impl EventSourceBuilder {
         }
         if let Some(t) = self.connect_timeout {
             config.connect_timeout = t;
+        }
+        if let Some(t) = self.head_timeout {
+            config.head_timeout = t;
         }
         if let Some(d) = self.initial_retry_delay {
             config.backoff.initial = d;
@@ -228,6 +242,7 @@ impl EventSource {
             body: None,
             last_event_id: None,
             read_timeout: None,
+            head_timeout: None,
             connect_timeout: None,
             initial_retry_delay: None,
             max_retry_delay: None,

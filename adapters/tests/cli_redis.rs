@@ -208,3 +208,101 @@ fn redis_options_are_checked() {
         stderr(&out)
     );
 }
+
+/// A wrong password or a missing database will not clear by waiting: `snapshot` says
+/// so at once, with the store's reason (never the password), instead of waiting out
+/// its timeout (issue 19).
+#[test]
+fn snapshot_stops_at_once_on_a_wrong_password_or_database() {
+    let redis = RedisServer::start_with_password(Some(PASSWORD));
+    let port = redis.port();
+    for (url, reason) in [
+        (
+            format!("redis://:wrong-{PASSWORD}@127.0.0.1:{port}/0"),
+            "authentication",
+        ),
+        (format!("redis://127.0.0.1:{port}/0"), "authentication"),
+        (
+            format!("redis://:{PASSWORD}@127.0.0.1:{port}/99"),
+            "configuration",
+        ),
+    ] {
+        let started = Instant::now();
+        let out = Command::new(BIN)
+            .args(["snapshot", "--daemon", "--redis", &url, "--timeout", "20"])
+            .env_remove("FLAGSYNC_SDK_KEY")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "{err}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}: {err}",
+            started.elapsed()
+        );
+        assert!(err.contains(reason), "{url}: {err}");
+        assert!(!err.contains(PASSWORD), "{err}");
+    }
+}
+
+/// Undecodable items are skipped as before, but counted and warned about (issue 19).
+#[test]
+fn snapshot_warns_about_undecodable_items() {
+    let redis = RedisServer::start_with_password(Some(PASSWORD));
+    let good = r#"{"key":"good","version":1,"on":true,"variations":[true,false]}"#;
+    redis.cli(&["HSET", "launchdarkly:features", "good", good]);
+    for bad in ["bad1", "bad2", "bad3"] {
+        redis.cli(&["HSET", "launchdarkly:features", bad, "{not json"]);
+    }
+    redis.cli(&["SET", "launchdarkly:$inited", ""]);
+    let url = format!("redis://:{PASSWORD}@127.0.0.1:{}/0", redis.port());
+    let out = Command::new(BIN)
+        .args(["snapshot", "--daemon", "--redis", &url, "--timeout", "10"])
+        .env_remove("FLAGSYNC_SDK_KEY")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    let snap: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        snap["flags"].as_object().map(|f| f.len()),
+        Some(1),
+        "{snap}"
+    );
+    assert!(
+        err.contains("3 items in the store could not be decoded and were skipped"),
+        "{err}"
+    );
+}
+
+/// `snapshot --daemon` started while Redis is down prints the flags once Redis is
+/// back with data, within its timeout (issue 19, defect 6).
+#[test]
+fn daemon_snapshot_started_while_redis_is_down_waits_for_it() {
+    let mut redis = RedisServer::start_with_password(Some(PASSWORD));
+    redis.stop();
+    let url = format!("redis://:{PASSWORD}@127.0.0.1:{}/0", redis.port());
+    let started = Instant::now();
+    let child = Command::new(BIN)
+        .args(["snapshot", "--daemon", "--redis", &url, "--timeout", "15"])
+        .env_remove("FLAGSYNC_SDK_KEY")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    redis.restart();
+    let good = r#"{"key":"good","version":1,"on":true,"variations":[true,false]}"#;
+    redis.cli(&["HSET", "launchdarkly:features", "good", good]);
+    redis.cli(&["SET", "launchdarkly:$inited", ""]);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let snap: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(snap["flags"]["good"]["version"], 1, "{snap}");
+}

@@ -64,6 +64,12 @@ async fn initial_put_then_patches_and_deletes(rt: Rt) {
     let statuses = client.status_changes();
     client.start().unwrap();
     assert!(client.wait_for_initialization(5 * SEC).await);
+    // The initial data's changes are buffered before initialization; read now, before
+    // the later changes of the same flags would merge into them.
+    let mut keys: Vec<String> = std::iter::from_fn(|| changes.try_recv())
+        .map(|c| c.key)
+        .collect();
+    assert_eq!(keys, ["f1", "f2"]);
     assert!(client.initialized());
     assert_eq!(client.environment_id().as_deref(), Some("env-123"));
     let req = &server.requests()[0];
@@ -87,7 +93,6 @@ async fn initial_put_then_patches_and_deletes(rt: Rt) {
             .version,
         2
     );
-    let mut keys = Vec::new();
     while keys.len() < 4 {
         let change = timeout(&rt, 3 * SEC, changes.recv())
             .await

@@ -291,10 +291,21 @@ async fn prefixes_are_isolated(_rt: Rt) {
     let mut keys: Vec<String> = server
         .cli(&["KEYS", "*"])
         .lines()
+        .filter(|k| !k.contains(":$flagsync:"))
         .map(str::to_owned)
         .collect();
     keys.sort();
     assert_eq!(keys, ["env-a:$inited", "env-a:features", "env-b:$inited"]);
+    // Each writing store counts its writes under its own prefix only.
+    let markers: Vec<String> = server
+        .cli(&["KEYS", "*:$flagsync:*"])
+        .lines()
+        .map(|k| k.split(':').next().unwrap_or_default().to_owned())
+        .collect();
+    assert!(
+        markers.iter().all(|p| p == "env-a" || p == "env-b"),
+        "{markers:?}"
+    );
 }
 
 async fn concurrent_upserts_keep_the_highest_version(rt: Rt) {
@@ -363,12 +374,21 @@ async fn a_store_written_by_flagsync_has_the_layout_other_sdks_read(_rt: Rt) {
         ])
         .await
         .unwrap();
+    // The LaunchDarkly layout, and flagsync's count of its own writes.
     let mut keys: Vec<String> = server
         .cli(&["KEYS", "*"])
         .lines()
+        .filter(|k| !k.starts_with("launchdarkly:$flagsync:"))
         .map(str::to_owned)
         .collect();
     keys.sort();
+    assert_eq!(
+        server
+            .cli(&["KEYS", "launchdarkly:$flagsync:*"])
+            .lines()
+            .count(),
+        1
+    );
     assert_eq!(
         keys,
         [

@@ -127,6 +127,42 @@ async fn post_with_a_body_and_restart(rt: Rt) {
 }
 
 async fn no_content_stops_and_redirects_are_followed(rt: Rt) {
+    // On the same origin (scheme, host and port) a redirect is followed, headers and all.
+    let server = Server::start(move |req, r| {
+        if req.target == "/final" {
+            r.send("HTTP/1.1 204 No Content\r\n\r\n");
+        } else {
+            let port = req
+                .header("host")
+                .and_then(|h| h.rsplit(':').next())
+                .unwrap_or_default()
+                .to_owned();
+            r.send(format!(
+                "HTTP/1.1 307 Temporary Redirect\r\nLocation: http://127.0.0.1:{port}/final\r\nContent-Length: 0\r\n\r\n"
+            ));
+        }
+        After::Close
+    });
+    let mut source = sse_source(&rt, server.url())
+        .header("Authorization", "secret")
+        .start()
+        .unwrap();
+    match next(&rt, &mut source).await {
+        SseEvent::Error {
+            status_code,
+            retry_in,
+            ..
+        } => assert_eq!((status_code, retry_in), (204, None)),
+        other => panic!("{other:?}"),
+    }
+    sleep(&rt, Duration::from_millis(100)).await;
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[1].target, "/final");
+    assert_eq!(requests[1].header("authorization"), Some("secret"));
+    source.close().await;
+
+    // To another port (another origin) it is refused: the headers never go there.
     let target = Server::start(|_, r| {
         r.send("HTTP/1.1 204 No Content\r\n\r\n");
         After::Close
@@ -138,19 +174,25 @@ async fn no_content_stops_and_redirects_are_followed(rt: Rt) {
         ));
         After::Close
     });
-    let mut source = sse_source(&rt, server.url()).start().unwrap();
+    let mut source = sse_source(&rt, server.url())
+        .header("Authorization", "secret")
+        .start()
+        .unwrap();
     match next(&rt, &mut source).await {
         SseEvent::Error {
             status_code,
             retry_in,
+            message,
             ..
-        } => assert_eq!((status_code, retry_in), (204, None)),
+        } => {
+            assert_eq!(status_code, 307);
+            assert!(retry_in.is_some(), "retried");
+            assert!(message.contains("another origin"), "{message}");
+        }
         other => panic!("{other:?}"),
     }
     sleep(&rt, Duration::from_millis(100)).await;
-    assert_eq!(server.connections(), 1);
-    assert_eq!(target.connections(), 1);
-    assert_eq!(target.requests()[0].target, "/final");
+    assert_eq!(target.connections(), 0);
     source.close().await;
 }
 

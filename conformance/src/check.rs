@@ -52,6 +52,9 @@ pub struct Observed {
     pub open_after_stop: Option<usize>,
     /// Data availability at the end (before a scripted stop).
     pub availability: Option<flagsync_core::DataAvailability>,
+    /// Live runs: what a flag-change subscriber that never read held at the end, and
+    /// how many changes it missed.
+    pub stalled_subscriber: Option<(usize, u64)>,
 }
 
 impl Observed {
@@ -231,6 +234,18 @@ pub fn check(s: &Scenario, obs: &Observed, timing: Timing) -> Vec<String> {
         let got = obs.availability.map(|a| a.as_str());
         if got != Some(want.as_str()) {
             f.push(format!("data availability {got:?}, want {want:?}"));
+        }
+    }
+    if let (Some(max), Some((held, lagged))) =
+        (e.stalled_subscriber_holds_at_most, obs.stalled_subscriber)
+    {
+        if held > max {
+            f.push(format!(
+                "a stalled subscriber holds {held} changes, want at most {max}"
+            ));
+        }
+        if lagged == 0 {
+            f.push("a stalled subscriber missed no change: the flood did not fill it".into());
         }
     }
     if let Some(want) = e.open_connections_after_stop

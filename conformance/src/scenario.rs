@@ -204,12 +204,22 @@ pub struct ClientConfig {
     pub read_timeout_ms: u64,
     /// Stream read timeout.
     pub stream_read_timeout_ms: u64,
+    /// Total deadline of a poll's response.
+    pub poll_response_timeout_ms: u64,
+    /// Deadline of a stream's response head.
+    pub stream_head_timeout_ms: u64,
     /// Poll interval.
     pub poll_interval_ms: u64,
     /// Minimum poll interval.
     pub min_poll_interval_ms: u64,
     /// `X-LaunchDarkly-Tags` application id and version.
     pub application: Option<(String, String)>,
+    /// Live runs: the client's subscription capacity
+    /// (`ClientBuilder::subscription_capacity`).
+    pub subscription_capacity: Option<usize>,
+    /// The server speaks https (`https://localhost:<port>` live, with a test CA the
+    /// client trusts; `https://flags.test:8030` virtual).
+    pub tls: bool,
     /// The FDv2 data system (with `mode` `fdv2`).
     pub fdv2: Fdv2Spec,
 }
@@ -226,9 +236,13 @@ impl Default for ClientConfig {
             connect_timeout_ms: 10_000,
             read_timeout_ms: 15_000,
             stream_read_timeout_ms: 300_000,
+            poll_response_timeout_ms: 60_000,
+            stream_head_timeout_ms: 30_000,
             poll_interval_ms: 30_000,
             min_poll_interval_ms: 30_000,
             application: None,
+            subscription_capacity: None,
+            tls: false,
             fdv2: Fdv2Spec::default(),
         }
     }
@@ -270,7 +284,10 @@ pub struct RespondSpec {
     #[serde(default = "ok")]
     pub status: u16,
     /// Headers; when absent, a 200 gets `Content-Type: text/event-stream; charset=utf-8`.
-    /// `{base}` in a value becomes the server's base URL.
+    /// `{base}` in a value becomes the server's base URL; `{http_base}` the same with
+    /// `http://` (a downgrade of an https base); `{other_origin}` the same server under
+    /// another host name (`localhost` for `127.0.0.1`): another origin that reaches the
+    /// same server.
     #[serde(default)]
     pub headers: Option<Vec<(String, String)>>,
     /// Body chunks.
@@ -291,6 +308,13 @@ fn ok() -> u16 {
 pub enum ChunkSpec {
     /// Text sent without delay.
     Text(String),
+    /// The texts of `repeat`, in turn, `times` times over, sent at once (a flood).
+    Repeated {
+        /// The texts.
+        repeat: Vec<String>,
+        /// How many times the whole list is sent.
+        times: usize,
+    },
     /// A chunk after a delay.
     Timed {
         /// Delay after the previous chunk (virtual ms).
@@ -330,6 +354,13 @@ impl Prepared {
     }
 }
 
+/// `base` (`scheme://host:port`) with its host replaced by `localhost`.
+fn other_origin(base: &str) -> String {
+    let (scheme, rest) = base.split_once("://").unwrap_or(("http", base));
+    let port = rest.rsplit_once(':').map_or("", |(_, p)| p);
+    format!("{scheme}://localhost:{port}")
+}
+
 impl RespondSpec {
     /// Chunks as bytes, headers with `{base}` replaced, delays scaled.
     pub fn prepare(&self, base: &str, scale: f64) -> Prepared {
@@ -338,6 +369,10 @@ impl RespondSpec {
             .iter()
             .map(|c| match c {
                 ChunkSpec::Text(t) => (Duration::ZERO, t.as_bytes().to_vec()),
+                ChunkSpec::Repeated { repeat, times } => {
+                    let one: Vec<u8> = repeat.concat().into_bytes();
+                    (Duration::ZERO, one.repeat(*times))
+                }
                 ChunkSpec::Timed {
                     delay_ms,
                     text,
@@ -355,7 +390,13 @@ impl RespondSpec {
         let mut headers: Vec<(String, String)> = match &self.headers {
             Some(h) => h
                 .iter()
-                .map(|(n, v)| (n.clone(), v.replace("{base}", base)))
+                .map(|(n, v)| {
+                    let v = v
+                        .replace("{base}", base)
+                        .replace("{http_base}", &base.replacen("https://", "http://", 1))
+                        .replace("{other_origin}", &other_origin(base));
+                    (n.clone(), v)
+                })
                 .collect(),
             None if self.status == 200 => vec![(
                 "Content-Type".into(),
@@ -418,6 +459,10 @@ pub struct Expect {
     pub no_env_id: bool,
     /// Open connections after the scripted stop (live: within 3 s).
     pub open_connections_after_stop: Option<usize>,
+    /// Live runs: a flag-change subscriber that never reads holds at most this many
+    /// changes at the end, and missed some (it lagged). The virtual runner has no
+    /// subscribers and skips this check.
+    pub stalled_subscriber_holds_at_most: Option<usize>,
     /// The data availability at the end (`defaults`, `cached`, `refreshed`).
     pub availability: Option<String>,
 }
@@ -635,6 +680,8 @@ impl Scenario {
         config.connect_timeout = scaled(c.connect_timeout_ms, scale);
         config.read_timeout = scaled(c.read_timeout_ms, scale);
         config.stream_read_timeout = scaled(c.stream_read_timeout_ms, scale);
+        config.poll_response_timeout = scaled(c.poll_response_timeout_ms, scale);
+        config.stream_head_timeout = scaled(c.stream_head_timeout_ms, scale);
         config.poll_interval = scaled(c.poll_interval_ms, scale);
         config.min_poll_interval = scaled(c.min_poll_interval_ms, scale);
     }

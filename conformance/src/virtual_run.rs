@@ -13,6 +13,9 @@ use crate::scenario::{Checkpoint, EndSpec, ObservedStatus, ReplySpec, SEED, Scen
 /// The base URL of the virtual server.
 pub const BASE: &str = "http://flags.test:8030";
 
+/// The base URL of the virtual server of a scenario with `"tls": true`.
+pub const TLS_BASE: &str = "https://flags.test:8030";
+
 /// A core status as the checks see it.
 pub fn observed_status(s: &Status) -> ObservedStatus {
     ObservedStatus {
@@ -21,12 +24,12 @@ pub fn observed_status(s: &Status) -> ObservedStatus {
     }
 }
 
-fn reply(spec: &ReplySpec) -> Reply {
+fn reply(spec: &ReplySpec, base: &str) -> Reply {
     match spec {
         ReplySpec::Refuse => Reply::Refuse,
         ReplySpec::Hang => Reply::Hang,
         ReplySpec::Respond(r) => {
-            let p = r.prepare(BASE, 1.0);
+            let p = r.prepare(base, 1.0);
             Reply::Respond(Response {
                 status: p.status,
                 headers: p.headers,
@@ -48,10 +51,11 @@ fn reply(spec: &ReplySpec) -> Reply {
 /// Run `s` under virtual time.
 pub fn run(s: &Scenario) -> Result<Observed, String> {
     let t0 = origin();
-    let system = DataSystem::new(s.core_config(BASE, 1.0), SEED, t0).map_err(|e| e.to_string())?;
+    let base = if s.config.tls { TLS_BASE } else { BASE };
+    let system = DataSystem::new(s.core_config(base, 1.0), SEED, t0).map_err(|e| e.to_string())?;
     let mut h = Harness::new(system, t0);
     for r in &s.script {
-        h.reply(reply(r));
+        h.reply(reply(r, base));
     }
     let points = s.checkpoints();
     let mut obs = Observed::for_scenario(s);

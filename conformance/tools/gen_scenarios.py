@@ -333,6 +333,32 @@ add("redirect_too_many_is_an_error", "redirect",
      "requests": [{}, {"gap_ms": [0, 0]}, {"gap_ms": [0, 0]}, {"gap_ms": [0, 0]}, {"gap_ms": [500, 1000], "target": "/all"}],
      "statuses": [st("initializing", "unknown"), st("valid", "unknown")]}, 3000)
 
+add("redirect_to_another_origin_is_refused", "redirect",
+    "A redirect to another origin (here the same server under another host name) is refused, not followed: the SDK "
+    "key goes to its own origin only. ERROR_RESPONSE with the redirect's code, then a retry at the configured URL "
+    "with backoff (A.3).",
+    [status(307, [["Location", "{other_origin}/all"]]), sse(put([("a", 1)]))],
+    {"request_count": 2, "max_requests": [{"by_ms": 400, "max": 1}],
+     "requests": [{"target": "/all"}, {"target": "/all", "gap_ms": [500, 1000]}],
+     "statuses": [st("initializing", "error_response", 307), st("valid", "error_response", 307)],
+     "initialized": True}, 3000)
+add("redirect_to_another_origin_is_refused_when_polling", "redirect",
+    "A poll redirected to another origin is refused as a stream is: the SDK key goes to its own origin only (A.3).",
+    [status(302, [["Location", "{other_origin}/sdk/latest-all"]]), poll_ok([("a", 1)])],
+    {"request_count": 2, "requests": [{"target": "/sdk/latest-all"}, {"target": "/sdk/latest-all", "at_ms": [30000, 30300]}],
+     "statuses": [st("initializing", "error_response", 302), st("valid", "error_response", 302)]}, 31000,
+    config={"mode": "polling"}, live=TENTH)
+
+add("redirect_https_to_http_is_refused", "redirect",
+    "A redirect from https to http (the same host and port) is refused as a downgrade: the SDK key is never sent "
+    "unencrypted. ERROR_RESPONSE with the redirect's code, then a retry over https with backoff (A.3). Live: the "
+    "server speaks TLS with a test CA the client trusts.",
+    [status(307, [["Location", "{http_base}/all"]]), sse(put([("a", 1)]))],
+    {"request_count": 2, "max_requests": [{"by_ms": 400, "max": 1}],
+     "requests": [{"target": "/all"}, {"target": "/all", "gap_ms": [500, 1000]}],
+     "statuses": [st("initializing", "error_response", 307), st("valid", "error_response", 307)],
+     "initialized": True}, 3000, config={"tls": True})
+
 # ---------------------------------------------------------------- timeouts (A.3, E 19)
 add("timeout_silent_stream_reconnects", "timeout",
     "A stream silent for the read timeout is dropped as NETWORK_ERROR and reconnected (A.3, E 19).",
@@ -379,6 +405,20 @@ add("backoff_server_retry_field_sets_the_delay", "backoff",
     [sse("retry: 2000\n\n", end="close"), sse(put())],
     {"request_count": 2, "max_requests": [{"by_ms": 900, "max": 1}], "requests": [{}, {"gap_ms": [1000, 2000]}]}, 2500,
     live={"time_scale": 1.0, "slack_ms": 150})
+add("backoff_server_retry_zero_does_not_spin", "backoff",
+    "A server that sends 'retry: 0' and closes every stream is reconnected to after 100 ms, 200 ms, 400 ms …: the "
+    "retry sets the base delay only, raised to a 100 ms floor, and the failure streak still doubles it (A.3). Live "
+    "runs unscaled: the value is in the body.",
+    [sse("retry: 0\n\n", end="close")] * 40,
+    {"max_requests": [{"by_ms": 3000, "max": 7}], "min_requests": [{"by_ms": 3000, "min": 4}],
+     "requests": [{}, {"gap_ms": [50, 100]}, {"gap_ms": [100, 200]}, {"gap_ms": [200, 400]}]}, 3000,
+    live={"time_scale": 1.0, "slack_ms": 150})
+add("backoff_server_retry_huge_never_raises_the_cap", "backoff",
+    "A 'retry: 1000000000000' is capped at the configured maximum delay: the client still reconnects (A.3). Live "
+    "runs unscaled: the value is in the body.",
+    [sse("retry: 1000000000000\n\n", end="close"), sse(put([("a", 1)]))],
+    {"request_count": 2, "requests": [{}, {"gap_ms": [1000, 2000]}], "initialized": True}, 3000,
+    config={"max_reconnect_delay_ms": 2000}, live={"time_scale": 1.0, "slack_ms": 150})
 add("backoff_invalid_retry_field_is_ignored", "backoff",
     "A retry field with non-digits is ignored (E 10).",
     [sse("retry: 10s\n\n", end="close"), sse(put())],
@@ -563,6 +603,31 @@ add("poll_stop_closes_and_stops_polling", "polling",
     [poll_ok([("a", 1)])],
     {"request_count": 1, "open_connections_after_stop": 0, "statuses": [st("valid", "none"), st("off", "none")]},
     90000, config=P, stop_at_ms=1000)
+
+TRICKLE = j(all_data([("a", 1)]))
+add("poll_trickling_response_ends_at_its_deadline", "polling",
+    "A poll whose body arrives one byte every 5 s is ended at the total response deadline (60 s) with NETWORK_ERROR, "
+    "and the next poll starts at once because it overran the interval (A.5).",
+    [{"respond": {"status": 200, "headers": [["Content-Type", "application/json"],
+                                             ["Content-Length", str(len(TRICKLE))]],
+                  "body": [at(5000, c) for c in TRICKLE], "end": "close"}},
+     poll_ok([("a", 2)])],
+    {"request_count": 2, "requests": [{}, {"at_ms": [60000, 60300]}],
+     "statuses": [st("initializing", "network_error", 0), st("valid", "network_error", 0)],
+     "store": [{"at_ms": 61000, "flags": {"a": 2}, "exact": True}]}, 62000,
+    config={"mode": "polling"}, live=TENTH)
+
+# ---------------------------------------------------------------- flood (issue 19)
+FLOOD = 200
+add("flood_stalled_subscriber_stays_bounded", "flood",
+    "500 puts of 200 flags each (every put changes every flag) against a flag-change subscriber that never reads: "
+    "the subscription holds at most its capacity (64) and counts what it missed, and the store ends equal to the "
+    "last put. Live runs only check the subscriber (the virtual runner has none).",
+    [sse({"repeat": [put([(f"f{i:03}", 1) for i in range(FLOOD)]), put([(f"f{i:03}", 2) for i in range(FLOOD)])],
+          "times": 250})],
+    {"request_count": 1, "initialized": True, "stalled_subscriber_holds_at_most": 64,
+     "store": [{"at_ms": 4500, "flags": {f"f{i:03}": 2 for i in range(FLOOD)}, "exact": True}]}, 5000,
+    config={"subscription_capacity": 64}, live={"time_scale": 1.0, "slack_ms": 150})
 
 # ---------------------------------------------------------------- FDv2 (B 5, C.2 FDv2 rows, E 28-38)
 def intent(code):

@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 /// Backoff settings; every value is configurable (PROTOCOL.md A.5).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BackoffConfig {
-    /// First delay of a failure streak (default 1 s). A server `retry:` replaces it.
+    /// First delay of a failure streak (default 1 s). A server `retry:` replaces it,
+    /// clamped to [`SERVER_RETRY_FLOOR`] (or this value, if lower) and to `max`.
     pub initial: Duration,
     /// Ceiling of the normal regime (default 30 s).
     pub max: Duration,
@@ -32,6 +33,12 @@ impl Default for BackoffConfig {
         }
     }
 }
+
+/// The lowest base delay a server's `retry:` field can set: 100 ms, or the configured
+/// initial delay if that is lower. A `retry: 0` from a hostile or broken server can make
+/// the client reconnect at most about ten times in its first second, then ever more
+/// slowly as the streak doubles (PROTOCOL.md A.3).
+pub const SERVER_RETRY_FLOOR: Duration = Duration::from_millis(100);
 
 /// Which regime a failure belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,8 +68,11 @@ pub enum Regime {
 pub struct Backoff {
     config: BackoffConfig,
     rng: fastrand::Rng,
-    /// Base of the last delay in the current streak, and its regime.
-    last: Option<(Regime, Duration)>,
+    /// The base delay of a normal-regime streak: the configured initial delay, or
+    /// what the server's `retry:` set it to.
+    base: Duration,
+    /// The current streak: its regime and how many delays it has handed out.
+    streak: Option<(Regime, u32)>,
     /// When the current connection became healthy.
     connected_at: Option<Instant>,
 }
@@ -71,9 +81,10 @@ impl Backoff {
     /// A backoff whose jitter is drawn from a PRNG seeded with `seed`.
     pub fn new(config: BackoffConfig, seed: u64) -> Self {
         Self {
+            base: config.initial,
             config,
             rng: fastrand::Rng::with_seed(seed),
-            last: None,
+            streak: None,
             connected_at: None,
         }
     }
@@ -83,27 +94,39 @@ impl Backoff {
         &self.config
     }
 
+    /// The base delay of a normal-regime streak now (the first delay of a streak,
+    /// before jitter): the configured initial delay unless the server's `retry:`
+    /// changed it.
+    pub fn base(&self) -> Duration {
+        self.base
+    }
+
     /// A connection succeeded at `now`.
     pub fn on_connected(&mut self, now: Instant) {
         self.connected_at = Some(now);
-        if matches!(self.last, Some((Regime::Extended, _))) {
+        if matches!(self.streak, Some((Regime::Extended, _))) {
             // Any success leaves the extended regime.
-            self.last = None;
+            self.streak = None;
         }
     }
 
-    /// The server sent `retry:` with this delay: it becomes the base delay.
+    /// The server sent `retry:` with this delay: it becomes the base delay, clamped to
+    /// [`SERVER_RETRY_FLOOR`] (or the configured initial delay, if lower) and to the
+    /// configured maximum (PROTOCOL.md A.3).
+    ///
+    /// It changes the base only: the failure streak goes on (the next delay is the new
+    /// base doubled once per failure so far), the maximum stays, and jitter still
+    /// applies. So a server that sends `retry:` and closes every stream is reconnected
+    /// to no faster than one that sends nothing, `retry: 0` cannot make the client spin,
+    /// and a huge `retry:` cannot stop it reconnecting.
     pub fn set_initial(&mut self, initial: Duration) {
-        self.config.initial = initial;
-        self.config.max = self.config.max.max(initial);
-        if matches!(self.last, Some((Regime::Normal, _))) {
-            self.last = None;
-        }
+        let floor = SERVER_RETRY_FLOOR.min(self.config.initial);
+        self.base = initial.max(floor).min(self.config.max.max(floor));
     }
 
     /// Forget the streak.
     pub fn reset(&mut self) {
-        self.last = None;
+        self.streak = None;
     }
 
     /// The delay before the next attempt after a failure at `now`, measured from `now`.
@@ -111,17 +134,18 @@ impl Backoff {
         if let Some(at) = self.connected_at.take()
             && now.saturating_duration_since(at) >= self.config.reset_after
         {
-            self.last = None;
+            self.streak = None;
         }
         let (initial, max) = match regime {
-            Regime::Normal => (self.config.initial, self.config.max),
+            Regime::Normal => (self.base, self.config.max.max(self.base)),
             Regime::Extended => (self.config.extended_initial, self.config.extended_max),
         };
-        let base = match self.last {
-            Some((r, prev)) if r == regime => prev.saturating_mul(2).min(max),
-            _ => initial,
+        let failures = match self.streak {
+            Some((r, n)) if r == regime => n,
+            _ => 0,
         };
-        self.last = Some((regime, base));
+        self.streak = Some((regime, failures.saturating_add(1)));
+        let base = initial.saturating_mul(1u32 << failures.min(31)).min(max);
         let jitter = self.config.jitter.clamp(0.0, 1.0) * self.rng.f64();
         base.mul_f64(1.0 - jitter)
     }
@@ -206,12 +230,56 @@ mod tests {
     }
 
     #[test]
-    fn server_retry_becomes_the_base() {
+    fn server_retry_becomes_the_base_of_the_next_streak() {
         let mut b = no_jitter();
         let t = crate::testing::origin();
-        b.next_delay(t, Regime::Normal);
         b.set_initial(Duration::from_millis(5000));
         assert_eq!(b.next_delay(t, Regime::Normal), secs(5));
         assert_eq!(b.next_delay(t, Regime::Normal), secs(10));
+    }
+
+    /// A `retry:` in the middle of a streak changes its base, not its length: the
+    /// third failure waits four times the base, as it would have without it.
+    #[test]
+    fn server_retry_never_resets_the_streak() {
+        let mut b = no_jitter();
+        let t = crate::testing::origin();
+        assert_eq!(b.next_delay(t, Regime::Normal), secs(1));
+        b.set_initial(secs(1));
+        assert_eq!(b.next_delay(t, Regime::Normal), secs(2));
+        b.set_initial(secs(1));
+        assert_eq!(b.next_delay(t, Regime::Normal), secs(4));
+    }
+
+    /// `retry: 0` is raised to the floor, and the streak still doubles from there.
+    #[test]
+    fn server_retry_of_zero_is_raised_to_the_floor() {
+        let mut b = no_jitter();
+        let t = crate::testing::origin();
+        b.set_initial(Duration::ZERO);
+        let got: Vec<_> = (0..4).map(|_| b.next_delay(t, Regime::Normal)).collect();
+        assert_eq!(got, [100, 200, 400, 800].map(Duration::from_millis));
+        // A configured initial delay below the floor is the floor.
+        let mut b = Backoff::new(
+            BackoffConfig {
+                initial: Duration::from_millis(10),
+                jitter: 0.0,
+                ..Default::default()
+            },
+            1,
+        );
+        b.set_initial(Duration::ZERO);
+        assert_eq!(b.next_delay(t, Regime::Normal), Duration::from_millis(10));
+    }
+
+    /// A huge `retry:` is capped at the configured maximum: it never raises the cap.
+    #[test]
+    fn server_retry_never_raises_the_cap() {
+        let mut b = no_jitter();
+        let t = crate::testing::origin();
+        b.set_initial(Duration::from_millis(1_000_000_000_000));
+        assert_eq!(b.next_delay(t, Regime::Normal), secs(30));
+        assert_eq!(b.next_delay(t, Regime::Normal), secs(30));
+        assert_eq!(b.config().max, secs(30));
     }
 }

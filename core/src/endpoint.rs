@@ -121,6 +121,24 @@ impl Url {
         }
     }
 
+    /// Scheme, host and port are the same: `other` is on this URL's origin (RFC 6454),
+    /// where request credentials may go (PROTOCOL.md A.3). Host names compare without
+    /// regard to ASCII case.
+    pub fn same_origin(&self, other: &Self) -> bool {
+        self.endpoint.tls == other.endpoint.tls
+            && self.endpoint.port == other.endpoint.port
+            && self
+                .endpoint
+                .host
+                .eq_ignore_ascii_case(&other.endpoint.host)
+    }
+
+    /// `scheme://host[:port]`, for messages (no path, query or user info).
+    pub fn origin(&self) -> String {
+        let scheme = if self.endpoint.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.endpoint.host_header())
+    }
+
     /// This URL with `path` appended and `query` pairs added (form-URL-encoded).
     pub fn with_path(&self, path: &str, query: &[(&str, &str)]) -> Self {
         let mut q = self.query.clone().unwrap_or_default();
@@ -252,5 +270,15 @@ mod tests {
         );
         assert_eq!(u.join("https://b/x").unwrap().to_string(), "https://b/x");
         assert_eq!(u.join("//c:5/y").unwrap().to_string(), "http://c:5/y");
+    }
+
+    #[test]
+    fn same_origin_is_scheme_host_and_port() {
+        let u = Url::parse("https://Sdk.Test/all").unwrap();
+        assert!(u.same_origin(&Url::parse("https://sdk.test:443/moved?x").unwrap()));
+        assert!(!u.same_origin(&Url::parse("http://sdk.test:443/all").unwrap()));
+        assert!(!u.same_origin(&Url::parse("https://sdk.test:444/all").unwrap()));
+        assert!(!u.same_origin(&Url::parse("https://other.test/all").unwrap()));
+        assert_eq!(u.origin(), "https://Sdk.Test");
     }
 }

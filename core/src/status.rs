@@ -75,6 +75,18 @@ pub enum Cause {
     ContentType(String),
     /// A redirect without a usable `Location`, or too many redirects.
     Redirect,
+    /// A redirect that would have taken the request, and the SDK key in it, off its
+    /// origin was refused (PROTOCOL.md A.3): the SDK key is sent to the origin it was
+    /// configured for only, and never from `https` to `http`.
+    RedirectRefused {
+        /// Why it was refused.
+        refusal: RedirectRefusal,
+        /// The origin (`scheme://host[:port]`) the redirect named.
+        to: String,
+    },
+    /// A poll's whole response, or a stream's response head, did not arrive within its
+    /// total deadline, however steadily bytes trickled in (PROTOCOL.md A.5).
+    ResponseTimeout,
     /// A poll was answered `304 Not Modified` although it sent no `If-None-Match`:
     /// there is no cached data it could confirm (PROTOCOL.md B §2.2).
     UnexpectedNotModified,
@@ -88,6 +100,58 @@ pub enum Cause {
     Fdv2(crate::fdv2::Error),
     /// The persistent store failed.
     Store,
+    /// The persistent store failed, and the driver said how.
+    StoreFault(StoreFault),
+}
+
+/// How a persistent store failed, as the driver reports it
+/// ([`crate::Input::StoreFault`]): the kind and the store's message (which never holds
+/// a password).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreFault {
+    /// What kind of failure.
+    pub kind: StoreFaultKind,
+    /// The store's description.
+    pub message: String,
+}
+
+/// What kind of persistent-store failure a [`StoreFault`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreFaultKind {
+    /// The store cannot be reached, or the connection broke or timed out.
+    Unreachable,
+    /// The store refused the credentials (a wrong or missing password): permanent.
+    Authentication,
+    /// The store's settings cannot work (a missing database, a malformed URL):
+    /// permanent.
+    Configuration,
+    /// The store answered with an error (a wrong key type, …).
+    Backend,
+    /// Another writer got in between every attempt of an upsert.
+    Contended,
+    /// The store lost data this process wrote (restarted empty, or from an older
+    /// save).
+    DataLost,
+}
+
+impl StoreFaultKind {
+    /// A failure that will not clear by waiting: someone must change a setting.
+    pub fn is_permanent(self) -> bool {
+        matches!(self, Self::Authentication | Self::Configuration)
+    }
+
+    /// The kind as a lowercase word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unreachable => "unreachable",
+            Self::Authentication => "authentication",
+            Self::Configuration => "configuration",
+            Self::Backend => "backend",
+            Self::Contended => "contended",
+            Self::DataLost => "data lost",
+        }
+    }
 }
 
 impl fmt::Display for Cause {
@@ -101,6 +165,23 @@ impl fmt::Display for Cause {
             Self::ConnectTimeout => f.write_str("connect timed out"),
             Self::ContentType(ct) => write!(f, "unexpected content type {ct:?}"),
             Self::Redirect => f.write_str("bad or too many redirects"),
+            Self::RedirectRefused {
+                refusal: RedirectRefusal::Downgrade,
+                to,
+            } => write!(
+                f,
+                "redirect from https to {to} refused: the SDK key is never sent unencrypted"
+            ),
+            Self::RedirectRefused {
+                refusal: RedirectRefusal::CrossOrigin,
+                to,
+            } => write!(
+                f,
+                "redirect to another origin ({to}) refused: the SDK key is sent to its own origin only"
+            ),
+            Self::ResponseTimeout => {
+                f.write_str("the response did not complete within its deadline")
+            }
             Self::UnexpectedNotModified => {
                 f.write_str("not modified (304) to a poll that sent no If-None-Match")
             }
@@ -109,8 +190,24 @@ impl fmt::Display for Cause {
             Self::Fdv1(e) => e.fmt(f),
             Self::Fdv2(e) => e.fmt(f),
             Self::Store => f.write_str("the persistent store failed"),
+            Self::StoreFault(fault) => write!(
+                f,
+                "the persistent store failed ({}): {}",
+                fault.kind.as_str(),
+                fault.message
+            ),
         }
     }
+}
+
+/// Why a redirect was refused ([`Cause::RedirectRefused`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RedirectRefusal {
+    /// From `https` to `http`.
+    Downgrade,
+    /// To another scheme, host or port.
+    CrossOrigin,
 }
 
 /// A failure as the status reports it.

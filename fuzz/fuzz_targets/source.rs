@@ -83,6 +83,7 @@ fn build(kind: &Kind) -> Source {
                     interval: Duration::from_secs(30),
                     connect_timeout: Duration::from_secs(10),
                     read_timeout: Duration::from_secs(15),
+                    response_timeout: Duration::from_secs(60),
                     unrecoverable: if *stop_policy {
                         UnrecoverablePolicy::Stop
                     } else {

@@ -32,6 +32,7 @@ pub(crate) mod writer;
 use std::fmt::Debug;
 
 use bytes::Bytes;
+pub use flagsync_core::status::{StoreFault, StoreFaultKind};
 pub use flagsync_core::store::Item;
 use flagsync_core::{Kind, store};
 pub use flagsync_core::{PersistenceConfig, StoreMode, StoreStatus};
@@ -55,7 +56,7 @@ pub const MAX_UPSERT_ATTEMPTS: u32 = 10;
 ///   ends up empty. Tombstones are written too (as tombstones).
 /// - [`get`](Self::get) and [`all`](Self::all) return what is stored **including
 ///   tombstones** (the version rules need them); an item that cannot be decoded is left
-///   out (and logged at `debug`).
+///   out, logged at `warn` and counted ([`skipped_items`](Self::skipped_items)).
 /// - [`upsert`](Self::upsert) writes the item unless the store holds the same key at
 ///   the same or a higher version (a tombstone counts). It says which happened.
 /// - [`initialized`](Self::initialized) is true once any process ran `init` on this
@@ -95,6 +96,23 @@ pub trait PersistentStore: Send + Sync + Debug + 'static {
 
     /// True if the store answers now. Never fails.
     fn is_available(&self) -> BoxFuture<'_, bool>;
+
+    /// True if the store still holds every write made through this value, as far as
+    /// it can tell: false for a store that lost its data (restarted empty, or rolled
+    /// back to an older save). The writer asks it between writes and, on false, writes
+    /// the whole data set again. The default is [`initialized`](Self::initialized)
+    /// (a store without `$inited` lost its data set); `RedisStore` also counts its own
+    /// writes in the store, in the same transaction as each write.
+    fn holds_writes(&self) -> BoxFuture<'_, Result<bool, StoreError>> {
+        self.initialized()
+    }
+
+    /// How many stored items could not be decoded and were skipped in the latest whole
+    /// read of each kind (default 0: the store does not count). Skipped items are
+    /// logged at `warn` as they are read.
+    fn skipped_items(&self) -> u64 {
+        0
+    }
 }
 
 /// What an upsert did.
@@ -128,9 +146,34 @@ pub enum StoreError {
         /// Attempts made ([`MAX_UPSERT_ATTEMPTS`]).
         attempts: u32,
     },
-    /// The store's settings cannot work (for example, a malformed URL).
+    /// The store's settings cannot work (for example, a malformed URL, or a database
+    /// that does not exist).
     #[error("invalid persistent store settings: {0}")]
     Config(String),
+    /// The store refused the credentials (a wrong or missing password).
+    #[error("persistent store authentication failed: {0}")]
+    Auth(String),
+}
+
+impl StoreError {
+    /// The failure as the data-source status reports it (kind and message; never a
+    /// password).
+    pub fn fault(&self) -> flagsync_core::status::StoreFault {
+        use flagsync_core::status::{StoreFault, StoreFaultKind};
+        let (kind, message) = match self {
+            Self::Unreachable(m) => (StoreFaultKind::Unreachable, m.clone()),
+            Self::Backend(m) => (StoreFaultKind::Backend, m.clone()),
+            Self::Contended { .. } => (StoreFaultKind::Contended, self.to_string()),
+            Self::Config(m) => (StoreFaultKind::Configuration, m.clone()),
+            Self::Auth(m) => (StoreFaultKind::Authentication, m.clone()),
+        };
+        StoreFault { kind, message }
+    }
+
+    /// A failure that will not clear by waiting (authentication, settings).
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, Self::Auth(_) | Self::Config(_))
+    }
 }
 
 /// The bytes to store for `item`: its raw JSON, or for a tombstone the placeholder the
@@ -151,12 +194,12 @@ pub fn stored_json(item: &Item) -> Bytes {
 }
 
 /// Decode stored JSON of `kind` (any of the three tombstone shapes, PROTOCOL.md A.1);
-/// `None`, logged at `debug`, if it is not an item.
+/// `None`, logged at `warn`, if it is not an item.
 pub(crate) fn decode_stored(kind: Kind, key: &str, raw: Bytes) -> Option<Item> {
     match store::decode(kind, raw) {
         Ok(d) => Some(d.item),
         Err(error) => {
-            tracing::debug!(%kind, key, %error, "skipping an undecodable stored item");
+            tracing::warn!(%kind, key, %error, "skipping an undecodable stored item");
             None
         }
     }

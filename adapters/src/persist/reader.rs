@@ -6,8 +6,11 @@
 //! answer.
 //!
 //! The answer is read at once, then again every cache TTL (every second with the cache
-//! off; never again with an infinite TTL) until the store says it is initialized,
-//! which is latched.
+//! off or infinite) until the store says it is initialized, which is latched. A failed
+//! read is not a load: waiting for initialization goes on until a read finds the store
+//! initialized (or the caller's timeout), so a reader started while the store is down
+//! becomes ready once it is back; then the core is told ([`StoreReport::Initialized`]:
+//! daemon mode reports VALID).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,11 +26,10 @@ use crate::runtime::{Runtime, race};
 const RETRY: Duration = Duration::from_secs(1);
 
 /// How often `$inited` is read again while the store says it is not initialized.
-pub(crate) fn refresh_interval(ttl: CacheTtl) -> Option<Duration> {
+pub(crate) fn refresh_interval(ttl: CacheTtl) -> Duration {
     match ttl {
-        CacheTtl::Expires(d) => Some(d),
-        CacheTtl::Disabled => Some(Duration::from_secs(1)),
-        CacheTtl::Infinite => None,
+        CacheTtl::Expires(d) => d,
+        CacheTtl::Disabled | CacheTtl::Infinite => Duration::from_secs(1),
     }
 }
 
@@ -56,17 +58,27 @@ pub(crate) async fn run(
             }
         }
         let next = match store.initialized().await {
+            Ok(true) if listed || published.store_view().is_none() => {
+                published.set_store_initialized(true);
+                // The first successful read that found data: waiting ends, and the
+                // core learns the store holds a data set.
+                published.store_load_done();
+                let _ = inbox.send(Msg::Store(StoreReport::Initialized)).await;
+                None
+            }
             Ok(inited) => {
                 published.set_store_initialized(inited);
-                if inited { None } else { refresh }
+                // Initialized but not yet listed: list again soon.
+                Some(if inited { refresh.min(RETRY) } else { refresh })
             }
             Err(error) => {
                 tracing::debug!(%error, "reading the persistent store failed");
-                let _ = inbox.send(Msg::Store(StoreReport::Failed)).await;
-                Some(refresh.map_or(RETRY, |r| r.min(RETRY)))
+                let _ = inbox
+                    .send(Msg::Store(StoreReport::Failed(error.fault())))
+                    .await;
+                Some(refresh.min(RETRY))
             }
         };
-        published.store_load_done();
         let stopped = match next {
             Some(every) => race(stop.recv(), rt.sleep_until(rt.now() + every))
                 .await
@@ -92,12 +104,9 @@ mod tests {
     fn refresh_follows_the_cache_ttl() {
         assert_eq!(
             refresh_interval(CacheTtl::Expires(Duration::from_secs(15))),
-            Some(Duration::from_secs(15))
+            Duration::from_secs(15)
         );
-        assert_eq!(
-            refresh_interval(CacheTtl::Disabled),
-            Some(Duration::from_secs(1))
-        );
-        assert_eq!(refresh_interval(CacheTtl::Infinite), None);
+        assert_eq!(refresh_interval(CacheTtl::Disabled), Duration::from_secs(1));
+        assert_eq!(refresh_interval(CacheTtl::Infinite), Duration::from_secs(1));
     }
 }

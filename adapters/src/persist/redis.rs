@@ -8,6 +8,12 @@
 //! | `<prefix>:features` | hash | flag key → flag JSON |
 //! | `<prefix>:segments` | hash | segment key → segment JSON |
 //! | `<prefix>:$inited` | string | present once a full data set was written |
+//! | `<prefix>:$flagsync:<id>` | string | flagsync only: how many writes the writing process `<id>` made (expires after 7 days) |
+//!
+//! The last key is flagsync's own: each writing process counts its writes there, in
+//! the same transaction as each write, so it can tell that the store lost some of them
+//! (a Redis restarted from an older save still holds `$inited`). Other SDKs never read
+//! it.
 //!
 //! The default prefix is `launchdarkly`. Tombstones are written in the Go SDK's shape
 //! (`{"key":"$deleted","version":N,"deleted":true}`); all three shapes are read.
@@ -22,6 +28,7 @@
 //! async-std) elsewhere; nothing of either appears in this API.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -36,6 +43,9 @@ use crate::runtime::BoxFuture;
 
 /// The default key prefix of every LaunchDarkly SDK.
 pub const DEFAULT_PREFIX: &str = "launchdarkly";
+
+/// How long a writer's count of its writes lives after its last write.
+const MARKER_TTL_SECS: u64 = 7 * 24 * 3600;
 
 /// Fields per `HSET` in an init: large enough to keep the command count low, small
 /// enough that no single command is huge.
@@ -107,6 +117,9 @@ impl RedisStoreBuilder {
         let info = client.get_connection_info();
         let target = format!("{}/{}", info.addr(), info.redis_settings().db());
         Ok(RedisStore {
+            marker: format!("{}:$flagsync:{:016x}", self.prefix, fastrand::u64(..)),
+            writes: AtomicU64::new(0),
+            skipped: [AtomicU64::new(0), AtomicU64::new(0)],
             keys: Keys::new(&self.prefix),
             prefix: self.prefix,
             target,
@@ -115,6 +128,7 @@ impl RedisStoreBuilder {
                 config,
                 tx,
                 rx,
+                epoch: AtomicU64::new(0),
             },
         })
     }
@@ -163,6 +177,12 @@ pub struct RedisStore {
     target: String,
     keys: Keys,
     pool: Pool,
+    /// This store's count of its writes (`<prefix>:$flagsync:<id>`).
+    marker: String,
+    /// Writes made through this store; 0 before the first.
+    writes: AtomicU64,
+    /// Undecodable items skipped in the latest whole read of segments and flags.
+    skipped: [AtomicU64; 2],
 }
 
 impl fmt::Debug for RedisStore {
@@ -239,8 +259,11 @@ impl RedisStore {
             pipe.hset_multiple(self.keys.of(k), &batch).ignore();
         }
         pipe.set(&self.keys.inited, "").ignore();
+        let n = self.writes.load(Ordering::Acquire) + 1;
+        pipe.set_ex(&self.marker, n, MARKER_TTL_SECS).ignore();
         let result: Result<(), _> = pipe.query_async(conn.get()).await;
         conn.check(result)?;
+        self.writes.store(n, Ordering::Release);
         tracing::debug!(target_db = %self.target, items = items.len(), "redis init");
         Ok(())
     }
@@ -256,11 +279,22 @@ impl RedisStore {
     async fn all_items(&self, kind: Kind) -> Result<Vec<(String, Item)>, StoreError> {
         let mut conn = self.pool.get().await?;
         let result: Result<Vec<(String, Bytes)>, _> = conn.get().hgetall(self.keys.of(kind)).await;
-        Ok(conn
-            .check(result)?
+        let stored = conn.check(result)?;
+        let total = stored.len();
+        let items: Vec<(String, Item)> = stored
             .into_iter()
             .filter_map(|(key, raw)| decode_stored(kind, &key, raw).map(|item| (key, item)))
-            .collect())
+            .collect();
+        let skipped = (total - items.len()) as u64;
+        let slot = match kind {
+            Kind::Segment => 0,
+            Kind::Flag => 1,
+        };
+        self.skipped[slot].store(skipped, Ordering::Relaxed);
+        if skipped > 0 {
+            tracing::warn!(%kind, skipped, total, "undecodable items in redis were skipped");
+        }
+        Ok(items)
     }
 
     async fn upsert_item(
@@ -287,11 +321,17 @@ impl RedisStore {
                 conn.check(unwatched)?;
                 return Ok(Upserted::Rejected { stored });
             }
+            let n = self.writes.load(Ordering::Acquire) + 1;
             let mut pipe = redis::pipe();
-            pipe.atomic().hset(hash, key, json.as_ref()).ignore();
+            pipe.atomic()
+                .hset(hash, key, json.as_ref())
+                .ignore()
+                .set_ex(&self.marker, n, MARKER_TTL_SECS)
+                .ignore();
             // `None`: EXEC answered nil, a watched key changed. Try again.
             let exec: Result<Option<()>, _> = pipe.query_async(conn.get()).await;
             if conn.check(exec)?.is_some() {
+                self.writes.store(n, Ordering::Release);
                 return Ok(Upserted::Written);
             }
             tracing::debug!(%kind, key, attempt, "redis upsert raced another writer; retrying");
@@ -305,6 +345,20 @@ impl RedisStore {
         let mut conn = self.pool.get().await?;
         let result: Result<bool, _> = conn.get().exists(&self.keys.inited).await;
         conn.check(result)
+    }
+
+    /// `$inited` is there and this store's count of its writes is the last one made.
+    async fn holds_own_writes(&self) -> Result<bool, StoreError> {
+        let made = self.writes.load(Ordering::Acquire);
+        if made == 0 {
+            return self.inited().await;
+        }
+        let mut conn = self.pool.get().await?;
+        let mut pipe = redis::pipe();
+        pipe.exists(&self.keys.inited).get(&self.marker);
+        let result: Result<(bool, Option<u64>), _> = pipe.query_async(conn.get()).await;
+        let (inited, counted) = conn.check(result)?;
+        Ok(inited && counted.is_some_and(|c| c >= made))
     }
 }
 
@@ -341,6 +395,14 @@ impl PersistentStore for RedisStore {
         Box::pin(self.inited())
     }
 
+    fn holds_writes(&self) -> BoxFuture<'_, Result<bool, StoreError>> {
+        Box::pin(self.holds_own_writes())
+    }
+
+    fn skipped_items(&self) -> u64 {
+        self.skipped.iter().map(|n| n.load(Ordering::Relaxed)).sum()
+    }
+
     fn is_available(&self) -> BoxFuture<'_, bool> {
         Box::pin(async move {
             let available = self.inited().await.is_ok();
@@ -355,9 +417,25 @@ struct Pool {
     client: redis::Client,
     config: redis::AsyncConnectionConfig,
     /// Slots: a connection, or `None` for one not opened yet (or dropped after a failure).
-    tx: async_channel::Sender<Option<MultiplexedConnection>>,
-    rx: async_channel::Receiver<Option<MultiplexedConnection>>,
+    tx: async_channel::Sender<Option<Pooled>>,
+    rx: async_channel::Receiver<Option<Pooled>>,
+    /// Bumped when a connection fails to reach the server: every connection opened
+    /// before is dropped instead of reused (they all went to the same server).
+    epoch: AtomicU64,
 }
+
+/// An open connection in its slot.
+struct Pooled {
+    conn: MultiplexedConnection,
+    epoch: u64,
+    /// When it last answered.
+    used: std::time::Instant,
+}
+
+/// A connection idle this long is checked with a `PING` before it is reused: after a
+/// restart of Redis each pooled connection is dead, and without the check each would
+/// fail one operation (each reported as an outage).
+const IDLE_CHECK: Duration = Duration::from_millis(500);
 
 impl Pool {
     async fn get(&self) -> Result<Lent<'_>, StoreError> {
@@ -367,42 +445,81 @@ impl Pool {
             .await
             .map_err(|_| StoreError::Unreachable("connection pool closed".into()))?;
         let mut lent = Lent {
-            conn: slot,
+            conn: None,
             pool: self,
         };
+        if let Some(mut pooled) = slot {
+            let current = pooled.epoch == self.epoch.load(Ordering::Acquire);
+            let alive = current
+                && (pooled.used.elapsed() < IDLE_CHECK
+                    || redis::cmd("PING")
+                        .query_async::<()>(&mut pooled.conn)
+                        .await
+                        .is_ok());
+            if alive {
+                lent.conn = Some(pooled);
+            } else {
+                tracing::debug!("redis: a pooled connection is stale; opening a new one");
+            }
+        }
         if lent.conn.is_none() {
+            let epoch = self.epoch.load(Ordering::Acquire);
             let conn = self
                 .client
                 .get_multiplexed_async_connection_with_config(&self.config)
                 .await
-                .map_err(map_error)?;
-            lent.conn = Some(conn);
+                .map_err(|e| self.failed(e))?;
+            lent.conn = Some(Pooled {
+                conn,
+                epoch,
+                used: std::time::Instant::now(),
+            });
         }
         Ok(lent)
+    }
+
+    /// A connection failed with `e`: if the server is unreachable, no pooled
+    /// connection is reused.
+    fn failed(&self, e: redis::RedisError) -> StoreError {
+        let error = map_error(e);
+        if matches!(error, StoreError::Unreachable(_)) {
+            self.epoch.fetch_add(1, Ordering::AcqRel);
+        }
+        error
     }
 }
 
 /// A connection lent by the [`Pool`]; it goes back when dropped (or its slot does,
 /// empty, after a failure).
 struct Lent<'a> {
-    conn: Option<MultiplexedConnection>,
+    conn: Option<Pooled>,
     pool: &'a Pool,
 }
 
 impl Lent<'_> {
     fn get(&mut self) -> &mut MultiplexedConnection {
-        self.conn
+        &mut self
+            .conn
             .as_mut()
             .expect("a lent connection is open until dropped")
+            .conn
     }
 
     /// Pass `result` on; after a failure the connection is not reused (it may be
     /// broken, or hold a `WATCH`).
     fn check<T>(&mut self, result: redis::RedisResult<T>) -> Result<T, StoreError> {
-        result.map_err(|e| {
-            self.conn = None;
-            map_error(e)
-        })
+        match result {
+            Ok(v) => {
+                if let Some(p) = self.conn.as_mut() {
+                    p.used = std::time::Instant::now();
+                }
+                Ok(v)
+            }
+            Err(e) => {
+                self.conn = None;
+                Err(self.pool.failed(e))
+            }
+        }
     }
 }
 
@@ -415,10 +532,25 @@ impl Drop for Lent<'_> {
 
 fn map_error(e: redis::RedisError) -> StoreError {
     // A RedisError's text holds the server's message or the I/O error, never the URL.
-    if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal() {
-        StoreError::Unreachable(e.to_string())
+    let text = e.to_string();
+    let code = e.code().unwrap_or_default();
+    if matches!(e.kind(), redis::ErrorKind::AuthenticationFailed)
+        || matches!(code, "NOAUTH" | "WRONGPASS")
+        || text.contains("NOAUTH")
+        || text.contains("WRONGPASS")
+        || text.contains("invalid password")
+    {
+        StoreError::Auth(text)
+    } else if text.contains("DB index is out of range") || text.contains("invalid DB index") {
+        StoreError::Config(text)
+    } else if e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+    {
+        StoreError::Unreachable(text)
     } else {
-        StoreError::Backend(e.to_string())
+        StoreError::Backend(text)
     }
 }
 

@@ -167,7 +167,9 @@ impl State {
         changed
     }
 
-    /// Set one entry; the key of a flag whose reading changed.
+    /// Set one entry; the key of a flag whose reading changed. A key read for the first
+    /// time is compared with the listing (the first one is made before the client is
+    /// ready): the same item read again is not a change.
     fn set(&mut self, kind: Kind, key: &str, item: Option<Item>, at: Instant) -> Option<String> {
         let old = self.entries[slot(kind)].insert(
             key.to_owned(),
@@ -176,7 +178,10 @@ impl State {
                 at,
             },
         );
-        let old = old.and_then(|e| e.item);
+        let old = match old {
+            Some(e) => e.item,
+            None => self.lists[slot(kind)].get(key).cloned(),
+        };
         (kind == Kind::Flag && differs(old.as_ref(), item.as_ref())).then(|| key.to_owned())
     }
 
@@ -310,6 +315,11 @@ impl StoreView {
         changed
     }
 
+    /// This process has written a full data set to the store.
+    pub(crate) fn has_written(&self) -> bool {
+        self.lock().reset_at.is_some()
+    }
+
     /// This process wrote a full data set: it replaces every entry.
     pub(crate) fn wrote_all(&self, items: &[(Kind, String, Item)]) {
         let at = Instant::now();
@@ -347,15 +357,26 @@ impl StoreView {
 enum Answer {
     Item(Option<Item>),
     All(Vec<(String, Item)>),
+    /// The store holds no data set (`$inited` is missing: it lost its data, or was
+    /// never written): the answer is dropped and the view keeps what it holds.
+    NotInitialized,
 }
 
 async fn answer(store: &CachingStore, fetch: &Fetch) -> Result<Answer, StoreError> {
     // The store itself, not its cache: the view is the cache of these reads.
     let inner = store.inner();
-    Ok(match fetch {
+    let answer = match fetch {
         Fetch::Item(kind, key) => Answer::Item(inner.get(*kind, key).await?),
         Fetch::All(kind) => Answer::All(inner.all(*kind).await?),
-    })
+    };
+    // An answer that could remove what the view holds counts only from a store that
+    // holds a data set: a store without `$inited` (a Redis restarted empty) is "not
+    // initialized", never an empty data set (issue 19).
+    let removes = matches!(answer, Answer::Item(None) | Answer::All(_));
+    if removes && !inner.initialized().await? {
+        return Ok(Answer::NotInitialized);
+    }
+    Ok(answer)
 }
 
 /// Answer the view's fetch requests, one at a time, until `stop` closes (the hand-over
@@ -371,6 +392,8 @@ pub(crate) async fn run(
     inbox: async_channel::Sender<Msg<Command>>,
     _guard: Arc<TaskGuard>,
 ) {
+    // The store was last found without a data set (reported once per loss).
+    let mut lost = false;
     loop {
         let fetch = match race(requests.recv(), stop.recv()).await {
             Ok(Ok(fetch)) => fetch,
@@ -378,11 +401,34 @@ pub(crate) async fn run(
         };
         let started = Instant::now();
         let changed = match answer(&store, &fetch).await {
-            Ok(a) => view.fetched(&fetch, a, started),
+            Ok(Answer::NotInitialized) => {
+                if !lost && published.initialized() {
+                    lost = true;
+                    tracing::warn!(
+                        "the persistent store holds no data set ($inited is missing): \
+                         serving the data last read until it is written again"
+                    );
+                    let _ = inbox
+                        .send(Msg::Store(StoreReport::Failed(
+                            flagsync_core::status::StoreFault {
+                                kind: flagsync_core::status::StoreFaultKind::DataLost,
+                                message: "$inited is missing".into(),
+                            },
+                        )))
+                        .await;
+                }
+                view.fetched(&fetch, Answer::NotInitialized, started)
+            }
+            Ok(a) => {
+                lost = false;
+                view.fetched(&fetch, a, started)
+            }
             Err(error) => {
                 tracing::debug!(%error, "reading the persistent store failed");
                 view.lock().pending.remove(&fetch);
-                let _ = inbox.send(Msg::Store(StoreReport::Failed)).await;
+                let _ = inbox
+                    .send(Msg::Store(StoreReport::Failed(error.fault())))
+                    .await;
                 Vec::new()
             }
         };

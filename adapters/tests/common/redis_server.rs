@@ -160,7 +160,18 @@ impl RedisServer {
         }
     }
 
-    /// Start it again on the same port, empty (nothing was saved).
+    /// Send `signal` (`"STOP"`, `"CONT"`) to the server process.
+    #[allow(dead_code, reason = "not every test binary stalls the server")]
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -{signal} {pid}");
+    }
+
+    /// Start it again on the same port: empty, or with what `SAVE` last wrote.
     pub fn restart(&mut self) {
         self.stop();
         assert!(self.spawn(), "redis-server did not restart");

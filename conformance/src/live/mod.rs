@@ -97,9 +97,18 @@ pub const SETTLE: Duration = Duration::from_millis(20);
 /// Run `s` live on `rt`.
 pub async fn run(s: &Scenario, rt: Arc<dyn Runtime>, timing: Timing) -> Result<Observed, String> {
     let scale = timing.scale;
-    let server = ScriptServer::start(&s.script, scale).map_err(|e| e.to_string())?;
+    let server = ScriptServer::start(&s.script, scale, s.config.tls).map_err(|e| e.to_string())?;
     let base = server.base();
-    let client = Client::builder(SDK_KEY)
+    let mut builder = Client::builder(SDK_KEY);
+    if let Some(capacity) = s.config.subscription_capacity {
+        builder = builder.subscription_capacity(capacity);
+    }
+    if let Some(ca) = server.ca_pem() {
+        builder = builder
+            .tls_built_in_roots(false)
+            .add_root_certificate_pem(ca.as_bytes().to_vec());
+    }
+    let client = builder
         .stream_uri(base.clone())
         .polling_uri(base)
         .runtime(rt.clone())
@@ -116,6 +125,11 @@ pub async fn run(s: &Scenario, rt: Arc<dyn Runtime>, timing: Timing) -> Result<O
         .build()
         .map_err(|e| e.to_string())?;
     let statuses = client.status_changes();
+    // A subscriber that never reads, for `stalled_subscriber_holds_at_most`.
+    let stalled = s
+        .expect
+        .stalled_subscriber_holds_at_most
+        .map(|_| client.flag_changes());
     // A store check waits a little past its time, so that data sent at that moment
     // has arrived; a "no more than" count is taken on time (lateness only helps it).
     let settle = SETTLE;
@@ -165,6 +179,7 @@ pub async fn run(s: &Scenario, rt: Arc<dyn Runtime>, timing: Timing) -> Result<O
     }
     obs.env_id = client.environment_id();
     obs.requests = server.requests();
+    obs.stalled_subscriber = stalled.map(|sub| (sub.len(), sub.lagged()));
     // Statuses up to now (a scripted stop's OFF included); the OFF of the runner's own
     // close below is not part of the scenario.
     let mut all = Vec::new();

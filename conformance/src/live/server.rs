@@ -1,5 +1,6 @@
 //! A scripted HTTP/1.1 server on std threads, bound to 127.0.0.1: connection `n` gets
-//! reply `n` of the scenario script.
+//! reply `n` of the scenario script. With TLS it serves `https://localhost:<port>` with
+//! a certificate from a test CA made for the run ([`ScriptServer::ca_pem`]).
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -19,8 +20,9 @@ enum Live {
     Hang,
 }
 
-#[derive(Debug)]
 struct Shared {
+    /// TLS settings when the server speaks https.
+    tls: Option<Arc<rustls::ServerConfig>>,
     replies: Vec<Live>,
     requests: Mutex<Vec<ObservedRequest>>,
     accepted: AtomicUsize,
@@ -30,18 +32,72 @@ struct Shared {
 }
 
 /// The server; dropping it stops accepting.
-#[derive(Debug)]
 pub struct ScriptServer {
     port: u16,
     shared: Arc<Shared>,
+    /// The CA that signed the server's certificate, with TLS.
+    ca_pem: Option<String>,
 }
 
+impl std::fmt::Debug for ScriptServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptServer")
+            .field("port", &self.port)
+            .field("tls", &self.ca_pem.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A test CA and a server certificate it signed for `localhost`.
+fn test_certificate() -> io::Result<(Arc<rustls::ServerConfig>, String)> {
+    let fail = |e: &dyn std::fmt::Display| io::Error::other(e.to_string());
+    let ca_key = rcgen::KeyPair::generate().map_err(|e| fail(&e))?;
+    let mut ca_params =
+        rcgen::CertificateParams::new(Vec::<String>::new()).map_err(|e| fail(&e))?;
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "flagsync conformance CA");
+    let ca = ca_params.self_signed(&ca_key).map_err(|e| fail(&e))?;
+    let key = rcgen::KeyPair::generate().map_err(|e| fail(&e))?;
+    let params =
+        rcgen::CertificateParams::new(vec!["localhost".to_owned()]).map_err(|e| fail(&e))?;
+    let cert = params.signed_by(&key, &ca, &ca_key).map_err(|e| fail(&e))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| fail(&e))?
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![rustls::pki_types::CertificateDer::from(cert.der().to_vec())],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(rustls::pki_types::PrivatePkcs8KeyDer::from(
+                key.serialize_der(),
+            )),
+        )
+        .map_err(|e| fail(&e))?;
+    Ok((Arc::new(config), ca.pem()))
+}
+
+/// What a connection reads and writes through: the socket, or TLS over it.
+trait Wire: Read + Write + Send {}
+impl<T: Read + Write + Send> Wire for T {}
+
 impl ScriptServer {
-    /// Serve `script` with delays multiplied by `scale`.
-    pub fn start(script: &[ReplySpec], scale: f64) -> io::Result<Self> {
+    /// Serve `script` with delays multiplied by `scale`, over TLS if `tls`.
+    pub fn start(script: &[ReplySpec], scale: f64, tls: bool) -> io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let port = listener.local_addr()?.port();
-        let base = format!("http://127.0.0.1:{port}");
+        let (tls, ca_pem) = match tls {
+            true => {
+                let (config, ca) = test_certificate()?;
+                (Some(config), Some(ca))
+            }
+            false => (None, None),
+        };
+        let base = match tls {
+            Some(_) => format!("https://localhost:{port}"),
+            None => format!("http://127.0.0.1:{port}"),
+        };
         let replies = script
             .iter()
             .map(|r| match r {
@@ -51,6 +107,7 @@ impl ScriptServer {
             })
             .collect();
         let shared = Arc::new(Shared {
+            tls,
             replies,
             requests: Mutex::new(Vec::new()),
             accepted: AtomicUsize::new(0),
@@ -74,12 +131,24 @@ impl ScriptServer {
                 });
             }
         });
-        Ok(Self { port, shared })
+        Ok(Self {
+            port,
+            shared,
+            ca_pem,
+        })
     }
 
-    /// `http://127.0.0.1:<port>`.
+    /// `http://127.0.0.1:<port>`, or with TLS `https://localhost:<port>`.
     pub fn base(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        match self.ca_pem {
+            Some(_) => format!("https://localhost:{}", self.port),
+            None => format!("http://127.0.0.1:{}", self.port),
+        }
+    }
+
+    /// With TLS, the CA certificate (PEM) the client must trust.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca_pem.as_deref()
     }
 
     /// Request times count from now.
@@ -117,7 +186,19 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 fn serve(stream: TcpStream, index: usize, s: &Shared) {
     let _ = stream.set_nodelay(true);
-    let Ok(request) = read_request(&stream, s) else {
+    // `stream` stays for socket control (timeouts, shutdown, reset); `wire` carries the
+    // bytes, through TLS when the server speaks it.
+    let Ok(socket) = stream.try_clone() else {
+        return;
+    };
+    let mut wire: Box<dyn Wire> = match &s.tls {
+        Some(config) => match rustls::ServerConnection::new(config.clone()) {
+            Ok(conn) => Box::new(rustls::StreamOwned::new(conn, socket)),
+            Err(_) => return,
+        },
+        None => Box::new(socket),
+    };
+    let Ok(request) = read_request(&mut *wire, s) else {
         return;
     };
     if s.stop.load(Ordering::SeqCst) {
@@ -127,17 +208,20 @@ fn serve(stream: TcpStream, index: usize, s: &Shared) {
     let reply = s.replies.get(index).cloned().unwrap_or(Live::Hang);
     match reply {
         Live::Refuse => reset(stream),
-        Live::Hang => hold(&stream, s),
+        Live::Hang => hold(&stream, &mut *wire, s),
         Live::Respond(p) => {
-            let mut w = &stream;
-            if w.write_all(&p.head()).is_err() {
+            if wire
+                .write_all(&p.head())
+                .and_then(|()| wire.flush())
+                .is_err()
+            {
                 return;
             }
             for (delay, bytes) in &p.chunks {
                 if !delay.is_zero() {
                     thread::sleep(*delay);
                 }
-                if w.write_all(bytes).and_then(|()| w.flush()).is_err() {
+                if wire.write_all(bytes).and_then(|()| wire.flush()).is_err() {
                     return;
                 }
             }
@@ -146,10 +230,10 @@ fn serve(stream: TcpStream, index: usize, s: &Shared) {
                     let _ = stream.shutdown(Shutdown::Write);
                     // Let the client close its side first.
                     let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-                    drain(&stream);
+                    drain(&mut *wire);
                 }
                 EndSpec::Reset => reset(stream),
-                EndSpec::Hang => hold(&stream, s),
+                EndSpec::Hang => hold(&stream, &mut *wire, s),
             }
         }
     }
@@ -163,12 +247,11 @@ fn reset(stream: TcpStream) {
 }
 
 /// Keep the connection open until the client closes it or the server stops.
-fn hold(stream: &TcpStream, s: &Shared) {
+fn hold(stream: &TcpStream, wire: &mut dyn Wire, s: &Shared) {
     let _ = stream.set_read_timeout(Some(Duration::from_millis(50)));
     let mut buf = [0u8; 512];
-    let mut r = stream;
     loop {
-        match r.read(&mut buf) {
+        match wire.read(&mut buf) {
             Ok(0) => return,
             Ok(_) => {}
             Err(e)
@@ -186,16 +269,14 @@ fn hold(stream: &TcpStream, s: &Shared) {
     }
 }
 
-fn drain(stream: &TcpStream) {
+fn drain(wire: &mut dyn Wire) {
     let mut buf = [0u8; 512];
-    let mut r = stream;
-    while matches!(r.read(&mut buf), Ok(n) if n > 0) {}
+    while matches!(wire.read(&mut buf), Ok(n) if n > 0) {}
 }
 
-fn read_request(stream: &TcpStream, s: &Shared) -> io::Result<ObservedRequest> {
+fn read_request(r: &mut dyn Wire, s: &Shared) -> io::Result<ObservedRequest> {
     let mut head = Vec::new();
     let mut buf = [0u8; 1024];
-    let mut r = stream;
     loop {
         let n = r.read(&mut buf)?;
         if n == 0 {

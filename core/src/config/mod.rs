@@ -38,7 +38,8 @@ pub struct Limits {
     pub sse: sse::Config,
     /// HTTP head limits, for streams.
     pub http: http1::Config,
-    /// Largest decoded polling body (default 512 MiB).
+    /// Largest decoded polling body (default 64 MiB, as the SSE line limit): what is
+    /// kept of a poll's body, gzip or not, never exceeds it.
     pub max_poll_body: usize,
 }
 
@@ -47,7 +48,7 @@ impl Default for Limits {
         Self {
             sse: sse::Config::default(),
             http: http1::Config::default(),
-            max_poll_body: 512 << 20,
+            max_poll_body: 64 << 20,
         }
     }
 }
@@ -73,6 +74,12 @@ pub struct Config {
     pub read_timeout: Duration,
     /// Stream read timeout (default 300 s).
     pub stream_read_timeout: Duration,
+    /// A poll's whole response must arrive within this time (default 60 s), however
+    /// steadily its bytes trickle in; else NETWORK_ERROR and the next poll as usual.
+    pub poll_response_timeout: Duration,
+    /// A stream's response head must arrive within this time of the attempt's start
+    /// (default 30 s); else NETWORK_ERROR and a reconnect with backoff.
+    pub stream_head_timeout: Duration,
     /// Reconnect backoff.
     pub backoff: BackoffConfig,
     /// Poll interval (default 30 s; raised to `min_poll_interval`).
@@ -104,6 +111,8 @@ impl Config {
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(15),
             stream_read_timeout: Duration::from_secs(300),
+            poll_response_timeout: Duration::from_secs(60),
+            stream_head_timeout: Duration::from_secs(30),
             backoff: BackoffConfig::default(),
             poll_interval: Duration::from_secs(30),
             min_poll_interval: Duration::from_secs(30),

@@ -15,7 +15,7 @@ use super::summary::Summarizer;
 use crate::endpoint::Url;
 use crate::http1::{self, Method};
 use crate::io::{Action, CloseCause, ConnId};
-use crate::source::exchange::{ConnIds, Exchange, Progress};
+use crate::source::exchange::{ConnIds, Exchange, Progress, TotalDeadline};
 use crate::status::{Cause, ErrorInfo, ErrorKind};
 use std::sync::Arc;
 
@@ -714,6 +714,8 @@ impl EventProcessor {
             Some(&send.body),
             self.config.connect_timeout,
             self.config.read_timeout,
+            // However slowly the answer trickles in, a post ends within both timeouts.
+            TotalDeadline::Response(now + self.config.connect_timeout + self.config.read_timeout),
             http,
         );
         send.attempt += 1;

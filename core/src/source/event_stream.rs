@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::exchange::{ConnIds, Exchange, Progress, StatusClass, classify};
+use super::exchange::{
+    ConnIds, Exchange, Progress, StatusClass, TotalDeadline, classify, redirect_target,
+};
 use crate::backoff::{Backoff, BackoffConfig, Regime};
 use crate::endpoint::Url;
 use crate::fdv1;
@@ -46,6 +48,10 @@ pub struct EventStreamConfig {
     pub connect_timeout: Duration,
     /// Silence longer than this drops the connection (default 300 s).
     pub read_timeout: Duration,
+    /// The response head must arrive within this time of the attempt's start, however
+    /// steadily its bytes trickle in (default 30 s); redirects count against it. A
+    /// late head is a NETWORK_ERROR, retried with backoff.
+    pub head_timeout: Duration,
     /// Reconnect backoff.
     pub backoff: BackoffConfig,
     /// Unrecoverable-status policy.
@@ -69,6 +75,7 @@ impl std::fmt::Debug for EventStreamConfig {
             .field("last_event_id", &self.last_event_id)
             .field("connect_timeout", &self.connect_timeout)
             .field("read_timeout", &self.read_timeout)
+            .field("head_timeout", &self.head_timeout)
             .field("backoff", &self.backoff)
             .field("unrecoverable", &self.unrecoverable)
             .field("max_redirects", &self.max_redirects)
@@ -89,6 +96,7 @@ impl EventStreamConfig {
             last_event_id: None,
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(300),
+            head_timeout: Duration::from_secs(30),
             backoff: BackoffConfig::default(),
             unrecoverable: UnrecoverablePolicy::Retry,
             max_redirects: 3,
@@ -158,6 +166,8 @@ pub struct EventStream {
     phase: Phase,
     url: Url,
     redirects: u8,
+    /// When the current attempt's response head is due (its redirects included).
+    head_due: Option<Instant>,
     out: VecDeque<StreamOutput>,
     progress: Vec<Progress>,
     /// Read large `put` events while they arrive (FDv1).
@@ -186,6 +196,7 @@ impl EventStream {
             phase: Phase::Idle,
             url: config.url.clone(),
             redirects: 0,
+            head_due: None,
             out: VecDeque::new(),
             progress: Vec::new(),
             read_ahead: false,
@@ -389,6 +400,7 @@ impl EventStream {
         self.parser.reset();
         self.redirects = 0;
         self.url = self.config.url.clone();
+        self.head_due = Some(now + self.config.head_timeout);
         self.open(now);
     }
 
@@ -409,6 +421,7 @@ impl EventStream {
             self.config.body.as_deref(),
             self.config.connect_timeout,
             self.config.read_timeout,
+            TotalDeadline::Head(self.head_due.unwrap_or(now + self.config.head_timeout)),
             self.config.http,
         );
         tracing::debug!(%conn, url = %self.url, "stream connecting");
@@ -540,20 +553,18 @@ impl EventStream {
                 self.out.push_back(StreamOutput::Opened(head));
             }
             StatusClass::Redirect => {
-                let next = head
-                    .header("location")
-                    .and_then(|l| self.url.join(l.trim()).ok());
-                match next {
-                    Some(url) if self.redirects < self.config.max_redirects => {
+                if self.redirects >= self.config.max_redirects {
+                    let e = ErrorInfo::new(now, ErrorKind::Unknown, Cause::Redirect);
+                    return self.failed(now, e, Regime::Normal);
+                }
+                match redirect_target(now, &self.url, &head) {
+                    Ok(url) => {
                         self.redirects += 1;
                         self.close_current();
                         self.url = url;
                         self.open(now);
                     }
-                    _ => {
-                        let e = ErrorInfo::new(now, ErrorKind::Unknown, Cause::Redirect);
-                        self.failed(now, e, Regime::Normal);
-                    }
+                    Err(e) => self.failed(now, e, Regime::Normal),
                 }
             }
             StatusClass::NoContent => {

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use crate::endpoint::Url;
 use crate::http1::{self, RequestHead, ResponseEvent, ResponseHead, ResponseReader};
 use crate::io::{Action, CloseCause, ConnId};
-use crate::status::{Cause, ErrorInfo, ErrorKind};
+use crate::status::{Cause, ErrorInfo, ErrorKind, RedirectRefusal};
 
 /// What happened on an exchange.
 #[derive(Debug)]
@@ -23,6 +23,18 @@ pub(crate) enum Progress {
     Failed(ErrorInfo),
 }
 
+/// A deadline for the whole of something, however steadily bytes arrive (PROTOCOL.md
+/// A.5): the read timeout alone restarts with every byte, so a server sending one byte
+/// every few seconds would hold the exchange forever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TotalDeadline {
+    /// The whole response (head and body) by then: a poll.
+    Response(Instant),
+    /// The response head by then; the body is bounded by the read timeout only: a
+    /// stream.
+    Head(Instant),
+}
+
 /// An HTTP exchange in flight.
 #[derive(Debug)]
 pub(crate) struct Exchange {
@@ -30,8 +42,11 @@ pub(crate) struct Exchange {
     reader: ResponseReader,
     connected: bool,
     ended: bool,
+    /// The head arrived.
+    headed: bool,
     deadline: Instant,
     read_timeout: Duration,
+    total: TotalDeadline,
 }
 
 impl Exchange {
@@ -49,6 +64,7 @@ impl Exchange {
         body: Option<&[u8]>,
         connect_timeout: Duration,
         read_timeout: Duration,
+        total: TotalDeadline,
         http: http1::Config,
     ) -> (Self, Action) {
         let head = RequestHead {
@@ -69,15 +85,29 @@ impl Exchange {
             reader: ResponseReader::new(http),
             connected: false,
             ended: false,
+            headed: false,
             deadline: now + connect_timeout,
             read_timeout,
+            total,
         };
         (ex, action)
     }
 
-    /// When this exchange times out.
+    /// When this exchange times out: the connect or read timeout, or the total
+    /// deadline while it applies.
     pub(crate) fn deadline(&self) -> Instant {
-        self.deadline
+        match self.total_deadline() {
+            Some(total) => self.deadline.min(total),
+            None => self.deadline,
+        }
+    }
+
+    /// The total deadline, while it applies (a head deadline ends with the head).
+    fn total_deadline(&self) -> Option<Instant> {
+        match self.total {
+            TotalDeadline::Response(at) => Some(at),
+            TotalDeadline::Head(at) => (!self.headed).then_some(at),
+        }
     }
 
     pub(crate) fn handle_connected(&mut self, now: Instant) {
@@ -121,7 +151,16 @@ impl Exchange {
 
     /// Report a timeout if the deadline has passed.
     pub(crate) fn handle_timeout(&mut self, now: Instant, out: &mut Vec<Progress>) {
-        if now >= self.deadline && !self.ended {
+        if self.ended {
+            return;
+        }
+        if self.total_deadline().is_some_and(|at| now >= at) {
+            out.push(Progress::Failed(ErrorInfo::new(
+                now,
+                ErrorKind::NetworkError,
+                Cause::ResponseTimeout,
+            )));
+        } else if now >= self.deadline {
             let cause = if self.connected {
                 Cause::ReadTimeout
             } else {
@@ -138,7 +177,10 @@ impl Exchange {
     fn drain(&mut self, now: Instant, out: &mut Vec<Progress>) {
         while let Some(ev) = self.reader.poll_event() {
             match ev {
-                Ok(ResponseEvent::Head(h)) => out.push(Progress::Head(h)),
+                Ok(ResponseEvent::Head(h)) => {
+                    self.headed = true;
+                    out.push(Progress::Head(h));
+                }
                 Ok(ResponseEvent::Body(b)) => out.push(Progress::Body(b)),
                 Ok(ResponseEvent::End) => {
                     self.ended = true;
@@ -159,6 +201,47 @@ impl Exchange {
             }
         }
     }
+}
+
+/// Where a redirect from `from` leads: its `Location` resolved against `from`, if the
+/// request may follow it with the same headers (PROTOCOL.md A.3).
+///
+/// A redirect is followed on the same origin only (scheme, host and port), since the
+/// request carries the SDK key in `Authorization`. One from `https` to `http` is
+/// refused as a downgrade; one to another origin is refused too, not followed without
+/// the key (no LaunchDarkly endpoint answers a request without it, and the refusal says
+/// what happened where a 401 from elsewhere would not). Both errors carry the
+/// redirect's status code. A redirect without a usable `Location` is [`Cause::Redirect`].
+pub(crate) fn redirect_target(
+    now: Instant,
+    from: &Url,
+    head: &ResponseHead,
+) -> Result<Url, ErrorInfo> {
+    let Some(to) = head
+        .header("location")
+        .and_then(|l| from.join(l.trim()).ok())
+    else {
+        return Err(ErrorInfo::new(now, ErrorKind::Unknown, Cause::Redirect));
+    };
+    if from.same_origin(&to) {
+        return Ok(to);
+    }
+    let refusal = if from.endpoint.tls && !to.endpoint.tls {
+        RedirectRefusal::Downgrade
+    } else {
+        RedirectRefusal::CrossOrigin
+    };
+    tracing::warn!(from = %from.origin(), to = %to.origin(), ?refusal, "redirect refused");
+    let mut error = ErrorInfo::new(
+        now,
+        ErrorKind::ErrorResponse,
+        Cause::RedirectRefused {
+            refusal,
+            to: to.origin(),
+        },
+    );
+    error.status_code = head.status;
+    Err(error)
 }
 
 /// How an HTTP status is handled (PROTOCOL.md B §1.8, A.3).

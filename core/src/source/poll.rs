@@ -5,11 +5,13 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use super::SourceOutput;
 use super::event_stream::UnrecoverablePolicy;
-use super::exchange::{ConnIds, Exchange, Progress, StatusClass, classify};
+use super::exchange::{
+    ConnIds, Exchange, Progress, StatusClass, TotalDeadline, classify, redirect_target,
+};
 use crate::backoff::{Backoff, BackoffConfig, Regime};
 use crate::endpoint::Url;
 use crate::fdv1;
@@ -47,8 +49,12 @@ pub struct PollConfig {
     pub interval: Duration,
     /// Connect timeout (default 10 s).
     pub connect_timeout: Duration,
-    /// Read timeout (default 15 s).
+    /// Read timeout (default 15 s): the longest silence within a response.
     pub read_timeout: Duration,
+    /// The whole response (its redirects included) must arrive within this time of
+    /// the poll's start, however steadily its bytes trickle in (default 60 s). A late
+    /// response is a NETWORK_ERROR; the next poll follows as after any failed poll.
+    pub response_timeout: Duration,
     /// Unrecoverable-status policy.
     pub unrecoverable: UnrecoverablePolicy,
     /// Extended-regime delays under the RETRY policy.
@@ -73,6 +79,7 @@ impl std::fmt::Debug for PollConfig {
             .field("interval", &self.interval)
             .field("connect_timeout", &self.connect_timeout)
             .field("read_timeout", &self.read_timeout)
+            .field("response_timeout", &self.response_timeout)
             .field("unrecoverable", &self.unrecoverable)
             .field("backoff", &self.backoff)
             .field("http", &self.http)
@@ -87,7 +94,8 @@ impl std::fmt::Debug for PollConfig {
 struct InFlight {
     ex: Exchange,
     head: Option<ResponseHead>,
-    body: BytesMut,
+    /// The decoded body so far; a `Vec` so that its growth is exact near the limit.
+    body: Vec<u8>,
     redirects: u8,
     url: Url,
 }
@@ -221,6 +229,7 @@ impl Poller {
     }
 
     fn request(&mut self, now: Instant, url: Url, redirects: u8) {
+        let due = self.started_at.unwrap_or(now) + self.config.response_timeout;
         let mut headers = self.config.headers.clone();
         headers.push(("Content-Type".into(), "application/json".into()));
         headers.push(("Accept-Encoding".into(), "gzip".into()));
@@ -237,13 +246,14 @@ impl Poller {
             None,
             self.config.connect_timeout,
             self.config.read_timeout,
+            TotalDeadline::Response(due),
             self.config.http,
         );
         self.out.push_back(SourceOutput::Action(action));
         self.in_flight = Some(InFlight {
             ex,
             head: None,
-            body: BytesMut::new(),
+            body: Vec::new(),
             redirects,
             url,
         });
@@ -263,7 +273,17 @@ impl Poller {
             };
             match p {
                 Progress::Head(h) => f.head = Some(h),
-                Progress::Body(b) => f.body.extend_from_slice(&b),
+                Progress::Body(b) => {
+                    // Grow by doubling, but never past the body limit: what is kept is
+                    // bounded by the limit, not by twice it.
+                    let need = f.body.len() + b.len();
+                    if need > f.body.capacity() {
+                        let limit = self.config.http.max_body_len.unwrap_or(usize::MAX);
+                        let target = need.max(f.body.capacity() * 2).min(limit.max(need));
+                        f.body.reserve_exact(target - f.body.len());
+                    }
+                    f.body.extend_from_slice(&b);
+                }
                 Progress::End => {
                     let Some(f) = self.in_flight.take() else {
                         return;
@@ -311,7 +331,7 @@ impl Poller {
                 self.finish(now, State::Valid, None, Regime::Normal)
             }
             (_, StatusClass::Success) => {
-                let body: Bytes = f.body.freeze();
+                let body = Bytes::from(f.body);
                 match self.parse(&body) {
                     Ok(change_set) => {
                         // A 200 without an ETag drops the cached one (PROTOCOL.md A.4.7).
@@ -329,17 +349,9 @@ impl Poller {
                 }
             }
             (_, StatusClass::Redirect) if f.redirects < self.config.max_redirects && !fallback => {
-                match head
-                    .header("location")
-                    .and_then(|l| f.url.join(l.trim()).ok())
-                {
-                    Some(url) => self.request(now, url, f.redirects + 1),
-                    None => self.finish(
-                        now,
-                        State::Interrupted,
-                        err(ErrorKind::Unknown, Cause::Redirect),
-                        Regime::Normal,
-                    ),
+                match redirect_target(now, &f.url, &head) {
+                    Ok(url) => self.request(now, url, f.redirects + 1),
+                    Err(e) => self.finish(now, State::Interrupted, Some(e), Regime::Normal),
                 }
             }
             (_, StatusClass::Redirect) => self.finish(

@@ -101,7 +101,10 @@ impl Coordinator {
                 return;
             }
             Input::Command(Command::Stop) => return self.halt(now, shared),
-            Input::StoreFailed | Input::StoreAvailable(_) => return,
+            Input::StoreFailed
+            | Input::StoreFault(_)
+            | Input::StoreAvailable(_)
+            | Input::StoreInitialized => return,
             _ => {}
         }
         let timeout = matches!(input, Input::Timeout);
@@ -117,7 +120,11 @@ impl Coordinator {
                 Input::Data { conn, bytes } => s.handle_data(now, conn, bytes),
                 Input::Closed { conn, cause } => s.handle_closed(now, conn, cause),
                 Input::Timeout => s.handle_timeout(now),
-                Input::Command(_) | Input::StoreFailed | Input::StoreAvailable(_) => {}
+                Input::Command(_)
+                | Input::StoreFailed
+                | Input::StoreFault(_)
+                | Input::StoreAvailable(_)
+                | Input::StoreInitialized => {}
             }
         }
         self.pump(now, shared);

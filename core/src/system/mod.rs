@@ -64,10 +64,18 @@ pub enum Input<'a> {
     /// STORE_ERROR, and no vaguer error kind replaces it for this failure
     /// (PROTOCOL.md A.4.1).
     StoreFailed,
+    /// As [`Input::StoreFailed`], with how the store failed: the status error's cause
+    /// is [`crate::status::Cause::StoreFault`].
+    StoreFault(crate::status::StoreFault),
     /// The persistent store answered a [`Persist::CheckAvailable`] (or the driver saw
     /// it come back). After an outage the core writes the in-memory data back
     /// (PROTOCOL.md A.4.8).
     StoreAvailable(bool),
+    /// The driver read the persistent store and found it initialized (`$inited`). In
+    /// FDv2 daemon mode, where no data source reports on the data, this makes the
+    /// status VALID (clearing nothing: the last error stays); elsewhere the data source
+    /// decides the status and this is ignored.
+    StoreInitialized,
 }
 
 /// Something that happened, for the application.
@@ -136,6 +144,8 @@ pub struct DataSystem {
     shared: Shared,
     mode: Mode,
     stopped: bool,
+    /// Daemon mode: the persistent store was read and found initialized.
+    daemon_store_initialized: bool,
     last_now: Instant,
 }
 
@@ -278,6 +288,7 @@ impl DataSystem {
             },
             mode,
             stopped: false,
+            daemon_store_initialized: false,
             last_now: now,
         })
     }
@@ -381,12 +392,12 @@ impl DataSystem {
         let now = now.max(self.last_now);
         self.last_now = now;
         match input {
-            Input::StoreFailed => {
-                let error = ErrorInfo::new(
-                    now,
-                    crate::ErrorKind::StoreError,
-                    crate::status::Cause::Store,
-                );
+            Input::StoreFailed | Input::StoreFault(_) => {
+                let cause = match input {
+                    Input::StoreFault(fault) => crate::status::Cause::StoreFault(fault),
+                    _ => crate::status::Cause::Store,
+                };
+                let error = ErrorInfo::new(now, crate::ErrorKind::StoreError, cause);
                 self.shared.report(now, State::Interrupted, Some(error));
                 if let Some(p) = self.shared.persist.as_mut() {
                     let fx = p.failed(now);
@@ -398,6 +409,22 @@ impl DataSystem {
                 if let Some(p) = self.shared.persist.as_mut() {
                     let fx = p.answered(now, available);
                     self.shared.persist_effects(now, fx);
+                }
+                if available
+                    && self.daemon_store_initialized
+                    && self.shared.status.status().state != State::Off
+                {
+                    // Daemon mode: the store that was read is back.
+                    self.shared.report(now, State::Valid, None);
+                }
+                return;
+            }
+            Input::StoreInitialized => {
+                if matches!(&self.engine, Engine::Fdv2(c) if c.has_no_sources())
+                    && self.shared.status.status().state != State::Off
+                {
+                    self.daemon_store_initialized = true;
+                    self.shared.report(now, State::Valid, None);
                 }
                 return;
             }
@@ -423,7 +450,10 @@ impl DataSystem {
                     Input::Data { conn, bytes } => source.handle_data(now, conn, bytes),
                     Input::Closed { conn, cause } => source.handle_closed(now, conn, cause),
                     Input::Timeout => source.handle_timeout(now),
-                    Input::StoreFailed | Input::StoreAvailable(_) => {}
+                    Input::StoreFailed
+                    | Input::StoreFault(_)
+                    | Input::StoreAvailable(_)
+                    | Input::StoreInitialized => {}
                 }
                 pump_fdv1(source, &mut self.shared, now);
             }

@@ -158,6 +158,7 @@ impl Factory {
                 sc.headers = c.identity.headers();
                 sc.connect_timeout = c.connect_timeout;
                 sc.read_timeout = c.stream_read_timeout;
+                sc.head_timeout = c.stream_head_timeout;
                 sc.backoff = c.backoff;
                 if let Some(d) = initial_retry_delay.filter(|d| !d.is_zero()) {
                     sc.backoff.initial = d;
@@ -193,6 +194,7 @@ impl Factory {
                         interval,
                         connect_timeout: c.connect_timeout,
                         read_timeout: c.read_timeout,
+                        response_timeout: c.poll_response_timeout,
                         unrecoverable,
                         backoff: c.backoff,
                         http,

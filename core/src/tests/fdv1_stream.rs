@@ -332,11 +332,11 @@ fn no_content_stops_reconnecting() {
 fn redirects_are_followed_and_a_missing_location_is_an_error() {
     let mut h = harness(config(Mode::Streaming));
     h.reply(Reply::Respond(
-        Response::status(307, "").header("Location", "http://other.test:9/moved"),
+        Response::status(307, "").header("Location", "http://STREAM.test:8030/moved"),
     ));
     h.reply(stream(&put(&[("a", 1)], &[])));
     h.start(secs(1));
-    assert_eq!(h.requests[1].host, "other.test:9");
+    assert_eq!(h.requests[1].host, "STREAM.test:8030");
     assert_eq!(h.requests[1].target(), "/moved");
     assert!(h.system.initialized());
 

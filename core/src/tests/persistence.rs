@@ -247,3 +247,60 @@ fn fdv2_full_transfer_inits_and_changes_upsert_without_version_checks() {
         ]
     );
 }
+
+/// Daemon mode has no data source to report on the data: once the driver has read an
+/// initialized store the status is VALID, and again when the store is back after a
+/// failure (issue 19, defect 6). Before, it stayed INITIALIZING forever.
+#[test]
+fn daemon_mode_is_valid_once_an_initialized_store_was_read() {
+    let mut c = config(Mode::Fdv2);
+    c.fdv2 = Fdv2Config::daemon();
+    c.persistence = Some(crate::PersistenceConfig {
+        mode: crate::StoreMode::ReadOnly,
+        ..Default::default()
+    });
+    let mut h = harness(c);
+    h.start(ms(10));
+    assert_eq!(h.system.status().state, State::Initializing);
+    // A failed first read (the store is down): still initializing, with the error.
+    h.input(Input::StoreFailed);
+    assert_eq!(h.system.status().state, State::Initializing);
+    h.input(Input::StoreInitialized);
+    assert_eq!(h.system.status().state, State::Valid);
+    h.input(Input::StoreFailed);
+    assert_eq!(h.system.status().state, State::Interrupted);
+    h.input(Input::StoreAvailable(true));
+    assert_eq!(h.system.status().state, State::Valid);
+    h.input(Input::Command(crate::Command::Stop));
+    h.input(Input::StoreInitialized);
+    assert_eq!(h.system.status().state, State::Off);
+}
+
+/// With a data source, the source decides the status.
+#[test]
+fn store_initialized_is_ignored_with_a_data_source() {
+    let mut h = harness(config(Mode::Streaming));
+    h.start(ms(10));
+    h.input(Input::StoreInitialized);
+    assert_eq!(h.system.status().state, State::Initializing);
+}
+
+/// A store failure reported with its kind and message shows both in the status (issue
+/// 19: a wrong password and a dead server no longer read the same).
+#[test]
+fn a_store_fault_carries_its_kind_and_message_into_the_status() {
+    use crate::status::{Cause, StoreFault, StoreFaultKind};
+    let mut h = with_store(Mode::Streaming, StoreMode::ReadWrite);
+    h.start(ms(10));
+    let fault = StoreFault {
+        kind: StoreFaultKind::Authentication,
+        message: "WRONGPASS invalid username-password pair".into(),
+    };
+    h.input(Input::StoreFault(fault.clone()));
+    let error = h.system.status().error.clone().unwrap();
+    assert_eq!(error.kind, ErrorKind::StoreError);
+    assert_eq!(error.cause, Cause::StoreFault(fault));
+    assert!(StoreFaultKind::Authentication.is_permanent());
+    assert!(!StoreFaultKind::Unreachable.is_permanent());
+    assert_eq!(h.system.store_status().map(|s| s.available), Some(false));
+}

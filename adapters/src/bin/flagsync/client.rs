@@ -27,6 +27,10 @@ pub struct Options {
     pub redis: Option<RedisOptions>,
     /// Where analytics events go; `None` sends none.
     pub events_uri: Option<String>,
+    /// The largest SSE line and event accepted (default: the core's 64 MiB).
+    pub max_event_bytes: Option<usize>,
+    /// Extra trusted CA certificates (PEM).
+    pub ca_pem: Option<Vec<u8>>,
 }
 
 /// Where the flags are kept in Redis.
@@ -90,6 +94,9 @@ pub struct ErrorSummary {
     /// The HTTP status, or 0.
     pub status_code: u16,
     pub message: String,
+    /// A persistent-store failure that waiting will not clear (a wrong password, a
+    /// missing database).
+    pub permanent_store_fault: bool,
 }
 
 impl ErrorSummary {
@@ -133,13 +140,16 @@ pub enum Update {
     /// FDv2: the data availability or the active source changed (without a status
     /// change saying so).
     Source(SourceSummary),
-    /// The persistent store (Redis) became unavailable or available again.
-    Store(StoreStatus),
+    /// The persistent store (Redis) became unavailable or available again; while
+    /// unavailable, why (the store's failure, never its password).
+    Store(StoreStatus, Option<String>),
 }
 
 /// A running client.
 pub struct Session {
     client: Client,
+    /// The Redis store, if any: how many undecodable items it skipped.
+    store: Option<Arc<RedisStore>>,
     statuses: Subscription<DataSourceStatus>,
     flags: Subscription<FlagChange>,
     store_statuses: Subscription<StoreStatus>,
@@ -150,6 +160,12 @@ pub struct Session {
 }
 
 impl Session {
+    /// How many undecodable items the Redis store skipped in its latest listing.
+    pub fn skipped_items(&self) -> u64 {
+        use flagsync::persist::PersistentStore;
+        self.store.as_ref().map_or(0, |s| s.skipped_items())
+    }
+
     /// Build and start a client; call inside the tokio runtime. Errors are
     /// configuration errors, as a message.
     pub fn start(opts: &Options) -> Result<Self, String> {
@@ -167,8 +183,20 @@ impl Session {
             Some(uri) => builder.events_uri(uri.clone()),
             None => builder.send_events(false),
         };
+        if let Some(max) = opts.max_event_bytes {
+            builder = builder.core_config(|c| {
+                c.limits.sse.max_line_len = max;
+                c.limits.sse.max_event_len = max;
+                c.limits.max_poll_body = c.limits.max_poll_body.max(max);
+            });
+        }
+        if let Some(pem) = &opts.ca_pem {
+            builder = builder.add_root_certificate_pem(pem.clone());
+        }
+        let mut redis_store = None;
         if let Some(redis) = &opts.redis {
             let store = Arc::new(redis.store()?);
+            redis_store = Some(store.clone());
             builder = if redis.daemon {
                 builder.daemon(store, CacheConfig::default())
             } else {
@@ -183,6 +211,7 @@ impl Session {
         client.start().map_err(|e| e.to_string())?;
         let mut session = Self {
             client,
+            store: redis_store,
             statuses,
             flags,
             store_statuses,
@@ -222,7 +251,12 @@ impl Session {
             tokio::select! {
                 biased;
                 s = self.statuses.recv() => return s.map(|s| Update::Status(self.summarize(&s))),
-                Some(st) = self.store_statuses.recv() => return Some(Update::Store(st)),
+                Some(st) = self.store_statuses.recv() => {
+                    let why = (!st.available).then(|| self.client.status().error).flatten()
+                        .filter(|e| e.kind == ErrorKind::StoreError)
+                        .map(|e| e.message);
+                    return Some(Update::Store(st, why));
+                }
                 // Flag changes before readiness: the initial data's changes come out first.
                 f = self.flags.recv() => return f.map(|f| Update::FlagChanged(f.key)),
                 ready = self.client.wait_for_initialization(Duration::from_secs(365 * 86400)),
@@ -276,6 +310,7 @@ impl Session {
                 kind: e.kind,
                 status_code: e.status_code,
                 message: e.message.clone(),
+                permanent_store_fault: e.store_fault.is_some_and(|k| k.is_permanent()),
             }),
             source,
         }

@@ -159,7 +159,8 @@ struct DemoArgs {
 /// Where and how to connect (shared by the client subcommands).
 #[derive(Debug, Args)]
 struct ConnArgs {
-    /// The SDK key.
+    /// The SDK key. A command-line argument is visible to every user of this machine
+    /// (`ps`): set the environment variable FLAGSYNC_SDK_KEY instead, the safe way.
     #[arg(
         long,
         env = "FLAGSYNC_SDK_KEY",
@@ -198,6 +199,14 @@ struct ConnArgs {
     /// in --redis (re-read every 15 s).
     #[arg(long, requires = "redis", conflicts_with_all = ["polling", "fdv2", "filter", "stream_uri", "polling_uri"])]
     daemon: bool,
+    /// The largest SSE line and event accepted, in bytes [default: 64 MiB]: raise it
+    /// for a data set whose `put` is larger.
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    max_event_bytes: Option<u64>,
+    /// Also trust the CA certificate(s) in this PEM file (a private CA, or a local
+    /// server's self-signed certificate).
+    #[arg(long, value_name = "PEM")]
+    ca_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -632,7 +641,17 @@ fn resolve(conn: ConnArgs) -> Result<Options, CliError> {
     if let Some(r) = &redis {
         r.store().map_err(CliError::usage)?;
     }
+    let ca_pem = match &conn.ca_file {
+        Some(path) => Some(std::fs::read(path).map_err(|e| {
+            CliError::usage(format!("cannot read --ca-file {}: {e}", path.display()))
+        })?),
+        None => None,
+    };
     Ok(Options {
+        max_event_bytes: conn
+            .max_event_bytes
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+        ca_pem,
         sdk_key,
         stream_uri,
         polling_uri,
@@ -651,7 +670,7 @@ fn source_name(opts: &Options) -> String {
         Some(r) if r.daemon => r
             .store()
             .map_or_else(|_| "Redis".into(), |s| format!("Redis {}", s.target())),
-        _ => target(opts).to_owned(),
+        _ => redact_userinfo(target(opts)),
     }
 }
 
@@ -663,6 +682,20 @@ fn describe_redis(opts: &Options) -> String {
             |s| format!(", kept in Redis {} (prefix {})", s.target(), s.prefix()),
         ),
         _ => String::new(),
+    }
+}
+
+/// `uri` for people: user info (`user:password@`) replaced by `***@`.
+fn redact_userinfo(uri: &str) -> String {
+    let (scheme, rest) = match uri.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), uri),
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((_, host)) => format!("{scheme}***@{host}{tail}"),
+        None => uri.to_owned(),
     }
 }
 
@@ -778,7 +811,14 @@ impl Printer {
             .as_ref()
             .filter(|e| Some(*e) != self.last_error.as_ref());
         if self.json {
-            let error = new_error.map(
+            // While failing, every line carries the error in force (the same error again
+            // included); once valid, only an error that is new.
+            let shown = if s.state == State::Valid {
+                new_error
+            } else {
+                s.error.as_ref()
+            };
+            let error = shown.map(
                 |e| json!({"kind": e.kind.as_str(), "status": e.status_code, "message": e.message}),
             );
             let mut line = json!({"type": "status", "state": s.state.as_str(), "error": error});
@@ -814,9 +854,11 @@ impl Printer {
     }
 
     /// The persistent store became unavailable or available again.
-    fn store(&self, s: &StoreStatus) {
+    fn store(&self, s: &StoreStatus, why: Option<&str>) {
         if self.json {
-            self.json_line(json!({"type": "store", "available": s.available, "stale": s.stale}));
+            self.json_line(json!({
+                "type": "store", "available": s.available, "stale": s.stale, "error": why,
+            }));
         } else {
             let text = match (s.available, s.stale) {
                 (true, _) => "data store: available",
@@ -825,7 +867,10 @@ impl Printer {
                 }
                 (false, false) => "data store: unavailable",
             };
-            self.line(text);
+            match why {
+                Some(why) => self.line(&format!("{text}: {why}")),
+                None => self.line(text),
+            }
         }
     }
 
@@ -1059,7 +1104,7 @@ async fn print_updates(
                     }
                 }
                 Some(Update::Source(s)) => printer.source(&s),
-                Some(Update::Store(s)) => printer.store(&s),
+                Some(Update::Store(s, why)) => printer.store(&s, why.as_deref()),
             },
         }
     }
@@ -1150,6 +1195,8 @@ async fn demo(args: DemoArgs) -> Result<(), CliError> {
         fdv2: args.fdv2,
         redis: None,
         events_uri: None,
+        max_event_bytes: None,
+        ca_pem: None,
     };
     let mut session = Session::start(&opts).map_err(CliError::failed)?;
     let mut printer = Printer::new(args.json);
@@ -1228,6 +1275,12 @@ async fn snapshot(args: SnapshotArgs) -> Result<(), CliError> {
             Some(Update::Ready) => break Ok(session.snapshot()),
             Some(Update::Status(s)) => {
                 if let Some(e) = &s.error {
+                    if e.permanent_store_fault {
+                        break Err(CliError::failed(format!(
+                            "{}. Check the --redis URL (password, database)",
+                            e.message
+                        )));
+                    }
                     if e.key_rejected() {
                         break Err(CliError::failed(format!(
                             "the SDK key was rejected by {uri} (HTTP {}): check --sdk-key or FLAGSYNC_SDK_KEY",
@@ -1249,7 +1302,7 @@ async fn snapshot(args: SnapshotArgs) -> Result<(), CliError> {
                 }
                 last = Some(s);
             }
-            Some(Update::FlagChanged(_) | Update::Source(_) | Update::Store(_)) => {}
+            Some(Update::FlagChanged(_) | Update::Source(_) | Update::Store(..)) => {}
             None => {
                 break Err(CliError::failed(
                     "the client stopped before it had the flag data",
@@ -1257,8 +1310,16 @@ async fn snapshot(args: SnapshotArgs) -> Result<(), CliError> {
             }
         }
     };
+    let skipped = session.skipped_items();
     session.close().await;
     let snap = outcome?;
+    if skipped > 0 {
+        eprintln!(
+            "flagsync: warning: {} in the store could not be decoded and {} skipped",
+            plural(skipped as usize, "item", "items"),
+            if skipped == 1 { "was" } else { "were" }
+        );
+    }
     eprintln!(
         "got {} and {} in {} ms",
         plural(snap.len(Kind::Flag), "flag", "flags"),
@@ -1267,4 +1328,19 @@ async fn snapshot(args: SnapshotArgs) -> Result<(), CliError> {
     );
     println!("{}", snap.to_json());
     Ok(())
+}
+
+#[cfg(test)]
+mod redact_tests {
+    use super::redact_userinfo;
+
+    #[test]
+    fn user_info_never_shows() {
+        assert_eq!(
+            redact_userinfo("http://user:pw@host:1/base?x=a@b"),
+            "http://***@host:1/base?x=a@b"
+        );
+        assert_eq!(redact_userinfo("https://host/a@b"), "https://host/a@b");
+        assert_eq!(redact_userinfo("host:1"), "host:1");
+    }
 }
