@@ -64,6 +64,8 @@ pub mod eval;
 pub mod events;
 mod flag;
 #[cfg(feature = "eval")]
+mod listeners;
+#[cfg(feature = "eval")]
 pub mod migration;
 pub mod persist;
 mod proxy;
@@ -83,6 +85,8 @@ use std::time::{Duration, Instant};
 use flagsync_core::{Command, Config, DataSystem, PersistenceConfig};
 
 pub use flag::{Flag, Segment};
+#[cfg(feature = "eval")]
+pub use listeners::{FlagValueChange, FlagValueChanges};
 pub use flagsync_core::config::{CoordinatorTiming, Fdv2Config, SourceSpec};
 pub use flagsync_core::source::UnrecoverablePolicy;
 pub use flagsync_core::{DataAvailability, ErrorKind, Kind, Mode, Selector, Snapshot, State};
