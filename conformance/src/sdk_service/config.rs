@@ -562,7 +562,7 @@ mod tests {
     #[test]
     fn capabilities_not_declared_are_refused() {
         let rt = ServiceRuntime::Smol;
-        for extra in ["bigSegments", "hooks", "clientSide"] {
+        for extra in ["bigSegments", "hooks"] {
             let mut json = serde_json::json!({"credential": "k"});
             json[extra] = serde_json::json!({});
             let err = config(json).builder(&rt).expect_err(extra);
