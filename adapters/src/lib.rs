@@ -85,11 +85,11 @@ use std::time::{Duration, Instant};
 use flagsync_core::{Command, Config, DataSystem, PersistenceConfig};
 
 pub use flag::{Flag, Segment};
-#[cfg(feature = "eval")]
-pub use listeners::{FlagValueChange, FlagValueChanges};
 pub use flagsync_core::config::{CoordinatorTiming, Fdv2Config, SourceSpec};
 pub use flagsync_core::source::UnrecoverablePolicy;
 pub use flagsync_core::{DataAvailability, ErrorKind, Kind, Mode, Selector, Snapshot, State};
+#[cfg(feature = "eval")]
+pub use listeners::{FlagValueChange, FlagValueChanges};
 pub use proxy::ProxyError;
 pub use publish::{DataSourceError, DataSourceStatus, FlagChange, Subscription};
 

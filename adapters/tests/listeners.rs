@@ -95,7 +95,10 @@ async fn value_changes_only_when_the_value_changes(rt: Rt) {
     assert_eq!(client.flag("g").unwrap().version, 2);
     assert!(changes.try_recv().is_none());
     client.close().await;
-    assert!(matches!(timeout(&rt, 5 * SEC, changes.recv()).await, Some(None)));
+    assert!(matches!(
+        timeout(&rt, 5 * SEC, changes.recv()).await,
+        Some(None)
+    ));
 }
 
 async fn each_context_sees_its_own_value(rt: Rt) {
@@ -123,5 +126,8 @@ async fn each_context_sees_its_own_value(rt: Rt) {
     assert_eq!(client.flag("f").unwrap().version, 2);
     assert!(other.try_recv().is_none());
     client.close().await;
-    assert!(matches!(timeout(&rt, 5 * SEC, other.recv()).await, Some(None)));
+    assert!(matches!(
+        timeout(&rt, 5 * SEC, other.recv()).await,
+        Some(None)
+    ));
 }

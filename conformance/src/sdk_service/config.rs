@@ -464,7 +464,11 @@ impl DataSystem {
             Some(1) => StoreMode::ReadWrite,
             Some(other) => return Err(refuse(400, format!("unknown storeMode {other}"))),
         };
-        let mode = if fdv2.has_no_sources() { None } else { Some(mode) };
+        let mode = if fdv2.has_no_sources() {
+            None
+        } else {
+            Some(mode)
+        };
         Ok((b.fdv2(fdv2), mode))
     }
 
@@ -490,14 +494,16 @@ impl DataSystem {
             let synchronizers = self.synchronizers.iter().flatten();
             Fdv2Config::custom()
                 .initializers(initializers.filter_map(|i| i.polling.as_ref().map(polling)))
-                .synchronizers(synchronizers.filter_map(|s| match (&s.streaming, &s.polling) {
-                    (Some(st), _) => Some(SourceSpec::Streaming {
-                        base_uri: first_uri([st.base_uri.as_deref(), endpoint_stream])
-                            .map(str::to_owned),
-                        initial_retry_delay: st.initial_retry_delay_ms.map(millis),
+                .synchronizers(
+                    synchronizers.filter_map(|s| match (&s.streaming, &s.polling) {
+                        (Some(st), _) => Some(SourceSpec::Streaming {
+                            base_uri: first_uri([st.base_uri.as_deref(), endpoint_stream])
+                                .map(str::to_owned),
+                            initial_retry_delay: st.initial_retry_delay_ms.map(millis),
+                        }),
+                        (None, p) => p.as_ref().map(polling),
                     }),
-                    (None, p) => p.as_ref().map(polling),
-                }))
+                )
         };
         if let Some(p) = &self.fdv1_fallback {
             fdv2 = fdv2.fdv1_fallback(Some(SourceSpec::Fdv1Polling {
@@ -707,9 +713,11 @@ mod tests {
             400
         );
         assert_eq!(
-            apply(serde_json::json!({"connectionModeConfig": {"initialConnectionMode": "streaming"}}))
-                .expect_err("client-side")
-                .status,
+            apply(
+                serde_json::json!({"connectionModeConfig": {"initialConnectionMode": "streaming"}})
+            )
+            .expect_err("client-side")
+            .status,
             400
         );
     }
