@@ -64,6 +64,8 @@ pub mod eval;
 pub mod events;
 mod flag;
 #[cfg(feature = "eval")]
+mod listeners;
+#[cfg(feature = "eval")]
 pub mod migration;
 pub mod persist;
 mod proxy;
@@ -86,6 +88,8 @@ pub use flag::{Flag, Segment};
 pub use flagsync_core::config::{CoordinatorTiming, Fdv2Config, SourceSpec};
 pub use flagsync_core::source::UnrecoverablePolicy;
 pub use flagsync_core::{DataAvailability, ErrorKind, Kind, Mode, Selector, Snapshot, State};
+#[cfg(feature = "eval")]
+pub use listeners::{FlagValueChange, FlagValueChanges};
 pub use proxy::ProxyError;
 pub use publish::{
     DEFAULT_SUBSCRIPTION_CAPACITY, DataSourceError, DataSourceStatus, FlagChange, Subscription,

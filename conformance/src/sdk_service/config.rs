@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use flagsync::events::EventsOptions;
 use flagsync::persist::{CacheConfig, RedisStore, StoreMode};
-use flagsync::{Client, ClientBuilder};
+use flagsync::{Client, ClientBuilder, Fdv2Config, SourceSpec};
 use serde::Deserialize;
 
 use super::runtime::ServiceRuntime;
@@ -75,9 +75,67 @@ pub struct SdkConfig {
     /// A persistent store.
     #[serde(default)]
     pub persistent_data_store: Option<PersistentDataStore>,
-    /// The FDv2 data system (harness v3; not declared by this service yet).
+    /// The FDv2 data system (harness v3). Its presence tells a v3 configuration from a
+    /// v2 one: with it, `streaming` and `polling` are not read.
     #[serde(default)]
-    pub data_system: Option<serde_json::Value>,
+    pub data_system: Option<DataSystem>,
+}
+
+/// `dataSystem` (harness v3, servicedef `DataSystem`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DataSystem {
+    /// The SDK's default data system (client-side harness runs send this instead of
+    /// sources).
+    #[serde(default)]
+    pub use_default_data_system: Option<bool>,
+    /// A persistent store.
+    #[serde(default)]
+    pub store: Option<DataStore>,
+    /// `0`: read-only; `1`: read-write (the data sources' data is written to the store).
+    #[serde(default)]
+    pub store_mode: Option<u8>,
+    /// Initializers, run in order.
+    #[serde(default)]
+    pub initializers: Option<Vec<Initializer>>,
+    /// Synchronizers, in order of preference.
+    #[serde(default)]
+    pub synchronizers: Option<Vec<Synchronizer>>,
+    /// The FDv1 polling source the server's fallback directive switches to; absent: the
+    /// directive halts the data system.
+    #[serde(default)]
+    pub fdv1_fallback: Option<Polling>,
+    /// Client-side connection modes: refused (a server-side SDK has none).
+    #[serde(default)]
+    pub connection_mode_config: Option<serde_json::Value>,
+}
+
+/// `dataSystem.store`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DataStore {
+    /// The store, as the top-level `persistentDataStore`.
+    #[serde(default)]
+    pub persistent_data_store: Option<PersistentDataStore>,
+}
+
+/// One of `dataSystem.initializers`.
+#[derive(Debug, Default, Deserialize)]
+pub struct Initializer {
+    /// FDv2 polling.
+    #[serde(default)]
+    pub polling: Option<Polling>,
+}
+
+/// One of `dataSystem.synchronizers`.
+#[derive(Debug, Default, Deserialize)]
+pub struct Synchronizer {
+    /// The FDv2 stream.
+    #[serde(default)]
+    pub streaming: Option<Streaming>,
+    /// FDv2 polling.
+    #[serde(default)]
+    pub polling: Option<Polling>,
 }
 
 /// `events`.
@@ -268,12 +326,6 @@ impl SdkConfig {
         if self.hooks.is_some() {
             return Err(refuse(400, "hooks are not supported by this service"));
         }
-        if self.data_system.is_some() {
-            return Err(refuse(
-                400,
-                "the dataSystem configuration is not supported yet",
-            ));
-        }
         let endpoints = self.service_endpoints.as_ref();
         let endpoint_stream = endpoints.and_then(|e| e.streaming.as_deref());
         let endpoint_poll = endpoints.and_then(|e| e.polling.as_deref());
@@ -281,33 +333,10 @@ impl SdkConfig {
         b = b
             .stream_uri(first_uri([endpoint_stream]).unwrap_or(DEFAULT_STREAM_URI))
             .polling_uri(first_uri([endpoint_poll]).unwrap_or(DEFAULT_POLLING_URI));
-        let mut has_source = true;
-        if let Some(s) = &self.streaming {
-            if let Some(uri) = first_uri([s.base_uri.as_deref(), endpoint_stream]) {
-                b = b.stream_uri(uri);
-            }
-            if let Some(ms) = s.initial_retry_delay_ms {
-                b = b.initial_reconnect_delay(millis(ms));
-            }
-            if let Some(filter) = &s.filter {
-                b = b.payload_filter(filter.clone());
-            }
-        } else if let Some(p) = &self.polling {
-            b = b.polling(true);
-            if let Some(uri) = first_uri([p.base_uri.as_deref(), endpoint_poll]) {
-                b = b.polling_uri(uri);
-            }
-            if let Some(ms) = p.poll_interval_ms {
-                b = b.poll_interval(millis(ms));
-            }
-            if let Some(filter) = &p.filter {
-                b = b.payload_filter(filter.clone());
-            }
-        } else if endpoint_stream.is_none() && self.persistent_data_store.is_some() {
-            // Neither data source nor a streaming endpoint, but a store: daemon mode, as
-            // the reference services read it.
-            has_source = false;
-        }
+        let (mut b, store_mode) = match &self.data_system {
+            Some(ds) => ds.apply(b, endpoint_stream, endpoint_poll)?,
+            None => self.data_source_v2(b, endpoint_stream),
+        };
         if let Some(tags) = &self.tags {
             b = b.application(
                 tags.application_id.clone().unwrap_or_default(),
@@ -356,15 +385,133 @@ impl SdkConfig {
                 b.events(options)
             }
         };
-        if let Some(p) = &self.persistent_data_store {
+        let store = self
+            .data_system
+            .as_ref()
+            .and_then(|ds| ds.store.as_ref())
+            .and_then(|s| s.persistent_data_store.as_ref())
+            .or(self.persistent_data_store.as_ref());
+        if let Some(p) = store {
             let (store, cache) = persistent_store(p)?;
-            b = if has_source {
-                b.persistent_store(store, StoreMode::ReadWrite, cache)
-            } else {
-                b.daemon(store, cache)
+            b = match store_mode {
+                Some(mode) => b.persistent_store(store, mode, cache),
+                None => b.daemon(store, cache),
             };
         }
         Ok(b)
+    }
+
+    /// The v2 harness's data source (`streaming`, else `polling`, else daemon mode with
+    /// a store and no streaming endpoint), and the mode of a persistent store: `None`
+    /// for daemon mode.
+    fn data_source_v2(
+        &self,
+        mut b: ClientBuilder,
+        endpoint_stream: Option<&str>,
+    ) -> (ClientBuilder, Option<StoreMode>) {
+        let endpoint_poll = self
+            .service_endpoints
+            .as_ref()
+            .and_then(|e| e.polling.as_deref());
+        if let Some(s) = &self.streaming {
+            if let Some(uri) = first_uri([s.base_uri.as_deref(), endpoint_stream]) {
+                b = b.stream_uri(uri);
+            }
+            if let Some(ms) = s.initial_retry_delay_ms {
+                b = b.initial_reconnect_delay(millis(ms));
+            }
+            if let Some(filter) = &s.filter {
+                b = b.payload_filter(filter.clone());
+            }
+        } else if let Some(p) = &self.polling {
+            b = b.polling(true);
+            if let Some(uri) = first_uri([p.base_uri.as_deref(), endpoint_poll]) {
+                b = b.polling_uri(uri);
+            }
+            if let Some(ms) = p.poll_interval_ms {
+                b = b.poll_interval(millis(ms));
+            }
+            if let Some(filter) = &p.filter {
+                b = b.payload_filter(filter.clone());
+            }
+        } else if endpoint_stream.is_none() && self.persistent_data_store.is_some() {
+            // Neither data source nor a streaming endpoint, but a store: daemon mode, as
+            // the reference services read it.
+            return (b, None);
+        }
+        (b, Some(StoreMode::ReadWrite))
+    }
+}
+
+impl DataSystem {
+    /// The FDv2 data system these settings describe, on `b`, and the mode of a
+    /// persistent store (`None`: daemon mode, no data source at all).
+    fn apply(
+        &self,
+        b: ClientBuilder,
+        endpoint_stream: Option<&str>,
+        endpoint_poll: Option<&str>,
+    ) -> Result<(ClientBuilder, Option<StoreMode>), Refusal> {
+        if self.connection_mode_config.is_some() {
+            return Err(refuse(
+                400,
+                "connection modes are client-side; this is a server-side SDK",
+            ));
+        }
+        let fdv2 = self.fdv2_config(endpoint_stream, endpoint_poll);
+        let mode = match self.store_mode {
+            None | Some(0) => StoreMode::ReadOnly,
+            Some(1) => StoreMode::ReadWrite,
+            Some(other) => return Err(refuse(400, format!("unknown storeMode {other}"))),
+        };
+        let mode = if fdv2.has_no_sources() {
+            None
+        } else {
+            Some(mode)
+        };
+        Ok((b.fdv2(fdv2), mode))
+    }
+
+    /// The sources as an [`Fdv2Config`]; an empty base URI takes the service
+    /// endpoint's (else the client's default).
+    pub fn fdv2_config(
+        &self,
+        endpoint_stream: Option<&str>,
+        endpoint_poll: Option<&str>,
+    ) -> Fdv2Config {
+        let poll_uri =
+            |p: &Polling| first_uri([p.base_uri.as_deref(), endpoint_poll]).map(str::to_owned);
+        let polling = |p: &Polling| SourceSpec::Polling {
+            base_uri: poll_uri(p),
+            interval: p.poll_interval_ms.map(millis),
+        };
+        let listed = self.initializers.as_ref().is_some_and(|l| !l.is_empty())
+            || self.synchronizers.as_ref().is_some_and(|l| !l.is_empty());
+        let mut fdv2 = if self.use_default_data_system == Some(true) && !listed {
+            Fdv2Config::default()
+        } else {
+            let initializers = self.initializers.iter().flatten();
+            let synchronizers = self.synchronizers.iter().flatten();
+            Fdv2Config::custom()
+                .initializers(initializers.filter_map(|i| i.polling.as_ref().map(polling)))
+                .synchronizers(
+                    synchronizers.filter_map(|s| match (&s.streaming, &s.polling) {
+                        (Some(st), _) => Some(SourceSpec::Streaming {
+                            base_uri: first_uri([st.base_uri.as_deref(), endpoint_stream])
+                                .map(str::to_owned),
+                            initial_retry_delay: st.initial_retry_delay_ms.map(millis),
+                        }),
+                        (None, p) => p.as_ref().map(polling),
+                    }),
+                )
+        };
+        if let Some(p) = &self.fdv1_fallback {
+            fdv2 = fdv2.fdv1_fallback(Some(SourceSpec::Fdv1Polling {
+                base_uri: poll_uri(p),
+                interval: p.poll_interval_ms.map(millis),
+            }));
+        }
+        fdv2
     }
 }
 
@@ -421,7 +568,7 @@ mod tests {
     #[test]
     fn capabilities_not_declared_are_refused() {
         let rt = ServiceRuntime::Smol;
-        for extra in ["bigSegments", "hooks", "dataSystem"] {
+        for extra in ["bigSegments", "hooks"] {
             let mut json = serde_json::json!({"credential": "k"});
             json[extra] = serde_json::json!({});
             let err = config(json).builder(&rt).expect_err(extra);
@@ -463,6 +610,158 @@ mod tests {
             c.builder(&ServiceRuntime::Smol).expect_err("consul").status,
             400
         );
+    }
+
+    fn data_system(json: serde_json::Value) -> DataSystem {
+        serde_json::from_value(json).expect("a dataSystem")
+    }
+
+    #[test]
+    fn v3_sources_become_the_fdv2_config_in_order() {
+        let ds = data_system(serde_json::json!({
+            "storeMode": 0,
+            "initializers": [{"polling": {"baseUri": "http://poll", "pollIntervalMs": 1500}}],
+            "synchronizers": [
+                {"streaming": {"baseUri": "http://stream", "initialRetryDelayMs": 250}},
+                {"polling": {"baseUri": "http://poll2"}}
+            ],
+            "fdv1Fallback": {"baseUri": "http://fdv1", "pollIntervalMs": 60000}
+        }));
+        let fdv2 = ds.fdv2_config(None, None);
+        assert_eq!(
+            fdv2.initializers,
+            [SourceSpec::Polling {
+                base_uri: Some("http://poll".into()),
+                interval: Some(Duration::from_millis(1500)),
+            }]
+        );
+        assert_eq!(
+            fdv2.synchronizers,
+            [
+                SourceSpec::Streaming {
+                    base_uri: Some("http://stream".into()),
+                    initial_retry_delay: Some(Duration::from_millis(250)),
+                },
+                SourceSpec::Polling {
+                    base_uri: Some("http://poll2".into()),
+                    interval: None,
+                },
+            ]
+        );
+        assert_eq!(
+            fdv2.fdv1_fallback,
+            Some(SourceSpec::Fdv1Polling {
+                base_uri: Some("http://fdv1".into()),
+                interval: Some(Duration::from_secs(60)),
+            })
+        );
+    }
+
+    #[test]
+    fn empty_base_uris_take_the_service_endpoints() {
+        let ds = data_system(serde_json::json!({
+            "initializers": [{"polling": {"baseUri": ""}}],
+            "synchronizers": [{"streaming": {}}, {"polling": {}}],
+            "fdv1Fallback": {}
+        }));
+        let fdv2 = ds.fdv2_config(Some("http://s"), Some("http://p"));
+        let p = Some("http://p".to_owned());
+        assert_eq!(
+            fdv2.initializers,
+            [SourceSpec::Polling {
+                base_uri: p.clone(),
+                interval: None
+            }]
+        );
+        assert_eq!(
+            fdv2.synchronizers[0],
+            SourceSpec::Streaming {
+                base_uri: Some("http://s".into()),
+                initial_retry_delay: None,
+            }
+        );
+        assert_eq!(
+            fdv2.fdv1_fallback,
+            Some(SourceSpec::Fdv1Polling {
+                base_uri: p,
+                interval: None
+            })
+        );
+        // No endpoint either: the client's configured URIs (`None` here).
+        let fdv2 = ds.fdv2_config(None, None);
+        assert_eq!(fdv2.initializers, [SourceSpec::polling()]);
+    }
+
+    #[test]
+    fn without_fdv1_fallback_the_directive_has_nothing_to_switch_to() {
+        let ds = data_system(serde_json::json!({
+            "storeMode": 0, "initializers": null, "synchronizers": [{"streaming": {}}]
+        }));
+        let fdv2 = ds.fdv2_config(None, None);
+        assert!(fdv2.initializers.is_empty());
+        assert_eq!(fdv2.synchronizers, [SourceSpec::streaming()]);
+        assert_eq!(fdv2.fdv1_fallback, None);
+    }
+
+    #[test]
+    fn use_default_data_system_is_the_default_preset() {
+        let ds = data_system(serde_json::json!({"useDefaultDataSystem": true}));
+        assert_eq!(ds.fdv2_config(None, None), Fdv2Config::default());
+    }
+
+    #[test]
+    fn store_mode_and_daemon_mode() {
+        let apply = |json| {
+            data_system(json)
+                .apply(Client::builder("k"), None, None)
+                .map(|(_, mode)| mode)
+        };
+        let sync = serde_json::json!([{"streaming": {}}]);
+        assert_eq!(
+            apply(serde_json::json!({"storeMode": 0, "synchronizers": sync})),
+            Ok(Some(StoreMode::ReadOnly))
+        );
+        assert_eq!(
+            apply(serde_json::json!({"storeMode": 1, "synchronizers": sync})),
+            Ok(Some(StoreMode::ReadWrite))
+        );
+        // No source at all: the store alone, read-only (daemon mode).
+        assert_eq!(
+            apply(serde_json::json!({"storeMode": 1, "synchronizers": []})),
+            Ok(None)
+        );
+        assert_eq!(
+            apply(serde_json::json!({"storeMode": 7, "synchronizers": sync}))
+                .expect_err("mode 7")
+                .status,
+            400
+        );
+        assert_eq!(
+            apply(
+                serde_json::json!({"connectionModeConfig": {"initialConnectionMode": "streaming"}})
+            )
+            .expect_err("client-side")
+            .status,
+            400
+        );
+    }
+
+    #[test]
+    fn a_data_system_is_accepted_and_a_v2_configuration_still_is() {
+        let rt = ServiceRuntime::Smol;
+        let v3 = config(serde_json::json!({
+            "credential": "k",
+            "dataSystem": {"storeMode": 0, "initializers": [],
+                "synchronizers": [{"streaming": {"baseUri": "http://127.0.0.1:1"}}],
+                "store": {"persistentDataStore": {"store": {"type": "consul", "dsn": "x"},
+                    "cache": {"mode": "off"}}}}
+        }));
+        // The dataSystem's store is read (and refused here: flagsync has no Consul).
+        assert_eq!(v3.builder(&rt).expect_err("consul").status, 400);
+        let v2 = config(serde_json::json!({
+            "credential": "k", "polling": {"baseUri": "http://127.0.0.1:1"}
+        }));
+        assert!(v2.builder(&rt).is_ok());
     }
 
     #[test]

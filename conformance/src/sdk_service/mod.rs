@@ -6,7 +6,9 @@
 //!  POST /           create a client from the harness's configuration → /clients/N
 //!  POST /clients/N  a command: evaluate, evaluateAll, contextBuild, contextConvert,
 //!                   contextComparison, secureModeHash, migrationVariation,
-//!                   migrationOperation (anything else: 400 with the reason)
+//!                   migrationOperation, identifyEvent, customEvent, flushEvents,
+//!                   registerFlagChangeListener, registerFlagValueChangeListener,
+//!                   unregisterListener (anything else: 400 with the reason)
 //!  DELETE /clients/N, DELETE /   close the client; stop the service
 //! ```
 //!
@@ -16,6 +18,7 @@
 
 pub mod config;
 pub mod context;
+pub mod listeners;
 pub mod migration;
 pub mod runtime;
 
@@ -31,6 +34,7 @@ use serde_json::{Value, json};
 
 use crate::service_http::{After, Request, Response};
 use config::CreateParams;
+use listeners::Listeners;
 use runtime::ServiceRuntime;
 
 /// What this service declares (the harness's `servicedef/service_params.go`): each one
@@ -69,6 +73,9 @@ pub const CAPABILITIES: &[&str] = &[
     "inline-context-all",
     "anonymous-redaction",
     "omit-anonymous-contexts",
+    "fdv1-fallback",
+    "flag-change-listeners",
+    "flag-value-change-listeners",
 ];
 
 /// The service: its runtime and the clients it made.
@@ -76,6 +83,7 @@ pub const CAPABILITIES: &[&str] = &[
 pub struct Service {
     runtime: ServiceRuntime,
     clients: Mutex<HashMap<u64, Client>>,
+    listeners: Listeners,
     next_id: AtomicU64,
 }
 
@@ -184,6 +192,7 @@ impl Service {
         Self {
             runtime,
             clients: Mutex::new(HashMap::new()),
+            listeners: Listeners::default(),
             next_id: AtomicU64::new(1),
         }
     }
@@ -263,6 +272,7 @@ impl Service {
     /// `DELETE /clients/N`.
     fn close(&self, id: u64) -> Response {
         let client = self.clients().remove(&id);
+        self.listeners.remove_client(id);
         match client {
             Some(client) => {
                 self.runtime.block_on(client.close());
@@ -281,14 +291,14 @@ impl Service {
             Ok(c) => c,
             Err(e) => return bad(format!("invalid command: {e}")),
         };
-        match self.run(&client, &cmd) {
+        match self.run(id, &client, &cmd) {
             Ok(Value::Null) => Response::empty(204),
             Ok(value) => Response::json(&value),
             Err(resp) => resp,
         }
     }
 
-    fn run(&self, client: &Client, cmd: &Command) -> Result<Value, Response> {
+    fn run(&self, id: u64, client: &Client, cmd: &Command) -> Result<Value, Response> {
         match cmd.command.as_str() {
             "evaluate" => evaluate(client, params(cmd)?).map_err(bad),
             "evaluateAll" => {
@@ -333,6 +343,22 @@ impl Service {
             "flushEvents" => {
                 client.flush();
                 Ok(Value::Null)
+            }
+            "registerFlagChangeListener" => {
+                self.listeners.flag_changes(id, client, params(cmd)?);
+                Ok(Value::Null)
+            }
+            "registerFlagValueChangeListener" => {
+                self.listeners.value_changes(id, client, params(cmd)?);
+                Ok(Value::Null)
+            }
+            "unregisterListener" => {
+                let p: listeners::UnregisterParams = params(cmd)?;
+                if self.listeners.remove(id, &p.listener_id) {
+                    Ok(Value::Null)
+                } else {
+                    Err(bad(format!("no listener {:?}", p.listener_id)))
+                }
             }
             "getBigSegmentStoreStatus" => Err(bad("big segments are not supported")),
             other => Err(bad(format!("unknown command {other:?}"))),

@@ -308,7 +308,7 @@ impl ContextFormatter {
                     .iter()
                     .any(|p| p.path.len() == 1 && p.path.first().is_some_and(|c| c == name))
             {
-                redacted.push(name.clone());
+                redacted.push(top_level_reference(name));
                 continue;
             }
             let mut path = vec![name.as_str()];
@@ -325,6 +325,25 @@ impl ContextFormatter {
         }
         out
     }
+}
+
+/// The attribute reference of top-level attribute `name`, as `redactedAttributes` lists
+/// it: the name itself, unless it begins with `/` and would read as a path; then the
+/// one-component path, with `~` and `/` escaped (`/ssn` is `/~1ssn`).
+fn top_level_reference(name: &str) -> String {
+    if !name.starts_with('/') {
+        return name.to_owned();
+    }
+    let mut out = String::with_capacity(name.len() + 3);
+    out.push('/');
+    for c in name.chars() {
+        match c {
+            '~' => out.push_str("~0"),
+            '/' => out.push_str("~1"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// `value` at `path` with the properties that `private` names removed (recorded in
@@ -447,6 +466,23 @@ mod tests {
         let anon = plain.format(&c, true);
         assert!(anon.get("x").is_none());
         assert_eq!(anon["_meta"]["redactedAttributes"], json!(["name", "x"]));
+    }
+
+    #[test]
+    fn a_redacted_slash_prefixed_name_is_listed_as_its_reference() {
+        let c = ctx(json!({"kind":"user","key":"k","/ssn":"1","a~b":2,"name":"n"}));
+        let all = ContextFormatter::new(true, &[]).format(&c, false);
+        let mut listed: Vec<&str> = all["_meta"]["redactedAttributes"]
+            .as_array()
+            .expect("a list")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        listed.sort_unstable();
+        assert_eq!(listed, ["/~1ssn", "a~b", "name"]);
+        let one = ContextFormatter::new(false, &["/~1ssn".to_owned()]).format(&c, false);
+        assert_eq!(one["_meta"]["redactedAttributes"], json!(["/~1ssn"]));
+        assert!(one.get("/ssn").is_none());
     }
 
     #[test]
