@@ -120,6 +120,7 @@ impl RedisStoreBuilder {
             marker: format!("{}:$flagsync:{:016x}", self.prefix, fastrand::u64(..)),
             writes: AtomicU64::new(0),
             skipped: [AtomicU64::new(0), AtomicU64::new(0)],
+            server_run: std::sync::Mutex::new(None),
             keys: Keys::new(&self.prefix),
             prefix: self.prefix,
             target,
@@ -183,6 +184,16 @@ pub struct RedisStore {
     writes: AtomicU64,
     /// Undecodable items skipped in the latest whole read of segments and flags.
     skipped: [AtomicU64; 2],
+    /// The `run_id` of the Redis server process this store last wrote to: a new one
+    /// means Redis restarted (empty, or from an older save).
+    server_run: std::sync::Mutex<Option<String>>,
+}
+
+/// The `run_id` line of `INFO server`.
+fn run_id(info: &str) -> Option<String> {
+    info.lines()
+        .find_map(|l| l.strip_prefix("run_id:"))
+        .map(|id| id.trim().to_owned())
 }
 
 impl fmt::Debug for RedisStore {
@@ -264,6 +275,15 @@ impl RedisStore {
         let result: Result<(), _> = pipe.query_async(conn.get()).await;
         conn.check(result)?;
         self.writes.store(n, Ordering::Release);
+        // Which Redis process holds the data set now (a failed look-up is found out by
+        // the next check).
+        let info: Result<String, _> = redis::cmd("INFO")
+            .arg("server")
+            .query_async(conn.get())
+            .await;
+        if let Ok(info) = info {
+            *self.server_run.lock().unwrap_or_else(|e| e.into_inner()) = run_id(&info);
+        }
         tracing::debug!(target_db = %self.target, items = items.len(), "redis init");
         Ok(())
     }
@@ -355,9 +375,22 @@ impl RedisStore {
         }
         let mut conn = self.pool.get().await?;
         let mut pipe = redis::pipe();
-        pipe.exists(&self.keys.inited).get(&self.marker);
-        let result: Result<(bool, Option<u64>), _> = pipe.query_async(conn.get()).await;
-        let (inited, counted) = conn.check(result)?;
+        pipe.cmd("INFO")
+            .arg("server")
+            .exists(&self.keys.inited)
+            .get(&self.marker);
+        let result: Result<(String, bool, Option<u64>), _> = pipe.query_async(conn.get()).await;
+        let (info, inited, counted) = conn.check(result)?;
+        // The same Redis process as at the last write: what it holds is what it was
+        // given, by this process or another (as LaunchDarkly's SDKs, a store whose data
+        // someone removed is read as it is, not written over). A restarted one (empty,
+        // or from an older save) must still hold this store's writes.
+        let current = run_id(&info);
+        let mut last = self.server_run.lock().unwrap_or_else(|e| e.into_inner());
+        if current.is_some() && *last == current {
+            return Ok(true);
+        }
+        *last = current;
         Ok(inited && counted.is_some_and(|c| c >= made))
     }
 }

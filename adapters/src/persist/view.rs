@@ -369,10 +369,12 @@ async fn answer(store: &CachingStore, fetch: &Fetch) -> Result<Answer, StoreErro
         Fetch::Item(kind, key) => Answer::Item(inner.get(*kind, key).await?),
         Fetch::All(kind) => Answer::All(inner.all(*kind).await?),
     };
-    // An answer that could remove what the view holds counts only from a store that
-    // holds a data set: a store without `$inited` (a Redis restarted empty) is "not
-    // initialized", never an empty data set (issue 19).
-    let removes = matches!(answer, Answer::Item(None) | Answer::All(_));
+    // A listing counts only from a store that holds a data set: a store without
+    // `$inited` (a Redis restarted empty) is "not initialized", never an empty data
+    // set (issue 19). A point read is taken as it is, as LaunchDarkly's SDKs take it
+    // (their contract tests: a daemon reads flags written without `$inited`, and a
+    // flag removed from the store reads as missing once its cache entry expires).
+    let removes = matches!(answer, Answer::All(_));
     if removes && !inner.initialized().await? {
         return Ok(Answer::NotInitialized);
     }
