@@ -412,7 +412,9 @@ impl ClientBuilder {
         let seed = self.seed.unwrap_or_else(|| fastrand::u64(..));
         let mut config = self.config;
         // One id per client, from the client's own seed: reproducible with `seed`.
-        let instance_id = instance_id(&mut fastrand::Rng::with_seed(seed ^ INSTANCE_ID_STREAM));
+        let instance_id = flagsync_core::events::uuid_v4(&mut fastrand::Rng::with_seed(
+            seed ^ INSTANCE_ID_STREAM,
+        ));
         config.identity.instance_id = Some(instance_id.clone());
         // FDv2 hands reads over to memory once it holds a full data set; FDv1 keeps
         // reading the persistent store, which is then the SDK's store.
@@ -475,22 +477,6 @@ fn valid_payload_filter(key: &str) -> bool {
 /// Mixed into the client's seed for its instance id, so that the id and the reconnect
 /// jitter are independent draws.
 const INSTANCE_ID_STREAM: u64 = 0x1d5e_a7c0_ffee_0001;
-
-/// A random (version 4) UUID from `rng`, in its usual lower-case hyphenated form.
-fn instance_id(rng: &mut fastrand::Rng) -> String {
-    let mut b = rng.u128(..).to_be_bytes();
-    b[6] = (b[6] & 0x0f) | 0x40; // version 4
-    b[8] = (b[8] & 0x3f) | 0x80; // RFC 4122 variant
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
-}
 
 /// A flag-delivery client: keeps an in-memory copy of the flags up to date.
 ///
