@@ -66,6 +66,7 @@
 #![warn(unreachable_pub, clippy::use_self, elided_lifetimes_in_paths)]
 
 pub mod backoff;
+pub mod bigseg;
 pub mod config;
 pub mod endpoint;
 pub mod events;
