@@ -26,6 +26,8 @@ runtime_tests!(
     a_store_down_at_start_gets_the_data_when_it_returns,
     fdv1_reads_come_from_the_store_through_its_cache,
     an_infinite_cache_keeps_what_was_read_and_reads_what_was_not,
+    a_read_without_a_live_entry_reads_the_store_at_once,
+    before_the_source_answers_an_initialized_store_is_evaluated,
 );
 
 #[cfg(feature = "server")]
@@ -249,4 +251,79 @@ async fn an_infinite_cache_keeps_what_was_read_and_reads_what_was_not(rt: Rt) {
     // "read" was cached for good: the change never shows.
     assert_eq!(client.flag("read").map(|f| f.version), Some(1));
     client.close().await;
+}
+
+fn bool_flag(key: &str, version: u64, serve: bool) -> String {
+    let variation = if serve { 0 } else { 1 };
+    format!(
+        r#"{{"key":"{key}","version":{version},"on":true,"variations":[true,false],"fallthrough":{{"variation":{variation}}}}}"#
+    )
+}
+
+/// A store change made by another process shows on the very next evaluation when the
+/// cache is off, as in LaunchDarkly's SDKs (the harness's "store mode … no cache"):
+/// the read waits for the store, also from a task of the client's own runtime.
+async fn a_read_without_a_live_entry_reads_the_store_at_once(rt: Rt) {
+    let db = Arc::new(InMemoryStore::new());
+    db.set_initialized(true);
+    let client = builder(&rt, "http://127.0.0.1:1")
+        .daemon(db.clone(), CacheConfig::disabled())
+        .build()
+        .unwrap();
+    client.start().unwrap();
+    assert!(client.wait_for_initialization(5 * SEC).await);
+    let context = flagsync::eval::ContextBuilder::new("u").build().unwrap();
+    db.put_raw(Kind::Flag, "f", bool_flag("f", 1, true));
+    assert!(
+        client.bool_variation("f", &context, false),
+        "the first read"
+    );
+    db.put_raw(Kind::Flag, "f", bool_flag("f", 2, false));
+    assert!(!client.bool_variation("f", &context, true), "every read");
+    // The same from a task spawned on the runtime (a worker thread on tokio).
+    let (tx, rx) = async_channel::bounded(1);
+    let (c, ctx, store) = (client.clone(), context.clone(), db.clone());
+    rt.spawn(Box::pin(async move {
+        store.put_raw(Kind::Flag, "f", bool_flag("f", 3, true));
+        let first = c.bool_variation("f", &ctx, false);
+        store.put_raw(Kind::Flag, "f", bool_flag("f", 4, false));
+        let second = c.bool_variation("f", &ctx, true);
+        let _ = tx.send((first, second)).await;
+    }));
+    let answers = timeout(&rt, 5 * SEC, rx.recv()).await.and_then(Result::ok);
+    assert_eq!(answers, Some((true, false)));
+    client.close().await;
+}
+
+/// A warm start: before the data source answers, an evaluation finds the store holds a
+/// data set (`$inited`) and evaluates from it, as LaunchDarkly's SDKs do; a store
+/// without one gives the default.
+async fn before_the_source_answers_an_initialized_store_is_evaluated(rt: Rt) {
+    let context = flagsync::eval::ContextBuilder::new("u").build().unwrap();
+    let server = Server::start(|_, _| After::Hold);
+    for inited in [false, true] {
+        let db = Arc::new(InMemoryStore::new());
+        db.put_raw(Kind::Flag, "f", bool_flag("f", 1, true));
+        db.set_initialized(inited);
+        let client = builder(&rt, &server.url())
+            .persistent_store(db.clone(), StoreMode::ReadOnly, CacheConfig::disabled())
+            .build()
+            .unwrap();
+        client.start().unwrap();
+        // No waiting for initialization: the data source never answers.
+        assert_eq!(
+            client.bool_variation("f", &context, false),
+            inited,
+            "$inited {inited}"
+        );
+        if !inited {
+            // The store is initialized by another process: the next evaluation sees it.
+            db.set_initialized(true);
+            assert!(
+                client.bool_variation("f", &context, false),
+                "$inited written"
+            );
+        }
+        client.close().await;
+    }
 }

@@ -25,6 +25,7 @@ runtime_tests!(
     warm_start_serves_the_stored_flags_until_the_stream_delivers,
     daemon_mode_serves_data_another_process_wrote,
     outage_mid_stream_ends_with_redis_equal_to_the_last_state,
+    a_read_without_a_live_entry_reads_redis_before_it_returns,
 );
 
 /// A stream server whose one connection sends whatever the test feeds it, when it
@@ -190,8 +191,10 @@ async fn read_only_never_writes(rt: Rt) {
     feed.send(delete(Kind::Flag, "f1", 9)).unwrap();
     client.start().unwrap();
     assert!(client.wait_for_initialization(5 * SEC).await);
-    assert!(eventually(&rt, 5 * SEC, || client.flag("f1").is_none()).await);
-    sleep(&rt, Duration::from_millis(200)).await;
+    // Reads come from the store (FDv1: the store is the SDK's store), which this
+    // client never writes: the stream's delete of f1 does not show there.
+    assert_eq!(client.flag("f1").map(|f| f.version), Some(5));
+    sleep(&rt, Duration::from_millis(300)).await;
     let stats = redis.cli(&["INFO", "commandstats"]);
     for write in ["hset", "hdel", "del", "set", "multi", "exec", "watch"] {
         assert!(
@@ -475,4 +478,52 @@ async fn outage_mid_stream_ends_with_redis_equal_to_the_last_state(rt: Rt) {
     assert_eq!(client.status().state, State::Valid);
     client.close().await;
     assert!(client.is_closed());
+}
+
+fn served(key: &str, version: u64, serve: bool) -> String {
+    let variation = if serve { 0 } else { 1 };
+    format!(
+        r#"{{"key":"{key}","version":{version},"on":true,"variations":[true,false],"fallthrough":{{"variation":{variation}}}}}"#
+    )
+}
+
+/// The harness's "store mode … no cache - shows changes immediately", against a real
+/// Redis: every evaluation reads Redis before it returns (on the calling thread: also
+/// from a task of the client's own runtime), and a change it finds is announced.
+async fn a_read_without_a_live_entry_reads_redis_before_it_returns(rt: Rt) {
+    let redis = RedisServer::start();
+    let client = builder(&rt, "http://127.0.0.1:1")
+        .daemon(redis_store(&redis), CacheConfig::disabled())
+        .build()
+        .unwrap();
+    let changes = client.flag_changes();
+    redis.cli(&["SET", "launchdarkly:$inited", ""]);
+    client.start().unwrap();
+    assert!(client.wait_for_initialization(5 * SEC).await);
+    let context = flagsync::eval::ContextBuilder::new("u").build().unwrap();
+    redis.cli(&["HSET", "launchdarkly:features", "f", &served("f", 1, true)]);
+    assert!(
+        client.bool_variation("f", &context, false),
+        "the first read"
+    );
+    redis.cli(&["HSET", "launchdarkly:features", "f", &served("f", 2, false)]);
+    assert!(!client.bool_variation("f", &context, true), "every read");
+    let change = timeout(&rt, SEC, changes.recv()).await.flatten();
+    assert_eq!(change.map(|c| c.key), Some("f".to_owned()));
+    let (tx, rx) = async_channel::bounded(1);
+    let (c, ctx) = (client.clone(), context.clone());
+    redis.cli(&["HSET", "launchdarkly:features", "f", &served("f", 3, true)]);
+    rt.spawn(Box::pin(async move {
+        let _ = tx.send(c.bool_variation("f", &ctx, false)).await;
+    }));
+    assert_eq!(
+        timeout(&rt, 5 * SEC, rx.recv()).await.and_then(Result::ok),
+        Some(true)
+    );
+    // Redis gone: a read fails fast and answers from what the client holds.
+    drop(redis);
+    let t0 = std::time::Instant::now();
+    assert!(client.bool_variation("f", &context, false));
+    assert!(t0.elapsed() < 3 * SEC, "{:?}", t0.elapsed());
+    client.close().await;
 }

@@ -92,9 +92,21 @@ impl Client {
     /// This is the one place that decides: the data availability is at least CACHED,
     /// so a client that is only CACHED (data without a selector after FDv1 fallback, or
     /// a persistent store not yet refreshed) evaluates from what it has, as B §4.6 says.
+    ///
+    /// Before that, a client reading from a persistent store (a warm start) asks the
+    /// store whether it holds a data set (`$inited`, cached as the reference SDKs cache
+    /// it) and evaluates from it if so, as LaunchDarkly's SDKs do.
     fn evaluation_ready(&self) -> bool {
-        self.data_availability()
+        if self
+            .data_availability()
             .at_least(crate::DataAvailability::Cached)
+        {
+            return true;
+        }
+        self.inner
+            .published
+            .view()
+            .is_some_and(|view| view.store_initialized())
     }
 
     /// The flag cache of this client.

@@ -45,7 +45,12 @@ impl<'a> SnapshotStore<'a> {
 impl Store for SnapshotStore<'_> {
     fn flag(&self, flag_key: &str) -> Option<Flag> {
         if let Some(view) = self.view {
+            // The read may have waited for the store: read what the view holds now.
             view.touch(Kind::Flag, flag_key);
+            return self
+                .models
+                .live_flag(&view.snapshot(), flag_key)
+                .map(|flag| Flag::clone(&flag));
         }
         self.models
             .live_flag(self.snapshot, flag_key)
@@ -55,6 +60,10 @@ impl Store for SnapshotStore<'_> {
     fn segment(&self, segment_key: &str) -> Option<Segment> {
         if let Some(view) = self.view {
             view.touch(Kind::Segment, segment_key);
+            return self
+                .models
+                .segment(&view.snapshot(), segment_key)
+                .map(|segment| segment.for_context(self.context));
         }
         self.models
             .segment(self.snapshot, segment_key)

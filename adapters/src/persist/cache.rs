@@ -41,6 +41,11 @@ pub struct CacheConfig {
     /// At most this many single-item entries; the oldest go first. The per-kind "all"
     /// entries and the `$inited` answer do not count.
     pub capacity: usize,
+    /// While reads come from the store: how long a read that finds no live entry (none,
+    /// expired, or the cache off) waits for the store's answer before it is served from
+    /// what the view holds (default 500 ms; zero: never wait, the answer lands later).
+    /// LaunchDarkly's SDKs block on such a read without a bound.
+    pub read_wait: Duration,
 }
 
 impl Default for CacheConfig {
@@ -48,6 +53,7 @@ impl Default for CacheConfig {
         Self {
             ttl: CacheTtl::Expires(Duration::from_secs(15)),
             capacity: 1000,
+            read_wait: Duration::from_millis(500),
         }
     }
 }
@@ -84,6 +90,13 @@ impl CacheConfig {
     /// At most `capacity` single-item entries (default 1,000).
     pub fn with_capacity(mut self, capacity: usize) -> Self {
         self.capacity = capacity;
+        self
+    }
+
+    /// Wait at most `wait` for the store's answer to a read without a live entry (see
+    /// [`CacheConfig::read_wait`]).
+    pub fn with_read_wait(mut self, wait: Duration) -> Self {
+        self.read_wait = wait;
         self
     }
 

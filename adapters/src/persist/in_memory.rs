@@ -183,4 +183,21 @@ impl PersistentStore for InMemoryStore {
     fn is_available(&self) -> BoxFuture<'_, bool> {
         Box::pin(async move { !self.offline.load(Ordering::SeqCst) })
     }
+
+    fn get_now(
+        &self,
+        kind: Kind,
+        key: &str,
+        _timeout: std::time::Duration,
+    ) -> Option<Result<Option<Item>, StoreError>> {
+        Some(self.op(GET).map(|data| {
+            data.kinds[slot(kind)]
+                .get(key)
+                .and_then(|raw| decode_stored(kind, key, raw.clone()))
+        }))
+    }
+
+    fn initialized_now(&self, _timeout: std::time::Duration) -> Option<Result<bool, StoreError>> {
+        Some(self.op(INITIALIZED).map(|data| data.inited))
+    }
 }

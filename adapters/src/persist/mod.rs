@@ -30,6 +30,7 @@ pub(crate) mod view;
 pub(crate) mod writer;
 
 use std::fmt::Debug;
+use std::time::Duration;
 
 use bytes::Bytes;
 pub use flagsync_core::status::{StoreFault, StoreFaultKind};
@@ -112,6 +113,29 @@ pub trait PersistentStore: Send + Sync + Debug + 'static {
     /// logged at `warn` as they are read.
     fn skipped_items(&self) -> u64 {
         0
+    }
+
+    /// [`get`](Self::get) on the calling thread, without the async runtime, answering
+    /// within about `timeout`; `None` if this store cannot (the default). A read of the
+    /// client that finds no live cache entry uses it to answer before it returns, as
+    /// LaunchDarkly's SDKs do, on any runtime and from any thread (a runtime's worker
+    /// included); without it the read waits for the runtime's fetch task instead, at
+    /// most [`CacheConfig::read_wait`].
+    fn get_now(
+        &self,
+        kind: Kind,
+        key: &str,
+        timeout: Duration,
+    ) -> Option<Result<Option<Item>, StoreError>> {
+        let _ = (kind, key, timeout);
+        None
+    }
+
+    /// [`initialized`](Self::initialized) on the calling thread, as
+    /// [`get_now`](Self::get_now); `None` if this store cannot (the default).
+    fn initialized_now(&self, timeout: Duration) -> Option<Result<bool, StoreError>> {
+        let _ = timeout;
+        None
     }
 }
 

@@ -6,7 +6,8 @@
 //! answer.
 //!
 //! The answer is read at once, then again every cache TTL (every second with the cache
-//! off or infinite) until the store says it is initialized, which is latched. A failed
+//! off) until the store says it is initialized, which is latched; with an infinite
+//! cache a "not initialized" is kept, as the reference SDKs keep it. A failed
 //! read is not a load: waiting for initialization goes on until a read finds the store
 //! initialized (or the caller's timeout), so a reader started while the store is down
 //! becomes ready once it is back; then the core is told ([`StoreReport::Initialized`]:
@@ -57,13 +58,38 @@ pub(crate) async fn run(
                 Err(error) => tracing::debug!(%error, "listing the persistent store failed"),
             }
         }
-        let next = match store.initialized().await {
+        // The view's answer while it is live (an evaluation may have read it): the
+        // store's answer is cached once for the TTL, whoever read it.
+        let view = published.store_view();
+        let cached = view.as_ref().and_then(|v| v.inited_answer());
+        let answer = match cached {
+            Some((inited, _)) => Ok(inited),
+            None => {
+                let at = std::time::Instant::now();
+                let answer = store.initialized().await;
+                if let (Some(view), Ok(inited)) = (&view, &answer) {
+                    view.record_inited(*inited, at);
+                }
+                answer
+            }
+        };
+        let refresh = match cached {
+            Some((false, Some(left))) => left.max(Duration::from_millis(1)),
+            _ => refresh,
+        };
+        let next = match answer {
             Ok(true) if listed || published.store_view().is_none() => {
                 published.set_store_initialized(true);
                 // The first successful read that found data: waiting ends, and the
                 // core learns the store holds a data set.
                 published.store_load_done();
                 let _ = inbox.send(Msg::Store(StoreReport::Initialized)).await;
+                None
+            }
+            // With an infinite cache a "no" is kept for good, as the reference SDKs
+            // cache it: the data source, or this process's own write, initializes.
+            Ok(false) if store.config().ttl == CacheTtl::Infinite && view.is_some() => {
+                published.set_store_initialized(false);
                 None
             }
             Ok(inited) => {

@@ -121,6 +121,7 @@ impl RedisStoreBuilder {
             writes: AtomicU64::new(0),
             skipped: [AtomicU64::new(0), AtomicU64::new(0)],
             server_run: std::sync::Mutex::new(None),
+            blocking: std::sync::Mutex::new(None),
             keys: Keys::new(&self.prefix),
             prefix: self.prefix,
             target,
@@ -187,6 +188,9 @@ pub struct RedisStore {
     /// The `run_id` of the Redis server process this store last wrote to: a new one
     /// means Redis restarted (empty, or from an older save).
     server_run: std::sync::Mutex<Option<String>>,
+    /// The one blocking connection, for reads that must answer on the calling thread
+    /// (`get_now`, `initialized_now`); opened on first use, dropped after a failure.
+    blocking: std::sync::Mutex<Option<redis::Connection>>,
 }
 
 /// The `run_id` line of `INFO server`.
@@ -361,6 +365,36 @@ impl RedisStore {
         })
     }
 
+    /// Run `op` on the blocking connection, each command bounded by `timeout`.
+    fn blocking<T>(
+        &self,
+        timeout: Duration,
+        op: impl FnOnce(&mut redis::Connection, &Keys) -> redis::RedisResult<T>,
+    ) -> Result<T, StoreError> {
+        let timeout = timeout.max(Duration::from_millis(1));
+        let mut slot = self.blocking.lock().unwrap_or_else(|e| e.into_inner());
+        let conn = match slot.as_mut() {
+            Some(conn) => conn,
+            None => {
+                let conn = self
+                    .pool
+                    .client
+                    .get_connection_with_timeout(timeout)
+                    .map_err(map_error)?;
+                slot.insert(conn)
+            }
+        };
+        let result = conn
+            .set_read_timeout(Some(timeout))
+            .and_then(|()| conn.set_write_timeout(Some(timeout)))
+            .and_then(|()| op(conn, &self.keys));
+        if result.is_err() {
+            // A broken or timed-out connection may hold a late answer: never reuse it.
+            *slot = None;
+        }
+        result.map_err(map_error)
+    }
+
     async fn inited(&self) -> Result<bool, StoreError> {
         let mut conn = self.pool.get().await?;
         let result: Result<bool, _> = conn.get().exists(&self.keys.inited).await;
@@ -430,6 +464,27 @@ impl PersistentStore for RedisStore {
 
     fn holds_writes(&self) -> BoxFuture<'_, Result<bool, StoreError>> {
         Box::pin(self.holds_own_writes())
+    }
+
+    fn get_now(
+        &self,
+        kind: Kind,
+        key: &str,
+        timeout: Duration,
+    ) -> Option<Result<Option<Item>, StoreError>> {
+        let raw = self.blocking(timeout, |conn, keys| {
+            redis::cmd("HGET")
+                .arg(keys.of(kind))
+                .arg(key)
+                .query::<Option<Vec<u8>>>(conn)
+        });
+        Some(raw.map(|raw| raw.and_then(|raw| decode_stored(kind, key, Bytes::from(raw)))))
+    }
+
+    fn initialized_now(&self, timeout: Duration) -> Option<Result<bool, StoreError>> {
+        Some(self.blocking(timeout, |conn, keys| {
+            redis::cmd("EXISTS").arg(&keys.inited).query::<bool>(conn)
+        }))
     }
 
     fn skipped_items(&self) -> u64 {

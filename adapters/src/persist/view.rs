@@ -1,19 +1,27 @@
 //! Reads served from a persistent store, key by key, through a cache with a time to
 //! live — the way LaunchDarkly's SDKs read a persistent store (PROTOCOL.md B §4.3).
 //!
-//! The client's reads are synchronous and never wait for I/O, so a read that finds no
-//! fresh entry is answered from what the view holds (the expired entry, or nothing)
-//! and asks the fetch task for the key; the answer lands in the view a moment later
-//! (stale while revalidating). An entry lives for the cache TTL from the moment it was
-//! read or written: with the cache off every read asks again, with an infinite TTL an
-//! entry never expires. Writes of this process (a full data set, an upsert) replace
-//! the entries they touch, as the caching wrapper does.
+//! A read that finds no live entry (none, expired, or the cache off) asks the fetch task
+//! for the key and waits for its answer, as LaunchDarkly's SDKs block on the store —
+//! but at most [`CacheConfig::read_wait`] (500 ms by default), and never on the thread
+//! the fetch task last ran on (a single-threaded runtime would wait for itself): then
+//! it is answered from what the view holds and the answer lands a moment later. An
+//! entry read shortly before it expires is asked for again without waiting (stale while
+//! revalidating), so a steady reader does not wait at all. An entry lives for the cache
+//! TTL from the moment it was read or written: with the cache off every read asks
+//! again, with an infinite TTL an entry never expires. Writes of this process (a full
+//! data set, an upsert) replace the entries they touch, as the caching wrapper does.
 //!
 //! ```text
 //!  Client::bool_variation ─► StoreView::touch(flag, key) ── fresh? ── yes ─► answer
-//!                                 │ no (absent, expired, cache off)
-//!                                 └─► fetch task ─► PersistentStore::get ─► entry, snapshot
+//!                                 │ no: ask ─► fetch task ─► PersistentStore::get ─► entry
+//!                                 └ live (refresh ahead)? answer now; else wait (bounded)
 //! ```
+//!
+//! Before the client is ready, an evaluation asks the view whether the store holds a
+//! data set ([`StoreView::store_initialized`], `$inited`), read and cached like an
+//! item: a "yes" is kept for good, a "no" for the TTL (for good with an infinite cache,
+//! read each time with the cache off), as the reference SDKs cache it.
 //!
 //! Listings (`Client::snapshot`, `all_flags_state`) read each kind whole, cached apart
 //! from the single items (as the reference caches `all` apart from `get`): the first
@@ -26,7 +34,8 @@
 //! the reference SDKs: another process's change shows once the entry expires).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use flagsync_core::store::{Change, ChangeSet, Store};
@@ -44,6 +53,15 @@ pub(crate) enum Fetch {
     Item(Kind, String),
     /// Every item of a kind.
     All(Kind),
+    /// Whether the store holds a data set (`$inited`).
+    Inited,
+}
+
+/// What a read on the caller's thread needs (see [`State::link`]).
+#[derive(Debug, Clone)]
+struct Link {
+    store: Arc<CachingStore>,
+    published: std::sync::Weak<Published>,
 }
 
 #[derive(Debug, Clone)]
@@ -66,6 +84,13 @@ struct State {
     reset_at: Option<Instant>,
     written_at: [Option<Instant>; 2],
     pending: HashSet<Fetch>,
+    /// The store's last answer to `$inited`, and when it was read (`true` is kept).
+    inited: Option<(bool, Instant)>,
+    /// The thread the fetch task last ran on: a read there never waits for it.
+    fetch_thread: Option<ThreadId>,
+    /// While the fetch task runs: the store (for reads on the caller's thread) and
+    /// where changes are announced. Nothing waits without it.
+    link: Option<Link>,
     /// The items of `entries`, for point reads.
     snapshot: Snapshot,
     /// The items of `lists`, for listings.
@@ -77,6 +102,8 @@ struct State {
 pub(crate) struct StoreView {
     config: CacheConfig,
     state: Mutex<State>,
+    /// Signalled whenever a fetch is answered (or given up).
+    answered: Condvar,
     requests: async_channel::Sender<Fetch>,
 }
 
@@ -98,6 +125,15 @@ fn fresh(ttl: CacheTtl, at: Instant, now: Instant) -> bool {
     match ttl {
         CacheTtl::Disabled => false,
         CacheTtl::Expires(d) => now.saturating_duration_since(at) + (d / 10).min(REFRESH_AHEAD) < d,
+        CacheTtl::Infinite => true,
+    }
+}
+
+/// True while an entry read at `at` is live: not yet expired (no refresh ahead).
+fn live(ttl: CacheTtl, at: Instant, now: Instant) -> bool {
+    match ttl {
+        CacheTtl::Disabled => false,
+        CacheTtl::Expires(d) => now.saturating_duration_since(at) < d,
         CacheTtl::Infinite => true,
     }
 }
@@ -218,16 +254,147 @@ impl StoreView {
                 reset_at: None,
                 written_at: [None, None],
                 pending: HashSet::new(),
+                inited: None,
+                fetch_thread: None,
+                link: None,
                 snapshot: Snapshot::default(),
                 listing: Snapshot::default(),
             }),
+            answered: Condvar::new(),
             requests,
         };
         (Arc::new(view), rx)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wait until `fetch` is answered, at most [`CacheConfig::read_wait`]; not at all on
+    /// the fetch task's own thread.
+    fn wait_for<'a>(
+        &self,
+        mut state: MutexGuard<'a, State>,
+        fetch: &Fetch,
+    ) -> MutexGuard<'a, State> {
+        let wait = self.config.read_wait;
+        if wait.is_zero()
+            || state.link.is_none()
+            || state.fetch_thread == Some(std::thread::current().id())
+        {
+            return state;
+        }
+        let deadline = Instant::now() + wait;
+        while state.pending.contains(fetch) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                tracing::debug!(?fetch, "the persistent store did not answer in time");
+                break;
+            }
+            state = match self.answered.wait_timeout(state, left) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        state
+    }
+
+    /// Whether the store holds a data set (`$inited`), asked of the store unless the
+    /// last answer is live (see the module docs); waits as a read does.
+    pub(crate) fn store_initialized(&self) -> bool {
+        let now = Instant::now();
+        let state = self.lock();
+        match state.inited {
+            Some((true, _)) => return true,
+            Some((false, at)) if live(self.config.ttl, at, now) => return false,
+            _ => {}
+        }
+        let state = self.ask(state, Fetch::Inited, true);
+        matches!(state.inited, Some((true, _)))
+    }
+
+    /// The cached answer to `$inited` while it is live: `(answer, time left)`, `None`
+    /// left meaning for good. The reader task keeps to it, so that the store's answer
+    /// is cached once for the TTL, whoever read it.
+    pub(crate) fn inited_answer(&self) -> Option<(bool, Option<Duration>)> {
+        let now = Instant::now();
+        match self.lock().inited {
+            Some((true, _)) => Some((true, None)),
+            Some((false, at)) if live(self.config.ttl, at, now) => Some((
+                false,
+                match self.config.ttl {
+                    CacheTtl::Expires(d) => {
+                        Some(d.saturating_sub(now.saturating_duration_since(at)))
+                    }
+                    _ => None,
+                },
+            )),
+            _ => None,
+        }
+    }
+
+    /// The store answered `$inited` to a read begun at `at` (the reader task's).
+    pub(crate) fn record_inited(&self, inited: bool, at: Instant) {
+        self.fetched(&Fetch::Inited, Answer::Inited(inited), at);
+    }
+
+    /// Ask the store for `fetch`; with `wait`, answer before returning if the store
+    /// reads on the caller's thread, or else wait (bounded) for the fetch task.
+    fn ask<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, State>,
+        fetch: Fetch,
+        wait: bool,
+    ) -> MutexGuard<'a, State> {
+        let wait = wait && !self.config.read_wait.is_zero();
+        if wait
+            && !state.pending.contains(&fetch)
+            && let Some(link) = state.link.clone()
+        {
+            drop(state);
+            if self.read_now(&link, &fetch) {
+                return self.lock();
+            }
+            state = self.lock();
+        }
+        self.request(&mut state, fetch.clone());
+        if wait {
+            state = self.wait_for(state, &fetch);
+        }
+        state
+    }
+
+    /// Read `fetch` on this thread, if the store can; true if it was answered.
+    fn read_now(&self, link: &Link, fetch: &Fetch) -> bool {
+        let started = Instant::now();
+        let store = link.store.inner();
+        let timeout = self.config.read_wait;
+        let answer = match fetch {
+            Fetch::Item(kind, key) => store
+                .get_now(*kind, key, timeout)
+                .map(|r| r.map(Answer::Item)),
+            Fetch::Inited => store
+                .initialized_now(timeout)
+                .map(|r| r.map(Answer::Inited)),
+            Fetch::All(_) => None,
+        };
+        match answer {
+            None => false,
+            Some(Err(error)) => {
+                // The fetch task reads again and reports the failure to the core.
+                tracing::debug!(%error, "reading the persistent store failed");
+                false
+            }
+            Some(Ok(answer)) => {
+                let changed = self.fetched(fetch, answer, started);
+                if !changed.is_empty()
+                    && let Some(published) = link.published.upgrade()
+                {
+                    published.flags_changed(changed);
+                }
+                true
+            }
+        }
     }
 
     /// What the view holds now for point reads.
@@ -258,33 +425,68 @@ impl StoreView {
     }
 
     /// A read of `key` is about to be served: ask the store again unless its entry is
-    /// fresh.
+    /// fresh, and wait for the answer unless the entry is still live.
     pub(crate) fn touch(&self, kind: Kind, key: &str) {
         let now = Instant::now();
-        let mut state = self.lock();
-        let stale = state.entries[slot(kind)]
-            .get(key)
-            .is_none_or(|e| !fresh(self.config.ttl, e.at, now));
-        if stale {
-            self.request(&mut state, Fetch::Item(kind, key.to_owned()));
+        let state = self.lock();
+        let entry = state.entries[slot(kind)].get(key);
+        if entry.is_some_and(|e| fresh(self.config.ttl, e.at, now)) {
+            return;
         }
+        let wait = entry.is_none_or(|e| !live(self.config.ttl, e.at, now));
+        drop(self.ask(state, Fetch::Item(kind, key.to_owned()), wait));
     }
 
     /// Every item of `kind` is about to be listed: read the kind whole again unless it
     /// was read within the TTL.
     pub(crate) fn touch_all(&self, kind: Kind) {
         let now = Instant::now();
-        let mut state = self.lock();
-        let stale = state.all_at[slot(kind)].is_none_or(|at| !fresh(self.config.ttl, at, now));
-        if stale {
-            self.request(&mut state, Fetch::All(kind));
+        let state = self.lock();
+        let at = state.all_at[slot(kind)];
+        if at.is_some_and(|at| fresh(self.config.ttl, at, now)) {
+            return;
         }
+        let wait = at.is_none_or(|at| !live(self.config.ttl, at, now));
+        drop(self.ask(state, Fetch::All(kind), wait));
+    }
+
+    /// A fetch failed, or will never be answered: readers waiting for it go on.
+    fn given_up(&self, fetch: &Fetch) {
+        self.lock().pending.remove(fetch);
+        self.answered.notify_all();
+    }
+
+    /// The fetch task runs on the calling thread now.
+    fn fetching_on_this_thread(&self) {
+        self.lock().fetch_thread = Some(std::thread::current().id());
+    }
+
+    /// The fetch task is started ([`run`]; call this first): reads may wait for it, or
+    /// read `store` themselves.
+    pub(crate) fn started(&self, store: Arc<CachingStore>, published: std::sync::Weak<Published>) {
+        self.lock().link = Some(Link { store, published });
+    }
+
+    /// The fetch task ended: nothing pending will be answered.
+    fn ended(&self) {
+        let mut state = self.lock();
+        state.pending.clear();
+        state.fetch_thread = None;
+        state.link = None;
+        drop(state);
+        self.answered.notify_all();
     }
 
     /// The answer to `fetch`, read from `at` on; the keys of the flags whose reading
     /// changed. An answer older than what the view holds (a write, or a later read, of
     /// the same item since `at`) is dropped.
     fn fetched(&self, fetch: &Fetch, answer: Answer, at: Instant) -> Vec<String> {
+        let changed = self.apply(fetch, answer, at);
+        self.answered.notify_all();
+        changed
+    }
+
+    fn apply(&self, fetch: &Fetch, answer: Answer, at: Instant) -> Vec<String> {
         let mut state = self.lock();
         state.pending.remove(fetch);
         let mut changed = Vec::new();
@@ -294,6 +496,7 @@ impl StoreView {
                 newer(state.reset_at) || newer(state.entries[slot(*kind)].get(key).map(|e| e.at))
             }
             Fetch::All(kind) => newer(state.written_at[slot(*kind)]),
+            Fetch::Inited => newer(state.reset_at),
         };
         if stale {
             return changed;
@@ -306,6 +509,12 @@ impl StoreView {
                 changed = state.set_list(*kind, items);
                 state.all_at[slot(*kind)] = Some(at);
                 state.rebuild_listing();
+                return changed;
+            }
+            (Fetch::Inited, Answer::Inited(inited)) => {
+                if !matches!(state.inited, Some((true, _))) {
+                    state.inited = Some((inited, at));
+                }
                 return changed;
             }
             _ => return changed,
@@ -332,6 +541,7 @@ impl StoreView {
         }
         state.all_at = [Some(at), Some(at)];
         state.reset_at = Some(at);
+        state.inited = Some((true, at));
         state.written_at = [Some(at), Some(at)];
         state.evict(self.config.capacity);
         state.rebuild();
@@ -357,6 +567,7 @@ impl StoreView {
 enum Answer {
     Item(Option<Item>),
     All(Vec<(String, Item)>),
+    Inited(bool),
     /// The store holds no data set (`$inited` is missing: it lost its data, or was
     /// never written): the answer is dropped and the view keeps what it holds.
     NotInitialized,
@@ -368,6 +579,7 @@ async fn answer(store: &CachingStore, fetch: &Fetch) -> Result<Answer, StoreErro
     let answer = match fetch {
         Fetch::Item(kind, key) => Answer::Item(inner.get(*kind, key).await?),
         Fetch::All(kind) => Answer::All(inner.all(*kind).await?),
+        Fetch::Inited => return Ok(Answer::Inited(inner.initialized().await?)),
     };
     // A listing counts only from a store that holds a data set: a store without
     // `$inited` (a Redis restarted empty) is "not initialized", never an empty data
@@ -401,6 +613,7 @@ pub(crate) async fn run(
             Ok(Ok(fetch)) => fetch,
             _ => break,
         };
+        view.fetching_on_this_thread();
         let started = Instant::now();
         let changed = match answer(&store, &fetch).await {
             Ok(Answer::NotInitialized) => {
@@ -427,7 +640,7 @@ pub(crate) async fn run(
             }
             Err(error) => {
                 tracing::debug!(%error, "reading the persistent store failed");
-                view.lock().pending.remove(&fetch);
+                view.given_up(&fetch);
                 let _ = inbox
                     .send(Msg::Store(StoreReport::Failed(error.fault())))
                     .await;
@@ -439,6 +652,7 @@ pub(crate) async fn run(
         }
     }
     requests.close();
+    view.ended();
     tracing::debug!("persistent store view ended");
 }
 
@@ -606,6 +820,207 @@ mod tests {
         assert_eq!(versions(&view, Kind::Flag), [("a".into(), 1)]);
         view.touch(Kind::Flag, "b");
         assert_eq!(rx.try_recv(), Ok(Fetch::Item(Kind::Flag, "b".into())));
+    }
+
+    /// A store that reads only through the runtime (no `get_now`): reads wait for the
+    /// fetch task.
+    #[derive(Debug)]
+    struct AsyncOnly(crate::persist::InMemoryStore);
+
+    impl crate::persist::PersistentStore for AsyncOnly {
+        fn init<'a>(
+            &'a self,
+            items: &'a [(Kind, String, Item)],
+        ) -> crate::runtime::BoxFuture<'a, Result<(), StoreError>> {
+            self.0.init(items)
+        }
+        fn get<'a>(
+            &'a self,
+            kind: Kind,
+            key: &'a str,
+        ) -> crate::runtime::BoxFuture<'a, Result<Option<Item>, StoreError>> {
+            self.0.get(kind, key)
+        }
+        fn all(
+            &self,
+            kind: Kind,
+        ) -> crate::runtime::BoxFuture<'_, Result<Vec<(String, Item)>, StoreError>> {
+            self.0.all(kind)
+        }
+        fn upsert<'a>(
+            &'a self,
+            kind: Kind,
+            key: &'a str,
+            item: &'a Item,
+        ) -> crate::runtime::BoxFuture<'a, Result<crate::persist::Upserted, StoreError>> {
+            self.0.upsert(kind, key, item)
+        }
+        fn initialized(&self) -> crate::runtime::BoxFuture<'_, Result<bool, StoreError>> {
+            self.0.initialized()
+        }
+        fn is_available(&self) -> crate::runtime::BoxFuture<'_, bool> {
+            self.0.is_available()
+        }
+    }
+
+    /// A view whose fetch task "runs" (the test answers its requests).
+    fn linked(config: CacheConfig) -> (Arc<StoreView>, async_channel::Receiver<Fetch>) {
+        let (view, rx) = StoreView::new(config);
+        let store = Arc::new(AsyncOnly(crate::persist::InMemoryStore::new()));
+        view.started(
+            Arc::new(CachingStore::new(store, config)),
+            std::sync::Weak::new(),
+        );
+        (view, rx)
+    }
+
+    /// Answer the next request of `rx` after `delay`, on another thread (the fetch task).
+    fn answer_later(
+        view: &Arc<StoreView>,
+        rx: async_channel::Receiver<Fetch>,
+        delay: Duration,
+        answer: Answer,
+    ) -> std::thread::JoinHandle<()> {
+        let view = Arc::clone(view);
+        std::thread::spawn(move || {
+            let fetch = futures_lite::future::block_on(rx.recv()).expect("a request");
+            std::thread::sleep(delay);
+            view.fetched(&fetch, answer, Instant::now());
+        })
+    }
+
+    #[test]
+    fn a_read_without_an_entry_waits_for_the_store() {
+        let (view, rx) = linked(CacheConfig::disabled());
+        let task = answer_later(
+            &view,
+            rx,
+            Duration::from_millis(30),
+            Answer::Item(Some(item("f", 4))),
+        );
+        let t0 = Instant::now();
+        view.touch(Kind::Flag, "f");
+        assert!(t0.elapsed() >= Duration::from_millis(30), "it waited");
+        assert_eq!(
+            versions(&view, Kind::Flag),
+            [("f".into(), 4)],
+            "and sees the answer"
+        );
+        task.join().unwrap();
+    }
+
+    #[test]
+    fn the_wait_is_bounded_and_can_be_turned_off() {
+        let config =
+            CacheConfig::ttl(Duration::from_secs(5)).with_read_wait(Duration::from_millis(40));
+        let (view, _rx) = linked(config);
+        let t0 = Instant::now();
+        view.touch(Kind::Flag, "f");
+        let waited = t0.elapsed();
+        assert!(waited >= Duration::from_millis(40), "{waited:?}");
+        assert!(waited < Duration::from_secs(2), "{waited:?}");
+        assert!(versions(&view, Kind::Flag).is_empty());
+
+        let (view, _rx) = linked(config.with_read_wait(Duration::ZERO));
+        let t0 = Instant::now();
+        view.touch(Kind::Flag, "f");
+        assert!(t0.elapsed() < Duration::from_millis(30), "no wait");
+    }
+
+    #[test]
+    fn a_live_entry_is_refreshed_ahead_without_waiting_and_the_fetch_thread_never_waits() {
+        let config =
+            CacheConfig::ttl(Duration::from_secs(1)).with_read_wait(Duration::from_secs(5));
+        let (view, rx) = linked(config);
+        let fetch = Fetch::Item(Kind::Flag, "f".into());
+        // Read 950 ms ago: live, but within the refresh-ahead window.
+        let at = Instant::now() - Duration::from_millis(950);
+        view.fetched(&fetch, Answer::Item(Some(item("f", 1))), at);
+        let t0 = Instant::now();
+        view.touch(Kind::Flag, "f");
+        assert!(t0.elapsed() < Duration::from_secs(1), "served at once");
+        assert_eq!(rx.try_recv(), Ok(fetch), "and asked again");
+
+        // The fetch task's own thread would wait for itself: it never waits.
+        let (view, _rx) = linked(config);
+        view.fetching_on_this_thread();
+        let t0 = Instant::now();
+        view.touch(Kind::Flag, "g");
+        assert!(t0.elapsed() < Duration::from_secs(1));
+        // Nor does anyone once the fetch task has ended.
+        let (view, _rx) = linked(config);
+        view.ended();
+        drop(_rx);
+        let t0 = Instant::now();
+        view.touch(Kind::Flag, "g");
+        assert!(t0.elapsed() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn before_the_fetch_task_runs_nothing_waits_and_a_blocking_store_answers_at_once() {
+        let config = CacheConfig::disabled().with_read_wait(Duration::from_secs(5));
+        let (view, rx) = StoreView::new(config);
+        let t0 = Instant::now();
+        view.touch(Kind::Flag, "f");
+        assert!(!view.store_initialized());
+        assert!(
+            t0.elapsed() < Duration::from_secs(1),
+            "not started: no wait"
+        );
+        assert_eq!(
+            rx.try_recv(),
+            Ok(Fetch::Item(Kind::Flag, "f".into())),
+            "queued"
+        );
+
+        // A store with reads on the caller's thread: no request reaches the task.
+        let config = config.with_read_wait(Duration::from_millis(200));
+        let (view, rx) = StoreView::new(config);
+        let db = Arc::new(crate::persist::InMemoryStore::new());
+        db.put_raw(Kind::Flag, "f", r#"{"key":"f","version":7}"#);
+        db.set_initialized(true);
+        view.started(
+            Arc::new(CachingStore::new(db.clone(), config)),
+            std::sync::Weak::new(),
+        );
+        assert!(view.store_initialized());
+        view.touch(Kind::Flag, "f");
+        assert_eq!(versions(&view, Kind::Flag), [("f".into(), 7)]);
+        assert!(rx.try_recv().is_err(), "answered on this thread");
+        // A store that fails there leaves the read to the fetch task.
+        db.set_available(false);
+        view.touch(Kind::Flag, "g");
+        assert_eq!(rx.try_recv(), Ok(Fetch::Item(Kind::Flag, "g".into())));
+    }
+
+    #[test]
+    fn inited_is_read_and_cached_as_the_reference_caches_it() {
+        // Cache off: every question asks; a "yes" is kept.
+        let (view, rx) = linked(CacheConfig::disabled());
+        let task = answer_later(&view, rx.clone(), Duration::ZERO, Answer::Inited(false));
+        assert!(!view.store_initialized());
+        task.join().unwrap();
+        let task = answer_later(&view, rx.clone(), Duration::ZERO, Answer::Inited(true));
+        assert!(view.store_initialized(), "asked again and found");
+        task.join().unwrap();
+        assert!(view.store_initialized(), "kept");
+        assert!(rx.try_recv().is_err(), "without asking");
+
+        // Infinite cache: a "no" is kept too.
+        let (view, rx) = linked(CacheConfig::infinite());
+        let task = answer_later(&view, rx.clone(), Duration::ZERO, Answer::Inited(false));
+        assert!(!view.store_initialized());
+        task.join().unwrap();
+        assert!(!view.store_initialized());
+        assert!(rx.try_recv().is_err(), "not asked again");
+
+        // A TTL: a "no" is asked again once it expires.
+        let (view, rx) = linked(CacheConfig::ttl(Duration::from_secs(60)));
+        let old = Instant::now() - Duration::from_secs(61);
+        view.fetched(&Fetch::Inited, Answer::Inited(false), old);
+        let task = answer_later(&view, rx, Duration::ZERO, Answer::Inited(true));
+        assert!(view.store_initialized());
+        task.join().unwrap();
     }
 
     #[test]

@@ -19,8 +19,8 @@ pub enum SourceSpec {
     Polling {
         /// Base URI instead of [`super::Config::polling_uri`].
         base_uri: Option<String>,
-        /// Poll interval. An explicit value has no minimum (PROTOCOL.md B §5.5); the
-        /// default is [`super::Config::poll_interval`] raised to the minimum.
+        /// Poll interval instead of [`super::Config::poll_interval`]; either is raised to
+        /// [`super::Config::min_poll_interval`] (30 s unless a test lowers it).
         interval: Option<Duration>,
     },
     /// FDv1 polling, `GET <base>/sdk/latest-all`, read as FDv2 full transfers with the

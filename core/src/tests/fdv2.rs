@@ -548,13 +548,34 @@ fn polling_synchronizer_request_shape_basis_and_etag() {
     assert_eq!(h.system.store().selector().state, "s1");
 }
 
+/// An explicit FDv2 poll interval only raises the 30 s minimum (the v3 harness's
+/// "polling interval below minimum is clamped"); one above it is kept.
+#[test]
+fn polling_synchronizer_interval_is_clamped_to_the_minimum() {
+    for (asked, expected) in [(secs(1), secs(30)), (secs(45), secs(45))] {
+        let cfg = Fdv2Config::custom().synchronizers([SourceSpec::Polling {
+            base_uri: None,
+            interval: Some(asked),
+        }]);
+        let mut h = fdv2(cfg);
+        h.reply_to(POLL, json(200, &poll_full(&[("a", 1)], "s1")));
+        h.reply_to(POLL, json(200, &poll_full(&[("a", 2)], "s2")));
+        h.start(secs(100));
+        let reqs = h.requests_to(POLL);
+        assert!(reqs.len() >= 2, "{asked:?}: {} polls", reqs.len());
+        assert_eq!(reqs[1].at - reqs[0].at, expected, "asked {asked:?}");
+    }
+}
+
 #[test]
 fn polling_synchronizer_network_error_interrupts_and_does_not_remove() {
     let cfg = Fdv2Config::custom().synchronizers([SourceSpec::Polling {
         base_uri: None,
         interval: Some(secs(5)),
     }]);
-    let mut h = fdv2(cfg);
+    let mut c = fdv2_config(cfg);
+    c.min_poll_interval = secs(5);
+    let mut h = harness(c);
     h.reply_to(POLL, json(200, &poll_full(&[("a", 1)], "s1")));
     h.reply_to(POLL, Reply::Refuse);
     h.reply_to(POLL, json(200, &poll_full(&[("a", 2)], "s2")));
