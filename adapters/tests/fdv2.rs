@@ -94,8 +94,14 @@ fn streaming_fast() -> Fdv2Config {
     c
 }
 
+/// A client of `fdv2`, its poll intervals free of the 30 s minimum (these tests poll
+/// every 100 ms).
 fn client(rt: &Rt, server: &ServerHandle, fdv2: Fdv2Config) -> Client {
-    builder(rt, &server.url()).fdv2(fdv2).build().unwrap()
+    builder(rt, &server.url())
+        .fdv2(fdv2)
+        .core_config(|c| c.min_poll_interval = Duration::from_millis(50))
+        .build()
+        .unwrap()
 }
 
 fn of(server: &ServerHandle, endpoint: Endpoint) -> Vec<RecordedRequest> {
