@@ -64,6 +64,8 @@ pub mod eval;
 pub mod events;
 mod flag;
 #[cfg(feature = "eval")]
+pub mod hooks;
+#[cfg(feature = "eval")]
 mod listeners;
 #[cfg(feature = "eval")]
 pub mod migration;
@@ -132,6 +134,8 @@ pub struct ClientBuilder {
     #[cfg(feature = "eval")]
     events: events::EventsOptions,
     subscription_capacity: usize,
+    #[cfg(feature = "eval")]
+    hooks: Vec<Arc<dyn hooks::Hook>>,
 }
 
 impl ClientBuilder {
@@ -403,6 +407,14 @@ impl ClientBuilder {
         self
     }
 
+    /// Register `hooks` (in this order, after any registered before): user code run
+    /// around every evaluation and `track` (see [`hooks`]).
+    #[cfg(feature = "eval")]
+    pub fn hooks(mut self, hooks: impl IntoIterator<Item = Arc<dyn hooks::Hook>>) -> Self {
+        self.hooks.extend(hooks);
+        self
+    }
+
     /// Check the settings and make a stopped client.
     pub fn build(self) -> Result<Client, Error> {
         let conn_config = Arc::new(self.transport.conn_config()?);
@@ -462,6 +474,8 @@ impl ClientBuilder {
                 secure_mode,
                 #[cfg(feature = "eval")]
                 events,
+                #[cfg(feature = "eval")]
+                hooks: hooks::HookRunner::new(self.hooks),
             }),
         })
     }
@@ -503,6 +517,9 @@ struct Inner {
     /// The analytics event processor, if events are on.
     #[cfg(feature = "eval")]
     events: Option<events::client::ClientEvents>,
+    /// The evaluation and track hooks.
+    #[cfg(feature = "eval")]
+    hooks: hooks::HookRunner,
 }
 
 #[derive(Debug)]
@@ -533,6 +550,8 @@ impl Client {
             #[cfg(feature = "eval")]
             events: events::EventsOptions::default(),
             subscription_capacity: DEFAULT_SUBSCRIPTION_CAPACITY,
+            #[cfg(feature = "eval")]
+            hooks: Vec::new(),
         }
     }
 
