@@ -66,9 +66,9 @@ pub struct SdkConfig {
     /// tests whatever the SDK; a server-side SDK has no use for them.
     #[serde(default)]
     pub client_side: Option<serde_json::Value>,
-    /// Evaluation hooks (capability not declared).
+    /// Evaluation and track hooks: the harness's test hooks.
     #[serde(default)]
-    pub hooks: Option<serde_json::Value>,
+    pub hooks: Option<super::hooks::HooksConfig>,
     /// `X-LaunchDarkly-Wrapper`.
     #[serde(default)]
     pub wrapper: Option<Wrapper>,
@@ -323,13 +323,13 @@ impl SdkConfig {
                 "big segments are not supported by this service",
             ));
         }
-        if self.hooks.is_some() {
-            return Err(refuse(400, "hooks are not supported by this service"));
-        }
         let endpoints = self.service_endpoints.as_ref();
         let endpoint_stream = endpoints.and_then(|e| e.streaming.as_deref());
         let endpoint_poll = endpoints.and_then(|e| e.polling.as_deref());
         let mut b = Client::builder(self.credential.clone()).runtime(runtime.runtime());
+        if let Some(hooks) = &self.hooks {
+            b = b.hooks(hooks.build());
+        }
         b = b
             .stream_uri(first_uri([endpoint_stream]).unwrap_or(DEFAULT_STREAM_URI))
             .polling_uri(first_uri([endpoint_poll]).unwrap_or(DEFAULT_POLLING_URI));
@@ -568,7 +568,7 @@ mod tests {
     #[test]
     fn capabilities_not_declared_are_refused() {
         let rt = ServiceRuntime::Smol;
-        for extra in ["bigSegments", "hooks"] {
+        for extra in ["bigSegments"] {
             let mut json = serde_json::json!({"credential": "k"});
             json[extra] = serde_json::json!({});
             let err = config(json).builder(&rt).expect_err(extra);

@@ -18,6 +18,7 @@
 
 pub mod config;
 pub mod context;
+pub mod hooks;
 pub mod listeners;
 pub mod migration;
 pub mod runtime;
@@ -38,7 +39,7 @@ use listeners::Listeners;
 use runtime::ServiceRuntime;
 
 /// What this service declares (the harness's `servicedef/service_params.go`): each one
-/// works. Big segments and hooks are not declared: flagsync has none yet.
+/// works. Big segments are not declared yet: the official engine ignores `unbounded`.
 pub const CAPABILITIES: &[&str] = &[
     "server-side",
     "server-side-polling",
@@ -76,6 +77,9 @@ pub const CAPABILITIES: &[&str] = &[
     "fdv1-fallback",
     "flag-change-listeners",
     "flag-value-change-listeners",
+    "evaluation-hooks",
+    "track-hooks",
+    "hook-environment-id",
 ];
 
 /// The service: its runtime and the clients it made.
