@@ -138,18 +138,24 @@ mod tests {
             evaluation_status(true, Some(healthy)),
             BigSegmentsStatus::Healthy
         );
-        assert_eq!(evaluation_status(true, Some(stale)), BigSegmentsStatus::Stale);
-        assert_eq!(evaluation_status(true, Some(down)), BigSegmentsStatus::Healthy);
+        assert_eq!(
+            evaluation_status(true, Some(stale)),
+            BigSegmentsStatus::Stale
+        );
+        assert_eq!(
+            evaluation_status(true, Some(down)),
+            BigSegmentsStatus::Healthy
+        );
         assert_eq!(evaluation_status(true, None), BigSegmentsStatus::Healthy);
     }
 
     #[test]
     fn the_poll_interval_is_capped_by_stale_after() {
-        assert_eq!(poll_interval(Duration::from_secs(5), MIN), Duration::from_secs(5));
-        assert_eq!(poll_interval(Duration::from_secs(600), MIN), MIN);
         assert_eq!(
-            poll_interval(Duration::ZERO, MIN),
-            Duration::from_millis(1)
+            poll_interval(Duration::from_secs(5), MIN),
+            Duration::from_secs(5)
         );
+        assert_eq!(poll_interval(Duration::from_secs(600), MIN), MIN);
+        assert_eq!(poll_interval(Duration::ZERO, MIN), Duration::from_millis(1));
     }
 }
