@@ -56,6 +56,8 @@
 #![deny(missing_docs)]
 #![warn(unreachable_pub, clippy::use_self, elided_lifetimes_in_paths)]
 
+#[cfg(feature = "eval")]
+pub mod bigseg;
 mod conn;
 mod driver;
 #[cfg(feature = "eval")]
@@ -136,6 +138,8 @@ pub struct ClientBuilder {
     subscription_capacity: usize,
     #[cfg(feature = "eval")]
     hooks: Vec<Arc<dyn hooks::Hook>>,
+    #[cfg(feature = "eval")]
+    big_segments: Option<bigseg::BigSegmentsOptions>,
 }
 
 impl ClientBuilder {
@@ -415,6 +419,15 @@ impl ClientBuilder {
         self
     }
 
+    /// Evaluate big segments with the store and settings of `options` (see
+    /// [`bigseg`]). Without it, a big segment never matches by membership and
+    /// evaluations report `NOT_CONFIGURED`.
+    #[cfg(feature = "eval")]
+    pub fn big_segments(mut self, options: bigseg::BigSegmentsOptions) -> Self {
+        self.big_segments = Some(options);
+        self
+    }
+
     /// Check the settings and make a stopped client.
     pub fn build(self) -> Result<Client, Error> {
         let conn_config = Arc::new(self.transport.conn_config()?);
@@ -476,6 +489,11 @@ impl ClientBuilder {
                 events,
                 #[cfg(feature = "eval")]
                 hooks: hooks::HookRunner::new(self.hooks),
+                #[cfg(feature = "eval")]
+                big_segments: self
+                    .big_segments
+                    .as_ref()
+                    .map(|o| bigseg::BigSegmentsHandle::start(o, self.subscription_capacity)),
             }),
         })
     }
@@ -520,6 +538,9 @@ struct Inner {
     /// The evaluation and track hooks.
     #[cfg(feature = "eval")]
     hooks: hooks::HookRunner,
+    /// Big segments and their status poller, if configured.
+    #[cfg(feature = "eval")]
+    big_segments: Option<bigseg::BigSegmentsHandle>,
 }
 
 #[derive(Debug)]
@@ -552,6 +573,8 @@ impl Client {
             subscription_capacity: DEFAULT_SUBSCRIPTION_CAPACITY,
             #[cfg(feature = "eval")]
             hooks: Vec::new(),
+            #[cfg(feature = "eval")]
+            big_segments: None,
         }
     }
 
@@ -932,6 +955,10 @@ impl Inner {
 
     /// Move to `Closed`; the runtime to wait on if the driver ran.
     fn begin_close(&self) -> Option<Arc<dyn Runtime>> {
+        #[cfg(feature = "eval")]
+        if let Some(big_segments) = &self.big_segments {
+            big_segments.stop();
+        }
         let mut life = self.lock();
         match std::mem::replace(&mut *life, Life::Closed(None)) {
             Life::Built { system, .. } => {
