@@ -69,7 +69,12 @@ impl TestHook {
 
     fn notify(&self, payload: &Value) {
         let body = payload.to_string().into_bytes();
-        if let Err(e) = post(&self.0.callback_uri, "application/json", &body, CALLBACK_TIMEOUT) {
+        if let Err(e) = post(
+            &self.0.callback_uri,
+            "application/json",
+            &body,
+            CALLBACK_TIMEOUT,
+        ) {
             eprintln!(
                 "sdk-contract-service: hook {} callback failed: {e}",
                 self.0.name
@@ -185,7 +190,10 @@ mod tests {
         }]}))
         .expect("config");
         let hook = TestHook(config.hooks[0].clone());
-        let merged = hook.merge("beforeEvaluation", EvaluationSeriesData::new().with("b", json!(2)));
+        let merged = hook.merge(
+            "beforeEvaluation",
+            EvaluationSeriesData::new().with("b", json!(2)),
+        );
         assert_eq!(data_json(&merged), json!({"a": 1, "b": 2}));
         assert!(hook.error("afterEvaluation").is_err());
         assert!(hook.error("afterTrack").is_ok());
