@@ -140,14 +140,9 @@ impl BigSegmentsHandle {
         let spawned = std::thread::Builder::new()
             .name("flagsync-big-segments".into())
             .spawn(move || {
-                loop {
-                    match rx.recv_timeout(interval) {
-                        Err(RecvTimeoutError::Timeout) => {
-                            poller.poll_status();
-                        }
-                        // Stopped, or the client is gone.
-                        Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
-                    }
+                // Until stopped, or the client is gone (the sender dropped).
+                while let Err(RecvTimeoutError::Timeout) = rx.recv_timeout(interval) {
+                    poller.poll_status();
                 }
                 tracing::debug!("big-segment status poller stopped");
             });

@@ -152,7 +152,7 @@ mod tests {
 
     #[test]
     fn the_least_recently_used_entry_is_evicted() {
-        let t = Instant::now();
+        let t = crate::testing::origin();
         let mut c = MembershipCache::new(2, DEFAULT_CACHE_TTL);
         c.insert(t, "a", m("a"));
         c.insert(t, "b", m("b"));
@@ -166,7 +166,7 @@ mod tests {
     #[test]
     fn the_harness_eviction_sequence() {
         // size 2: user1, user2, user2 again, user3 (evicts user1), user1 is a miss.
-        let t = Instant::now();
+        let t = crate::testing::origin();
         let mut c = MembershipCache::new(2, DEFAULT_CACHE_TTL);
         c.insert(t, "u1", m("x"));
         c.insert(t, "u2", m("x"));
@@ -178,7 +178,7 @@ mod tests {
 
     #[test]
     fn entries_expire_after_the_ttl_and_a_refresh_renews_them() {
-        let t = Instant::now();
+        let t = crate::testing::origin();
         let ttl = Duration::from_millis(10);
         let mut c = MembershipCache::new(10, ttl);
         c.insert(t, "a", m("1"));
@@ -192,7 +192,7 @@ mod tests {
 
     #[test]
     fn zero_capacity_or_ttl_caches_nothing() {
-        let t = Instant::now();
+        let t = crate::testing::origin();
         for mut c in [
             MembershipCache::new(0, DEFAULT_CACHE_TTL),
             MembershipCache::new(5, Duration::ZERO),
@@ -226,7 +226,7 @@ mod tests {
             ttl_ms in 0u64..60,
             ops in proptest::collection::vec(op(), 0..200),
         ) {
-            let start = Instant::now();
+            let start = crate::testing::origin();
             let ttl = Duration::from_millis(ttl_ms);
             let mut cache = MembershipCache::new(capacity, ttl);
             // key → (value id, expires, last use)
