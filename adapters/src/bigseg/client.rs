@@ -8,7 +8,8 @@ use crate::{Client, Subscription};
 impl Client {
     /// The big-segment store's status (`available`, `stale`), if big segments are
     /// configured ([`crate::ClientBuilder::big_segments`]): as last polled, or read
-    /// from the store now if it never was.
+    /// from the store now if it never was (then this call blocks for that one store
+    /// query, bounded by the store's timeouts).
     pub fn big_segment_store_status(&self) -> Option<BigSegmentStoreStatus> {
         self.inner.big_segments.as_ref().map(|b| b.shared.status())
     }

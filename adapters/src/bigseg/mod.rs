@@ -21,7 +21,11 @@
 //! (feature `redis`) sets connect and response timeouts (default 2 s and 2 s) on its
 //! blocking connection. A miss costs one store round trip on the evaluating thread,
 //! at most once per context key per cache TTL; the status is polled on a thread of its
-//! own (the client is runtime-agnostic), so no runtime worker ever blocks on it.
+//! own (the client is runtime-agnostic), so no runtime worker blocks on it — except
+//! once, when an evaluation or [`crate::Client::big_segment_store_status`] needs the
+//! status before the first poll (it is then read on the spot, as LaunchDarkly's SDKs
+//! do). Two evaluations missing the same key at once may both ask the store; the later
+//! answer replaces the earlier in the cache.
 //!
 //! The pure rules (cache policy, status rules, segment references, context hashes)
 //! live in [`flagsync_core::bigseg`] and are tested there in virtual time.
