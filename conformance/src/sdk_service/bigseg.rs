@@ -132,6 +132,57 @@ mod tests {
     }
 
     #[test]
+    fn the_store_posts_to_the_callback_service_and_reads_its_answers() {
+        use crate::service_http::{After, Response, serve};
+        // A free port (bound, then released for the callback server).
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        std::thread::spawn(move || {
+            serve("callback", port, |req| {
+                let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+                let answer = match (req.method.as_str(), req.path.as_str()) {
+                    ("POST", "/bs/getMetadata") => Response::json(&json!({"lastUpToDate": 99})),
+                    ("POST", "/bs/getMembership") if body["contextHash"] == "h1" => {
+                        Response::json(&json!({"values": {"s.g1": true}}))
+                    }
+                    ("POST", "/bs/getMembership") => Response::json(&json!({})),
+                    _ => Response::text(500, "unexpected"),
+                };
+                (answer, After::Continue)
+            })
+        });
+        let store = BigSegmentsConfig {
+            callback_uri: format!("http://127.0.0.1:{port}/bs/"),
+            user_cache_size: None,
+            user_cache_time_ms: None,
+            status_poll_interval_ms: None,
+            stale_after_ms: None,
+        };
+        let store = CallbackStore {
+            base: store.callback_uri.trim_end_matches('/').to_owned(),
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let metadata = loop {
+            match store.metadata() {
+                Ok(m) => break m,
+                Err(e) => {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "no callback server: {e}"
+                    );
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+        };
+        assert_eq!(metadata.last_up_to_date, Some(99));
+        let m = store.membership("h1").expect("answered").expect("values");
+        assert_eq!(m.check("s.g1"), Some(true));
+        assert_eq!(store.membership("h2").expect("answered"), None);
+    }
+
+    #[test]
     fn an_unreachable_callback_is_a_store_error() {
         let store = CallbackStore {
             base: "http://127.0.0.1:1".into(),
