@@ -109,6 +109,25 @@ pub struct EvaluationSeriesContext<'a> {
     pub environment_id: Option<String>,
 }
 
+impl<'a> EvaluationSeriesContext<'a> {
+    /// A series context (the client makes these; this is for testing a hook).
+    pub fn new(
+        flag_key: &'a str,
+        context: &'a Context,
+        default_value: Value,
+        method: &'static str,
+        environment_id: Option<String>,
+    ) -> Self {
+        Self {
+            flag_key,
+            context,
+            default_value,
+            method,
+            environment_id,
+        }
+    }
+}
+
 /// The facts of one [`crate::Client::track`] call, given to `after_track`.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -123,6 +142,25 @@ pub struct TrackSeriesContext<'a> {
     pub metric_value: Option<f64>,
     /// The environment id the flag service reported (`X-LD-EnvID`), once known.
     pub environment_id: Option<String>,
+}
+
+impl<'a> TrackSeriesContext<'a> {
+    /// A track series context (the client makes these; this is for testing a hook).
+    pub fn new(
+        key: &'a str,
+        context: &'a Context,
+        data: Option<&'a Value>,
+        metric_value: Option<f64>,
+        environment_id: Option<String>,
+    ) -> Self {
+        Self {
+            key,
+            context,
+            data,
+            metric_value,
+            environment_id,
+        }
+    }
 }
 
 /// User code run around evaluations and `track` (see the [module docs](self)). Every

@@ -155,13 +155,13 @@ impl Client {
         let Some(hooks) = self.inner.hooks.current() else {
             return evaluate(default);
         };
-        let series = EvaluationSeriesContext {
-            flag_key: key,
+        let series = EvaluationSeriesContext::new(
+            key,
             context,
-            default_value: default_json(&default),
+            default_json(&default),
             method,
-            environment_id: self.environment_id(),
-        };
+            self.environment_id(),
+        );
         run_evaluation(&hooks, &series, || evaluate(default), detail)
     }
 
@@ -178,13 +178,13 @@ impl Client {
             return record(data);
         };
         record(data.clone());
-        let series = TrackSeriesContext {
+        let series = TrackSeriesContext::new(
             key,
             context,
-            data: data.as_ref(),
+            data.as_ref(),
             metric_value,
-            environment_id: self.environment_id(),
-        };
+            self.environment_id(),
+        );
         run_track(&hooks, &series);
     }
 }

@@ -286,3 +286,26 @@ fn method_names_follow_the_value_type() {
     assert_eq!(method_name::<String>(true), "StringVariationDetail");
     assert_eq!(method_name::<crate::eval::FlagValue>(false), "Variation");
 }
+
+#[test]
+fn a_hook_can_be_tested_alone_with_hand_made_series_contexts() {
+    let log = Log::default();
+    let mut hook = Recorder::new("h", &log);
+    hook.before_value = Some(5);
+    let c = ContextBuilder::new("u").build().expect("context");
+    let series = EvaluationSeriesContext::new("f", &c, json!(1), "IntVariation", None);
+    let data = hook
+        .before_evaluation(&series, EvaluationSeriesData::new())
+        .expect("ok");
+    assert_eq!(data.get::<i64>("v"), Some(&5));
+    let data = json!({"x": true});
+    hook.after_track(&TrackSeriesContext::new(
+        "e",
+        &c,
+        Some(&data),
+        None,
+        Some("env".into()),
+    ))
+    .expect("ok");
+    assert_eq!(log_of(&log).len(), 2);
+}
