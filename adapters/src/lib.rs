@@ -46,7 +46,9 @@
 //! - `server`: the `server` module, a local LaunchDarkly-compatible flag server for offline
 //!   development and tests (std threads only, any runtime).
 //! - `eval` (default): flag evaluation (the `eval` module, `Client::bool_variation` and friends)
-//!   with the official evaluation engine, and the `migration` module.
+//!   with the official evaluation engine, the `migration` module, evaluation and track
+//!   hooks (the `hooks` module), and big segments (the `bigseg` module; with `redis`
+//!   also `bigseg::RedisBigSegmentStore`).
 //! - `redis`: `persist::RedisStore`, a persistent store in Redis with the key layout
 //!   of every LaunchDarkly SDK and the Relay Proxy (with any runtime feature).
 //! - `cli`: the `flagsync` command-line tool (`serve`, `demo`, `watch`, `snapshot`).
@@ -56,6 +58,8 @@
 #![deny(missing_docs)]
 #![warn(unreachable_pub, clippy::use_self, elided_lifetimes_in_paths)]
 
+#[cfg(feature = "eval")]
+pub mod bigseg;
 mod conn;
 mod driver;
 #[cfg(feature = "eval")]
@@ -63,6 +67,8 @@ pub mod eval;
 #[cfg(feature = "eval")]
 pub mod events;
 mod flag;
+#[cfg(feature = "eval")]
+pub mod hooks;
 #[cfg(feature = "eval")]
 mod listeners;
 #[cfg(feature = "eval")]
@@ -132,6 +138,10 @@ pub struct ClientBuilder {
     #[cfg(feature = "eval")]
     events: events::EventsOptions,
     subscription_capacity: usize,
+    #[cfg(feature = "eval")]
+    hooks: Vec<Arc<dyn hooks::Hook>>,
+    #[cfg(feature = "eval")]
+    big_segments: Option<bigseg::BigSegmentsOptions>,
 }
 
 impl ClientBuilder {
@@ -403,6 +413,23 @@ impl ClientBuilder {
         self
     }
 
+    /// Register `hooks` (in this order, after any registered before): user code run
+    /// around every evaluation and `track` (see [`hooks`]).
+    #[cfg(feature = "eval")]
+    pub fn hooks(mut self, hooks: impl IntoIterator<Item = Arc<dyn hooks::Hook>>) -> Self {
+        self.hooks.extend(hooks);
+        self
+    }
+
+    /// Evaluate big segments with the store and settings of `options` (see
+    /// [`bigseg`]). Without it, a big segment never matches by membership and
+    /// evaluations report `NOT_CONFIGURED`.
+    #[cfg(feature = "eval")]
+    pub fn big_segments(mut self, options: bigseg::BigSegmentsOptions) -> Self {
+        self.big_segments = Some(options);
+        self
+    }
+
     /// Check the settings and make a stopped client.
     pub fn build(self) -> Result<Client, Error> {
         let conn_config = Arc::new(self.transport.conn_config()?);
@@ -462,6 +489,13 @@ impl ClientBuilder {
                 secure_mode,
                 #[cfg(feature = "eval")]
                 events,
+                #[cfg(feature = "eval")]
+                hooks: hooks::HookRunner::new(self.hooks),
+                #[cfg(feature = "eval")]
+                big_segments: self
+                    .big_segments
+                    .as_ref()
+                    .map(|o| bigseg::BigSegmentsHandle::start(o, self.subscription_capacity)),
             }),
         })
     }
@@ -503,6 +537,12 @@ struct Inner {
     /// The analytics event processor, if events are on.
     #[cfg(feature = "eval")]
     events: Option<events::client::ClientEvents>,
+    /// The evaluation and track hooks.
+    #[cfg(feature = "eval")]
+    hooks: hooks::HookRunner,
+    /// Big segments and their status poller, if configured.
+    #[cfg(feature = "eval")]
+    big_segments: Option<bigseg::BigSegmentsHandle>,
 }
 
 #[derive(Debug)]
@@ -533,6 +573,10 @@ impl Client {
             #[cfg(feature = "eval")]
             events: events::EventsOptions::default(),
             subscription_capacity: DEFAULT_SUBSCRIPTION_CAPACITY,
+            #[cfg(feature = "eval")]
+            hooks: Vec::new(),
+            #[cfg(feature = "eval")]
+            big_segments: None,
         }
     }
 
@@ -914,6 +958,10 @@ impl Inner {
 
     /// Move to `Closed`; the runtime to wait on if the driver ran.
     fn begin_close(&self) -> Option<Arc<dyn Runtime>> {
+        #[cfg(feature = "eval")]
+        if let Some(big_segments) = &self.big_segments {
+            big_segments.stop();
+        }
         let mut life = self.lock();
         match std::mem::replace(&mut *life, Life::Closed(None)) {
             Life::Built { system, .. } => {

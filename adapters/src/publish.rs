@@ -292,7 +292,7 @@ pub(crate) struct Subscribers<T> {
 }
 
 impl<T: Coalesce> Subscribers<T> {
-    fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize) -> Self {
         Self {
             list: Mutex::new(Some(Vec::new())),
             capacity,
@@ -308,7 +308,7 @@ impl<T: Coalesce> Subscribers<T> {
         Subscription(Inner::Queue(queue))
     }
 
-    fn send(&self, value: &T) {
+    pub(crate) fn send(&self, value: &T) {
         if let Some(list) = &mut *self.list.lock().unwrap_or_else(|e| e.into_inner()) {
             list.retain(|q| q.push(value));
         }
@@ -334,7 +334,7 @@ impl<T: Coalesce> Subscribers<T> {
         }
     }
 
-    fn close(&self) {
+    pub(crate) fn close(&self) {
         if let Some(list) = self.list.lock().unwrap_or_else(|e| e.into_inner()).take() {
             for q in list {
                 q.close();

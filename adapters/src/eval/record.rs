@@ -31,7 +31,32 @@ impl Client {
     /// Evaluate flag `key`, convert its value with `convert` (`default` when missing or
     /// of another type), and report the evaluation — and its prerequisites' — to the
     /// events. `with_reason`: a `*_detail` call, whose events carry the reason.
-    pub(crate) fn evaluate_typed<T: Clone>(
+    ///
+    /// The evaluation runs inside the evaluation hooks, if any (see [`crate::hooks`]).
+    pub(crate) fn evaluate_typed<T: Clone + 'static>(
+        &self,
+        key: &str,
+        context: &Context,
+        default: T,
+        with_reason: bool,
+        convert: impl FnOnce(&FlagValue) -> Option<T>,
+        to_json: impl Fn(&T) -> Value,
+    ) -> Detail<T> {
+        self.evaluation_series(
+            key,
+            context,
+            crate::hooks::method_name::<T>(with_reason),
+            default,
+            &to_json,
+            |default| {
+                self.evaluate_typed_unhooked(key, context, default, with_reason, convert, &to_json)
+            },
+            |detail| crate::hooks::json_detail(detail, &to_json),
+        )
+    }
+
+    /// [`Client::evaluate_typed`] without the hooks.
+    fn evaluate_typed_unhooked<T: Clone>(
         &self,
         key: &str,
         context: &Context,

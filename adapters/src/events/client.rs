@@ -201,6 +201,7 @@ impl Client {
 impl Client {
     /// Report a custom event `key` for `context` (LaunchDarkly's `track`), with
     /// optional `data` and a numeric `metric_value` (for experiments and metrics).
+    /// Then the hooks' `after_track` stages run (see [`crate::hooks`]).
     ///
     /// ```no_run
     /// # fn demo(client: &flagsync::Client) {
@@ -217,9 +218,11 @@ impl Client {
         data: Option<Value>,
         metric_value: Option<f64>,
     ) {
-        if let Some(events) = self.events() {
-            events.recorder.custom(key, context, data, metric_value);
-        }
+        self.track_series(key, context, data, metric_value, |data| {
+            if let Some(events) = self.events() {
+                events.recorder.custom(key, context, data, metric_value);
+            }
+        });
     }
 
     /// Report `context` (an `identify` event), so that it can be targeted before it

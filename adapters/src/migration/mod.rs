@@ -63,27 +63,38 @@ impl Client {
         default_stage: Stage,
     ) -> (Stage, OpTracker) {
         let prerequisites = crate::eval::Prerequisites::default();
-        let (flag, detail) = self.evaluate_with(key, context, Some(&prerequisites), |flag, d| {
-            let detail = match d.value {
-                None => Detail {
-                    value: Some(default_stage),
-                    variation_index: None,
-                    reason: d.reason,
-                },
-                Some(value) => match value {
-                    FlagValue::Str(s) => match s.parse::<Stage>() {
-                        Ok(stage) => Detail {
-                            value: Some(stage),
-                            variation_index: d.variation_index,
-                            reason: d.reason,
-                        },
-                        Err(_) => Detail::err_default(EvalError::WrongType, default_stage),
+        let evaluate = |default_stage: Stage| {
+            self.evaluate_with(key, context, Some(&prerequisites), |flag, d| {
+                let detail = match d.value {
+                    None => Detail {
+                        value: Some(default_stage),
+                        variation_index: None,
+                        reason: d.reason,
                     },
-                    _ => Detail::err_default(EvalError::WrongType, default_stage),
-                },
-            };
-            (flag.cloned(), detail)
-        });
+                    Some(value) => match value {
+                        FlagValue::Str(s) => match s.parse::<Stage>() {
+                            Ok(stage) => Detail {
+                                value: Some(stage),
+                                variation_index: d.variation_index,
+                                reason: d.reason,
+                            },
+                            Err(_) => Detail::err_default(EvalError::WrongType, default_stage),
+                        },
+                        _ => Detail::err_default(EvalError::WrongType, default_stage),
+                    },
+                };
+                (flag.cloned(), detail)
+            })
+        };
+        let (flag, detail) = self.evaluation_series(
+            key,
+            context,
+            "MigrationVariation",
+            default_stage,
+            |s| s.as_str().into(),
+            evaluate,
+            |(_, detail)| crate::hooks::json_detail(detail, |s| s.as_str().into()),
+        );
         self.record_evaluation(
             key,
             context,

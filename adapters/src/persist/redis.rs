@@ -618,7 +618,7 @@ impl Drop for Lent<'_> {
     }
 }
 
-fn map_error(e: redis::RedisError) -> StoreError {
+pub(crate) fn map_error(e: redis::RedisError) -> StoreError {
     // A RedisError's text holds the server's message or the I/O error, never the URL.
     let text = e.to_string();
     let code = e.code().unwrap_or_default();
@@ -643,7 +643,7 @@ fn map_error(e: redis::RedisError) -> StoreError {
 }
 
 /// `url` with any password replaced by `***`.
-fn redact_url(url: &str) -> String {
+pub(crate) fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };

@@ -56,9 +56,9 @@ pub struct SdkConfig {
     /// Analytics events: sent when present, none when absent.
     #[serde(default)]
     pub events: Option<Events>,
-    /// Big segments (capability not declared).
+    /// Big segments over the harness's callback store.
     #[serde(default)]
-    pub big_segments: Option<serde_json::Value>,
+    pub big_segments: Option<super::bigseg::BigSegmentsConfig>,
     /// `X-LaunchDarkly-Tags`.
     #[serde(default)]
     pub tags: Option<Tags>,
@@ -66,9 +66,9 @@ pub struct SdkConfig {
     /// tests whatever the SDK; a server-side SDK has no use for them.
     #[serde(default)]
     pub client_side: Option<serde_json::Value>,
-    /// Evaluation hooks (capability not declared).
+    /// Evaluation and track hooks: the harness's test hooks.
     #[serde(default)]
-    pub hooks: Option<serde_json::Value>,
+    pub hooks: Option<super::hooks::HooksConfig>,
     /// `X-LaunchDarkly-Wrapper`.
     #[serde(default)]
     pub wrapper: Option<Wrapper>,
@@ -317,19 +317,16 @@ impl SdkConfig {
 
     /// The builder these settings describe, on `runtime`.
     pub fn builder(&self, runtime: &ServiceRuntime) -> Result<ClientBuilder, Refusal> {
-        if self.big_segments.is_some() {
-            return Err(refuse(
-                400,
-                "big segments are not supported by this service",
-            ));
-        }
-        if self.hooks.is_some() {
-            return Err(refuse(400, "hooks are not supported by this service"));
-        }
         let endpoints = self.service_endpoints.as_ref();
         let endpoint_stream = endpoints.and_then(|e| e.streaming.as_deref());
         let endpoint_poll = endpoints.and_then(|e| e.polling.as_deref());
         let mut b = Client::builder(self.credential.clone()).runtime(runtime.runtime());
+        if let Some(hooks) = &self.hooks {
+            b = b.hooks(hooks.build());
+        }
+        if let Some(big_segments) = &self.big_segments {
+            b = b.big_segments(big_segments.options());
+        }
         b = b
             .stream_uri(first_uri([endpoint_stream]).unwrap_or(DEFAULT_STREAM_URI))
             .polling_uri(first_uri([endpoint_poll]).unwrap_or(DEFAULT_POLLING_URI));
@@ -566,14 +563,22 @@ mod tests {
     }
 
     #[test]
-    fn capabilities_not_declared_are_refused() {
+    fn big_segments_and_hooks_are_configured() {
         let rt = ServiceRuntime::Smol;
-        for extra in ["bigSegments", "hooks"] {
-            let mut json = serde_json::json!({"credential": "k"});
-            json[extra] = serde_json::json!({});
-            let err = config(json).builder(&rt).expect_err(extra);
-            assert_eq!(err.status, 400, "{extra}");
-        }
+        let json = serde_json::json!({"credential": "k",
+            "bigSegments": {"callbackUri": "http://127.0.0.1:1", "userCacheSize": 2,
+                "userCacheTimeMs": 10, "statusPollIntervalMs": 10000, "staleAfterMs": 60000},
+            "hooks": {"hooks": [{"name": "h", "callbackUri": "http://127.0.0.1:1"}]}});
+        let client = config(json)
+            .builder(&rt)
+            .expect("accepted")
+            .build()
+            .expect("a client");
+        // The callback store cannot be reached: the store is unavailable.
+        assert_eq!(
+            client.big_segment_store_status().map(|s| s.available),
+            Some(false)
+        );
     }
 
     #[test]

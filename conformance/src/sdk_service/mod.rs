@@ -8,7 +8,8 @@
 //!                   contextComparison, secureModeHash, migrationVariation,
 //!                   migrationOperation, identifyEvent, customEvent, flushEvents,
 //!                   registerFlagChangeListener, registerFlagValueChangeListener,
-//!                   unregisterListener (anything else: 400 with the reason)
+//!                   unregisterListener, getBigSegmentStoreStatus (anything else: 400
+//!                   with the reason)
 //!  DELETE /clients/N, DELETE /   close the client; stop the service
 //! ```
 //!
@@ -16,8 +17,10 @@
 //! the API. Requests are served by std threads ([`crate::service_http`]); the clients run
 //! on the runtime chosen with `--runtime`.
 
+pub mod bigseg;
 pub mod config;
 pub mod context;
+pub mod hooks;
 pub mod listeners;
 pub mod migration;
 pub mod runtime;
@@ -38,7 +41,7 @@ use listeners::Listeners;
 use runtime::ServiceRuntime;
 
 /// What this service declares (the harness's `servicedef/service_params.go`): each one
-/// works. Big segments and hooks are not declared: flagsync has none yet.
+/// works. Big segments are not declared yet: the official engine ignores `unbounded`.
 pub const CAPABILITIES: &[&str] = &[
     "server-side",
     "server-side-polling",
@@ -76,6 +79,9 @@ pub const CAPABILITIES: &[&str] = &[
     "fdv1-fallback",
     "flag-change-listeners",
     "flag-value-change-listeners",
+    "evaluation-hooks",
+    "track-hooks",
+    "hook-environment-id",
 ];
 
 /// The service: its runtime and the clients it made.
@@ -85,6 +91,9 @@ pub struct Service {
     clients: Mutex<HashMap<u64, Client>>,
     listeners: Listeners,
     next_id: AtomicU64,
+    /// Capabilities declared beyond [`CAPABILITIES`] (`--capability`), to run a group
+    /// whose capability is not declared yet.
+    extra_capabilities: Vec<String>,
 }
 
 /// A command's body: the name, and its parameters under the same name.
@@ -194,7 +203,15 @@ impl Service {
             clients: Mutex::new(HashMap::new()),
             listeners: Listeners::default(),
             next_id: AtomicU64::new(1),
+            extra_capabilities: Vec::new(),
         }
+    }
+
+    /// Also declare `capabilities` (for trying a harness group before it passes).
+    #[must_use]
+    pub fn with_extra_capabilities(mut self, capabilities: Vec<String>) -> Self {
+        self.extra_capabilities = capabilities;
+        self
     }
 
     fn clients(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Client>> {
@@ -208,7 +225,11 @@ impl Service {
             ("GET", "/") => Response::json(&json!({
                 "name": "flagsync",
                 "clientVersion": env!("CARGO_PKG_VERSION"),
-                "capabilities": CAPABILITIES,
+                "capabilities": CAPABILITIES
+                    .iter()
+                    .copied()
+                    .chain(self.extra_capabilities.iter().map(String::as_str))
+                    .collect::<Vec<_>>(),
             })),
             ("DELETE", "/") => return (Response::empty(204), After::Exit),
             ("POST", "/") => self.create(&req.body),
@@ -360,7 +381,13 @@ impl Service {
                     Err(bad(format!("no listener {:?}", p.listener_id)))
                 }
             }
-            "getBigSegmentStoreStatus" => Err(bad("big segments are not supported")),
+            "getBigSegmentStoreStatus" => {
+                let status = client.big_segment_store_status();
+                Ok(json!({
+                    "available": status.is_some_and(|s| s.available),
+                    "stale": status.is_some_and(|s| s.stale),
+                }))
+            }
             other => Err(bad(format!("unknown command {other:?}"))),
         }
     }
@@ -492,12 +519,7 @@ mod tests {
             ))
             .0;
         assert_eq!(flushed.status, 204, "a flush needs no events configured");
-        for command in [
-            "identifyEvent",
-            "customEvent",
-            "getBigSegmentStoreStatus",
-            "nonsense",
-        ] {
+        for command in ["identifyEvent", "customEvent", "nonsense"] {
             let resp = service
                 .handle(&request("POST", &location, json!({"command": command})))
                 .0;

@@ -6,7 +6,9 @@
 //! [`Membership::check`] using the segment's [`segment_ref`]. The lookup's answer carries
 //! the [`BigSegmentsStatus`] the evaluation reason reports (`bigSegmentsStatus`).
 //! Where the membership comes from (a store, a cache, a poller of the store's metadata)
-//! is the adapters' business.
+//! is the adapters' business; the rules they follow are here, pure: the cache policy
+//! ([`MembershipCache`]: LRU, bounded, with a TTL, `now` passed in) and the status rules
+//! ([`store_status`], [`evaluation_status`], [`poll_interval`]).
 
 use std::sync::Arc;
 
@@ -108,4 +110,12 @@ pub fn segment_ref(segment_key: &str, generation: i64) -> String {
 /// module is fine too, but this is the one definition; see `hash.rs`.
 pub use hash::context_hash;
 
+pub use cache::{DEFAULT_CACHE_CAPACITY, DEFAULT_CACHE_TTL, MembershipCache};
+pub use status::{
+    BigSegmentStoreStatus, DEFAULT_STALE_AFTER, DEFAULT_STATUS_POLL_INTERVAL, evaluation_status,
+    poll_interval, store_status,
+};
+
+mod cache;
 mod hash;
+mod status;
