@@ -90,8 +90,8 @@ pub(crate) struct InValues {
     strings: FxHashSet<Box<str>>,
     numbers: Vec<f64>,
     bools: [bool; 2],
-    /// Arrays and objects (compared as JSON).
-    others: Vec<Value>,
+    /// Arrays and objects.
+    others: Vec<AttributeValue>,
 }
 
 /// A timestamp clause value or context value: RFC 3339 string or Unix milliseconds.
@@ -125,7 +125,7 @@ impl Values {
                         Value::Number(n) => set.numbers.extend(n.as_f64()),
                         Value::Bool(b) => set.bools[usize::from(b)] = true,
                         Value::Null => {}
-                        other => set.others.push(other),
+                        other => set.others.push(AttributeValue::from(&other)),
                     }
                 }
                 Self::In(set)
@@ -235,10 +235,7 @@ impl Clause {
                 Val::Str(s) => set.strings.contains(*s),
                 Val::Num(n) => set.numbers.contains(n),
                 Val::Bool(b) => set.bools[usize::from(*b)],
-                Val::Other(o) => {
-                    !set.others.is_empty()
-                        && serde_json::to_value(o).is_ok_and(|o| set.others.contains(&o))
-                }
+                Val::Other(o) => set.others.contains(o),
             },
             (Values::Strings(values), Val::Str(s)) => values.iter().any(|c| match self.op {
                 Op::EndsWith => s.ends_with(&**c),

@@ -12,7 +12,9 @@
 //! | rollout | `kind` `""` (a rollout), `variations` `[]`, each bucket's `variation`, `weight` 0 and `untracked` false |
 //! | segment | `key` (the store's key), `version` 0, `salt` `""`, `included`, `excluded`, `includedContexts`, `excludedContexts`, `rules` `[]`, `unbounded` false, `generation` none |
 //!
-//! A `null` reads as the zero value everywhere. A field of the wrong type (a string
+//! A `null` list reads as `[]`, a `null` object or optional number as absent, and a
+//! `null` clause `attribute` as `""`; as in Go's reader, `null` for another string, a
+//! boolean or a required number is a wrong type. A field of the wrong type (a string
 //! where a number belongs) is an error: the item is malformed, as in the other SDKs.
 //! Numbers that name indexes, weights or versions may be written as floats
 //! (`1.0`): they are truncated, as Go's reader does.
@@ -31,17 +33,19 @@ where
 
 /// A number read as an integer (floats truncated, saturating); `null` is none.
 fn int<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
-    let n = Option::<serde_json::Number>::deserialize(d)?;
-    Ok(n.map(|n| {
-        n.as_i64()
-            .or_else(|| n.as_u64().map(|u| i64::try_from(u).unwrap_or(i64::MAX)))
-            .unwrap_or_else(|| n.as_f64().map_or(0, |f| f as i64))
-    }))
+    Ok(Option::<serde_json::Number>::deserialize(d)?.map(|n| number(&n)))
 }
 
-/// A number read as an integer, 0 when missing or `null`.
+/// A number read as an integer (0 when missing; `null` is a wrong type).
 fn int0<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
-    Ok(int(d)?.unwrap_or(0))
+    let n = serde_json::Number::deserialize(d)?;
+    Ok(number(&n))
+}
+
+fn number(n: &serde_json::Number) -> i64 {
+    n.as_i64()
+        .or_else(|| n.as_u64().map(|u| i64::try_from(u).unwrap_or(i64::MAX)))
+        .unwrap_or_else(|| n.as_f64().map_or(0, |f| f as i64))
 }
 
 /// A flag's JSON.
@@ -52,7 +56,6 @@ pub(crate) struct RawFlag {
     pub key: Option<String>,
     #[serde(deserialize_with = "int0")]
     pub version: i64,
-    #[serde(deserialize_with = "nd")]
     pub on: bool,
     #[serde(deserialize_with = "nd")]
     pub variations: Vec<Value>,
@@ -68,19 +71,14 @@ pub(crate) struct RawFlag {
     pub rules: Vec<RawRule>,
     #[serde(deserialize_with = "nd")]
     pub prerequisites: Vec<RawPrerequisite>,
-    #[serde(deserialize_with = "nd")]
     pub salt: String,
-    #[serde(deserialize_with = "nd")]
     pub track_events: bool,
-    #[serde(deserialize_with = "nd")]
     pub track_events_fallthrough: bool,
     #[serde(deserialize_with = "int")]
     pub debug_events_until_date: Option<i64>,
-    #[serde(deserialize_with = "nd")]
     pub client_side: bool,
     #[serde(deserialize_with = "nd")]
     pub client_side_availability: Option<RawAvailability>,
-    #[serde(deserialize_with = "nd")]
     pub exclude_from_summaries: bool,
     #[serde(deserialize_with = "int")]
     pub sampling_ratio: Option<i64>,
@@ -92,9 +90,7 @@ pub(crate) struct RawFlag {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub(crate) struct RawAvailability {
-    #[serde(deserialize_with = "nd")]
     pub using_mobile_key: bool,
-    #[serde(deserialize_with = "nd")]
     pub using_environment_id: bool,
 }
 
@@ -110,7 +106,6 @@ pub(crate) struct RawMigration {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub(crate) struct RawTarget {
-    #[serde(deserialize_with = "nd")]
     pub context_kind: String,
     #[serde(deserialize_with = "nd")]
     pub values: Vec<String>,
@@ -122,7 +117,6 @@ pub(crate) struct RawTarget {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub(crate) struct RawPrerequisite {
-    #[serde(deserialize_with = "nd")]
     pub key: String,
     #[serde(deserialize_with = "int0")]
     pub variation: i64,
@@ -142,11 +136,9 @@ pub(crate) struct RawServe {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub(crate) struct RawRule {
-    #[serde(deserialize_with = "nd")]
     pub id: String,
     #[serde(deserialize_with = "nd")]
     pub clauses: Vec<RawClause>,
-    #[serde(deserialize_with = "nd")]
     pub track_events: bool,
     #[serde(deserialize_with = "int")]
     pub variation: Option<i64>,
@@ -162,11 +154,9 @@ pub(crate) struct RawClause {
     pub context_kind: Option<String>,
     #[serde(deserialize_with = "nd")]
     pub attribute: String,
-    #[serde(deserialize_with = "nd")]
     pub op: String,
     #[serde(deserialize_with = "nd")]
     pub values: Vec<Value>,
-    #[serde(deserialize_with = "nd")]
     pub negate: bool,
 }
 
@@ -174,7 +164,6 @@ pub(crate) struct RawClause {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub(crate) struct RawRollout {
-    #[serde(deserialize_with = "nd")]
     pub kind: String,
     #[serde(deserialize_with = "nd")]
     pub context_kind: Option<String>,
@@ -194,7 +183,6 @@ pub(crate) struct RawBucket {
     pub variation: i64,
     #[serde(deserialize_with = "int0")]
     pub weight: i64,
-    #[serde(deserialize_with = "nd")]
     pub untracked: bool,
 }
 
@@ -216,11 +204,8 @@ pub(crate) struct RawSegment {
     pub excluded_contexts: Vec<RawTarget>,
     #[serde(deserialize_with = "nd")]
     pub rules: Vec<RawSegmentRule>,
-    #[serde(deserialize_with = "nd")]
     pub salt: String,
-    #[serde(deserialize_with = "nd")]
     pub unbounded: bool,
-    #[serde(deserialize_with = "nd")]
     pub unbounded_context_kind: String,
     #[serde(deserialize_with = "int")]
     pub generation: Option<i64>,
