@@ -32,6 +32,8 @@
 mod bucket;
 mod clause;
 mod compile;
+#[cfg(test)]
+mod differential;
 mod eval;
 mod model;
 mod reason;
