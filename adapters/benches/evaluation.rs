@@ -61,7 +61,10 @@ impl engine::Store for Compiled {
     }
 }
 
-fn compiled(flags: &serde_json::Map<String, Value>, segments: &serde_json::Map<String, Value>) -> Compiled {
+fn compiled(
+    flags: &serde_json::Map<String, Value>,
+    segments: &serde_json::Map<String, Value>,
+) -> Compiled {
     let mut c = Compiled::default();
     for (k, f) in flags {
         let f = engine::Flag::from_json(f.to_string().as_bytes(), k).unwrap();
@@ -74,7 +77,10 @@ fn compiled(flags: &serde_json::Map<String, Value>, segments: &serde_json::Map<S
     c
 }
 
-fn by_value(flags: &serde_json::Map<String, Value>, segments: &serde_json::Map<String, Value>) -> ByValue {
+fn by_value(
+    flags: &serde_json::Map<String, Value>,
+    segments: &serde_json::Map<String, Value>,
+) -> ByValue {
     ByValue {
         flags: flags
             .iter()
@@ -96,7 +102,12 @@ fn floor(data: &Value, member: Option<&str>) -> ByValue {
         if Some(key.as_str()) == member {
             s["rules"] = json!([{"clauses": []}]);
         }
-        for list in ["included", "excluded", "includedContexts", "excludedContexts"] {
+        for list in [
+            "included",
+            "excluded",
+            "includedContexts",
+            "excludedContexts",
+        ] {
             s[list] = json!([]);
         }
         segments.insert(key.clone(), s);
@@ -106,9 +117,7 @@ fn floor(data: &Value, member: Option<&str>) -> ByValue {
 
 /// The `typical` case: flag `typical` with a prerequisite `typical-pre`.
 fn typical() -> (serde_json::Map<String, Value>, Context) {
-    let clause = |attr: &str, op: &str, values: Value| {
-        json!({"contextKind": "user", "attribute": attr, "op": op, "values": values, "negate": false})
-    };
+    let clause = |attr: &str, op: &str, values: Value| json!({"contextKind": "user", "attribute": attr, "op": op, "values": values, "negate": false});
     let rules: Vec<Value> = (0..3)
         .map(|i| {
             json!({"id": format!("rule-{i}"), "variation": 1, "trackEvents": false, "clauses": [
@@ -131,7 +140,8 @@ fn typical() -> (serde_json::Map<String, Value>, Context) {
     flags.insert("typical".into(), typical);
     flags.insert("typical-pre".into(), pre);
     let mut b = ContextBuilder::new("visitor-42");
-    b.set_string("country", "DE").set_string("email", "someone@example.com");
+    b.set_string("country", "DE")
+        .set_string("email", "someone@example.com");
     (flags, b.build().unwrap())
 }
 
@@ -205,7 +215,10 @@ fn bench(c: &mut Criterion) {
         let official = official::evaluate(*theirs, parsed, ctx, None);
         let least = official::evaluate(floor, parsed, ctx, None);
         assert_eq!(official, least);
-        assert_eq!(mine.value, official.value.map(|v| v.as_bool() == Some(true)));
+        assert_eq!(
+            mine.value,
+            official.value.map(|v| v.as_bool() == Some(true))
+        );
         assert_eq!(mine.variation_index, official.variation_index);
         assert_eq!(
             serde_json::to_value(&mine.reason).unwrap(),
@@ -223,10 +236,14 @@ fn bench(c: &mut Criterion) {
             b.iter(|| as_bool(engine::evaluate(*ours, flag, ctx, Options::default())))
         });
         g.bench_function(format!("official_floor/{name}"), |b| {
-            b.iter(|| official::evaluate(floor, parsed, ctx, None).map(|v| v.as_bool() == Some(true)))
+            b.iter(|| {
+                official::evaluate(floor, parsed, ctx, None).map(|v| v.as_bool() == Some(true))
+            })
         });
         g.bench_function(format!("official_by_value/{name}"), |b| {
-            b.iter(|| official::evaluate(*theirs, parsed, ctx, None).map(|v| v.as_bool() == Some(true)))
+            b.iter(|| {
+                official::evaluate(*theirs, parsed, ctx, None).map(|v| v.as_bool() == Some(true))
+            })
         });
     }
     g.finish();

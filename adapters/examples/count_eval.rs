@@ -58,11 +58,11 @@ impl engine::Store for Ours {
 }
 
 fn official(flags: &Map<String, Value>, segments: &Map<String, Value>) -> Official {
-    let parse = |m: &Map<String, Value>| {
+    fn parse<T: serde::de::DeserializeOwned>(m: &Map<String, Value>) -> HashMap<String, T> {
         m.iter()
             .map(|(k, v)| (k.clone(), serde_json::from_value(v.clone()).unwrap()))
             .collect()
-    };
+    }
     Official {
         flags: parse(flags),
         segments: parse(segments),
@@ -121,9 +121,7 @@ fn run_official_by_value(store: &Official, flag: &official::Flag, ctx: &Context)
 
 /// The `typical` flag of the bench.
 fn typical() -> Map<String, Value> {
-    let clause = |attr: &str, op: &str, values: Value| {
-        json!({"contextKind": "user", "attribute": attr, "op": op, "values": values, "negate": false})
-    };
+    let clause = |attr: &str, op: &str, values: Value| json!({"contextKind": "user", "attribute": attr, "op": op, "values": values, "negate": false});
     let rules: Vec<Value> = (0..3)
         .map(|i| {
             json!({"id": format!("rule-{i}"), "variation": 1, "trackEvents": false, "clauses": [
@@ -133,14 +131,20 @@ fn typical() -> Map<String, Value> {
         })
         .collect();
     let mut flags = Map::new();
-    flags.insert("typical".into(), json!({"key": "typical", "version": 3, "on": true, "salt": "c2FsdA",
+    flags.insert(
+        "typical".into(),
+        json!({"key": "typical", "version": 3, "on": true, "salt": "c2FsdA",
         "variations": [true, false], "offVariation": 1, "targets": [], "contextTargets": [],
         "prerequisites": [{"key": "typical-pre", "variation": 0}], "rules": rules,
         "fallthrough": {"rollout": {"variations": [{"variation": 0, "weight": 60000},
-                                                    {"variation": 1, "weight": 40000}]}}}));
-    flags.insert("typical-pre".into(), json!({"key": "typical-pre", "version": 1, "on": true,
+                                                    {"variation": 1, "weight": 40000}]}}}),
+    );
+    flags.insert(
+        "typical-pre".into(),
+        json!({"key": "typical-pre", "version": 1, "on": true,
         "salt": "cHJl", "variations": [true, false], "offVariation": 1, "targets": [],
-        "contextTargets": [], "prerequisites": [], "rules": [], "fallthrough": {"variation": 0}}));
+        "contextTargets": [], "prerequisites": [], "rules": [], "fallthrough": {"variation": 0}}),
+    );
     flags
 }
 
@@ -151,7 +155,8 @@ fn main() {
     if which == "typical" {
         let flags = typical();
         let mut b = ContextBuilder::new("visitor-42");
-        b.set_string("country", "DE").set_string("email", "someone@example.com");
+        b.set_string("country", "DE")
+            .set_string("email", "someone@example.com");
         let ctx = b.build().unwrap();
         let (o, t) = (ours(&flags, &Map::new()), official(&flags, &Map::new()));
         let a = run_engine(&o, &o.flags["typical"], &ctx);
@@ -180,7 +185,12 @@ fn main() {
         if member && *key == segment_key {
             s["rules"] = json!([{"clauses": []}]);
         }
-        for list in ["included", "excluded", "includedContexts", "excludedContexts"] {
+        for list in [
+            "included",
+            "excluded",
+            "includedContexts",
+            "excludedContexts",
+        ] {
             s[list] = json!([]);
         }
     }

@@ -149,7 +149,9 @@ async fn typed_variations_and_reasons(rt: Rt) {
         Reason::RuleMatch {
             rule_index: 0,
             rule_id: "r-mail".into(),
-            in_experiment: false, big_segments_status: None }
+            in_experiment: false,
+            big_segments_status: None
+        }
     );
     assert!(d.value.unwrap());
     let d = client.bool_variation_detail("bool-flag", &anna, true);
@@ -158,7 +160,9 @@ async fn typed_variations_and_reasons(rt: Rt) {
         (
             Some(false),
             Reason::Fallthrough {
-                in_experiment: false, big_segments_status: None }
+                in_experiment: false,
+                big_segments_status: None
+            }
         )
     );
 
@@ -203,18 +207,12 @@ async fn typed_variations_and_reasons(rt: Rt) {
     let d = client.string_variation_detail("nope", &anna, "dflt");
     assert_eq!(
         (d.value.as_deref(), d.reason),
-        (
-            Some("dflt"),
-            Reason::error(EvalError::FlagNotFound)
-        )
+        (Some("dflt"), Reason::error(EvalError::FlagNotFound))
     );
     let d = client.bool_variation_detail("bad-variation", &anna, true);
     assert_eq!(
         (d.value, d.reason),
-        (
-            Some(true),
-            Reason::error(EvalError::MalformedFlag)
-        )
+        (Some(true), Reason::error(EvalError::MalformedFlag))
     );
     client.close().await;
 }
@@ -229,26 +227,19 @@ async fn prerequisites(rt: Rt) {
         (
             Some(true),
             Reason::Fallthrough {
-                in_experiment: false, big_segments_status: None }
+                in_experiment: false,
+                big_segments_status: None
+            }
         )
     );
     // anna gets child's variation 0: parent fails on child, grandparent on parent.
     let d = client.bool_variation_detail("parent", &user("anna"), true);
     assert_eq!((d.value, d.variation_index), (Some(false), Some(0)));
-    assert_eq!(
-        d.reason,
-        Reason::prerequisite_failed("child")
-    );
+    assert_eq!(d.reason, Reason::prerequisite_failed("child"));
     let d = client.bool_variation_detail("grandparent", &user("anna"), true);
-    assert_eq!(
-        d.reason,
-        Reason::prerequisite_failed("parent")
-    );
+    assert_eq!(d.reason, Reason::prerequisite_failed("parent"));
     let d = client.bool_variation_detail("orphan", &user("bob"), true);
-    assert_eq!(
-        d.reason,
-        Reason::prerequisite_failed("no-such-flag")
-    );
+    assert_eq!(d.reason, Reason::prerequisite_failed("no-such-flag"));
     // Turning the prerequisite off fails it for everyone.
     let mut child = server.flag("child").unwrap();
     child["on"] = json!(false);
@@ -300,7 +291,9 @@ async fn segment_matches(rt: Rt) {
         Reason::RuleMatch {
             rule_index: 0,
             rule_id: "r-beta".into(),
-            in_experiment: false, big_segments_status: None }
+            in_experiment: false,
+            big_segments_status: None
+        }
     );
     client.close().await;
 }
@@ -409,7 +402,9 @@ async fn all_flags_state_json(rt: Rt) {
     assert_eq!(
         state.flag("b").unwrap().reason,
         Some(Reason::Fallthrough {
-            in_experiment: false, big_segments_status: None })
+            in_experiment: false,
+            big_segments_status: None
+        })
     );
     assert_eq!(state.value("a"), Some(&FlagValue::Bool(true)));
     client.close().await;
@@ -462,10 +457,7 @@ async fn migration_stage_and_migrator_from_a_live_flag(rt: Rt) {
     assert_eq!(tracker.check_ratio(), 1);
     let (stage, tracker) = client.migration_variation("not-a-stage", &ctx, Stage::DualWrite);
     assert_eq!(stage, Stage::DualWrite);
-    assert_eq!(
-        tracker.detail().reason,
-        Reason::error(EvalError::WrongType)
-    );
+    assert_eq!(tracker.detail().reason, Reason::error(EvalError::WrongType));
     assert_eq!(tracker.detail().variation_index, None);
 
     let sink = Arc::new(MemorySink::new());

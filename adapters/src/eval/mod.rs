@@ -50,8 +50,8 @@
 
 mod all_flags;
 mod cache;
-mod equality;
 pub mod engine;
+mod equality;
 mod record;
 mod secure_mode;
 mod store;
@@ -65,13 +65,13 @@ use flagsync_core::bigseg::BigSegmentLookup;
 use flagsync_core::{Kind, Snapshot};
 
 pub use all_flags::{AllFlagsOptions, AllFlagsState, FlagState};
-pub use equality::same_context;
 pub use engine::{BigSegmentsStatus, Detail, EvalError, Reason};
 use engine::{Flag, Options, PrerequisiteRecorder};
+pub use equality::same_context;
 /// The official crate's context types (see the module docs).
 pub use launchdarkly_server_sdk_evaluation::{
-    AttributeValue, Context, ContextBuilder, FlagValue, Kind as ContextKind,
-    MultiContextBuilder, Reference,
+    AttributeValue, Context, ContextBuilder, FlagValue, Kind as ContextKind, MultiContextBuilder,
+    Reference,
 };
 
 pub(crate) use cache::ModelCache;

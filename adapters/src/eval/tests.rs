@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 
 use super::engine::Options;
 use super::{
-    Context, ContextBuilder, Detail, EvalError, FlagValue, ModelCache, MultiContextBuilder,
-    Reason, evaluate_in,
+    Context, ContextBuilder, Detail, EvalError, FlagValue, ModelCache, MultiContextBuilder, Reason,
+    evaluate_in,
 };
 
 /// A snapshot holding `flags` and `segments` (JSON objects with key and version).
@@ -108,9 +108,15 @@ fn ours(
     key: &str,
     context: &Context,
 ) -> Detail<FlagValue> {
-    evaluate_in(snapshot, models, None, key, context, Options::default(), |_, d| {
-        d.map(Clone::clone)
-    })
+    evaluate_in(
+        snapshot,
+        models,
+        None,
+        key,
+        context,
+        Options::default(),
+        |_, d| d.map(Clone::clone),
+    )
 }
 
 fn user(key: &str) -> Context {
@@ -259,10 +265,7 @@ fn circular_segment_references_are_still_detected() {
     ];
     let snap = snapshot(&flags, &segments);
     let detail = ours(&snap, &ModelCache::default(), "f", &user("u"));
-    assert_eq!(
-        detail.reason,
-        Reason::error(EvalError::MalformedFlag)
-    );
+    assert_eq!(detail.reason, Reason::error(EvalError::MalformedFlag));
 }
 
 #[test]
@@ -329,7 +332,9 @@ fn unknown_and_malformed_flags_are_errors_not_panics() {
         (
             Some(FlagValue::Bool(false)),
             Reason::Fallthrough {
-                in_experiment: false, big_segments_status: None }
+                in_experiment: false,
+                big_segments_status: None
+            }
         )
     );
 }
@@ -807,8 +812,15 @@ fn full_flag(key: &str, version: u64, variations: Value, extra: Value) -> Value 
 /// `flags_state` of `flags` for user `u` as JSON.
 fn flags_state_json(flags: &[Value], options: super::AllFlagsOptions) -> Value {
     let snap = snapshot(flags, &[]);
-    let state =
-        super::all_flags::flags_state(&snap, None, &ModelCache::default(), None, &user("u"), options, 0);
+    let state = super::all_flags::flags_state(
+        &snap,
+        None,
+        &ModelCache::default(),
+        None,
+        &user("u"),
+        options,
+        0,
+    );
     serde_json::to_value(&state).unwrap()
 }
 

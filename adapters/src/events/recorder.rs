@@ -5,11 +5,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::eval::engine::Flag;
+use crate::eval::{Context, Reason};
 use flagsync_core::events::{
     Custom, Evaluation, EventContext, Identify, MigrationOp, Record, Summarizer,
 };
-use crate::eval::engine::Flag;
-use crate::eval::{Context, Reason};
 use rustc_hash::FxHashSet;
 use serde_json::Value;
 

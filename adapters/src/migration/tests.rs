@@ -5,9 +5,9 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
-use futures_lite::future::{self, block_on};
 use crate::eval::engine::Flag;
 use crate::eval::{Context, ContextBuilder, Detail, EvalError, Reason};
+use futures_lite::future::{self, block_on};
 use serde_json::{Value, json};
 
 use super::*;
@@ -32,7 +32,9 @@ fn tracker(flag: Option<Arc<Flag>>) -> OpTracker {
         value: Some(Stage::Live),
         variation_index: Some(3),
         reason: Reason::Fallthrough {
-            in_experiment: false, big_segments_status: None },
+            in_experiment: false,
+            big_segments_status: None,
+        },
     };
     OpTracker::new("mig", flag, context(), detail, Stage::Off)
 }
@@ -367,10 +369,7 @@ fn migrator_invokes_the_origins_of_each_stage() {
         assert_eq!(events.len(), 2);
         for (event, origins) in events.iter().zip([&reads, &writes]) {
             assert_eq!(event.value, stage);
-            assert_eq!(
-                event.reason,
-                Reason::error(EvalError::ClientNotReady)
-            );
+            assert_eq!(event.reason, Reason::error(EvalError::ClientNotReady));
             for origin in [Old, New] {
                 assert_eq!(*event.invoked.get(origin), origins.contains(&origin));
                 assert_eq!(

@@ -93,9 +93,13 @@ mod tests {
         c.set_float("floatAttr", 999.999);
         let c = c.build().unwrap();
         let by = |a| BucketBy::Attr(Reference::new(a));
-        let v = bucket(&c, Some(&Kind::user()), &by("intAttr"), &p).unwrap().value();
+        let v = bucket(&c, Some(&Kind::user()), &by("intAttr"), &p)
+            .unwrap()
+            .value();
         assert!((v - 0.547_714_23).abs() < 1e-7, "{v}");
-        let v = bucket(&c, Some(&Kind::user()), &by("floatAttr"), &p).unwrap().value();
+        let v = bucket(&c, Some(&Kind::user()), &by("floatAttr"), &p)
+            .unwrap()
+            .value();
         assert_eq!(v, 0.0);
         let org = Kind::try_from("org").unwrap();
         assert!(matches!(

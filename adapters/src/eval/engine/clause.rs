@@ -217,10 +217,9 @@ impl Clause {
                     Some(v) => v,
                 };
                 let any = match &value {
-                    AttributeValue::Array(items) => items
-                        .iter()
-                        .filter_map(Val::of)
-                        .any(|v| self.matches(&v)),
+                    AttributeValue::Array(items) => {
+                        items.iter().filter_map(Val::of).any(|v| self.matches(&v))
+                    }
                     v => Val::of(v).is_some_and(|v| self.matches(&v)),
                 };
                 Ok(any != self.negate)

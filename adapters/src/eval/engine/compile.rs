@@ -226,8 +226,7 @@ impl Flag {
             .context_targets
             .into_iter()
             .map(|t| {
-                if kind(Some(&t.context_kind)).is_some_and(|k| k.is_user()) && t.values.is_empty()
-                {
+                if kind(Some(&t.context_kind)).is_some_and(|k| k.is_user()) && t.values.is_empty() {
                     let v = index(t.variation);
                     ContextTarget::User(targets.iter().position(|t| t.variation == v))
                 } else {
@@ -268,7 +267,9 @@ impl Flag {
                 .collect(),
             track_events: raw.track_events,
             track_events_fallthrough: raw.track_events_fallthrough,
-            debug_events_until_date: raw.debug_events_until_date.and_then(|d| u64::try_from(d).ok()),
+            debug_events_until_date: raw
+                .debug_events_until_date
+                .and_then(|d| u64::try_from(d).ok()),
             exclude_from_summaries: raw.exclude_from_summaries,
             sampling_ratio: raw.sampling_ratio.and_then(|r| u32::try_from(r).ok()),
             migration_settings: raw.migration.map(|m| MigrationSettings {

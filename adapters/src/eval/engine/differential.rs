@@ -72,7 +72,11 @@ fn buckets() -> impl Strategy<Value = Value> {
             .iter()
             .enumerate()
             .map(|(i, (v, w, u))| {
-                let weight = if i + 1 == n { left } else { w * 100_000 / total };
+                let weight = if i + 1 == n {
+                    left
+                } else {
+                    w * 100_000 / total
+                };
                 left -= weight;
                 json!({"variation": v, "weight": weight, "untracked": u})
             })
@@ -84,12 +88,25 @@ fn buckets() -> impl Strategy<Value = Value> {
 fn serve() -> impl Strategy<Value = Value> {
     prop_oneof![
         (0..3usize).prop_map(|v| json!({"variation": v})),
-        (buckets(), any::<bool>(), prop::option::of(any::<i32>()), prop::sample::select(vec![None, Some("org"), Some("user")]), prop::sample::select(vec![None, Some("age"), Some("country")]))
+        (
+            buckets(),
+            any::<bool>(),
+            prop::option::of(any::<i32>()),
+            prop::sample::select(vec![None, Some("org"), Some("user")]),
+            prop::sample::select(vec![None, Some("age"), Some("country")])
+        )
             .prop_map(|(b, exp, seed, kind, by)| {
-                let mut r = json!({"variations": b, "kind": if exp { "experiment" } else { "rollout" }});
-                if let Some(seed) = seed { r["seed"] = json!(seed); }
-                if let Some(kind) = kind { r["contextKind"] = json!(kind); }
-                if let Some(by) = by { r["bucketBy"] = json!(by); }
+                let mut r =
+                    json!({"variations": b, "kind": if exp { "experiment" } else { "rollout" }});
+                if let Some(seed) = seed {
+                    r["seed"] = json!(seed);
+                }
+                if let Some(kind) = kind {
+                    r["contextKind"] = json!(kind);
+                }
+                if let Some(by) = by {
+                    r["bucketBy"] = json!(by);
+                }
                 json!({"rollout": r})
             }),
     ]
@@ -170,7 +187,11 @@ fn context() -> impl Strategy<Value = Context> {
         prop::sample::select(vec!["US", "DE", "FR"]),
         prop::sample::select(vec![5.0, 20.0, 30.5, 7.0]),
         prop::sample::select(vec!["a@example.com", "bob@x.org", "carol"]),
-        prop::sample::select(vec![json!("2019-01-01T00:00:00Z"), json!(1_700_000_000_000u64), json!("x")]),
+        prop::sample::select(vec![
+            json!("2019-01-01T00:00:00Z"),
+            json!(1_700_000_000_000u64),
+            json!("x"),
+        ]),
         prop::sample::select(vec!["1.0.0", "2.1.0", "2.1.0-beta", "2", "junk"]),
         keys(&["a", "b", "c"]),
     )
@@ -183,13 +204,19 @@ fn context() -> impl Strategy<Value = Context> {
                 .set_string("version", version)
                 .set_value("tags", (&json!(tags)).into());
             b.build().unwrap()
-        });
+        })
+        .boxed();
     let org = prop::sample::select(ORGS.to_vec())
-        .prop_map(|k| ContextBuilder::new(k).kind("org").build().unwrap());
+        .prop_map(|k| ContextBuilder::new(k).kind("org").build().unwrap())
+        .boxed();
     prop_oneof![
         user.clone(),
         org.clone(),
-        (user, org).prop_map(|(u, o)| MultiContextBuilder::new().add_context(u).add_context(o).build().unwrap()),
+        (user, org).prop_map(|(u, o)| MultiContextBuilder::new()
+            .add_context(u)
+            .add_context(o)
+            .build()
+            .unwrap()),
     ]
 }
 

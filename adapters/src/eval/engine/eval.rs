@@ -130,7 +130,10 @@ impl State<'_> {
                 }
             }
         }
-        (self.serve(flag, &flag.fallthrough, Reason::fallthrough()), true)
+        (
+            self.serve(flag, &flag.fallthrough, Reason::fallthrough()),
+            true,
+        )
     }
 
     /// `Ok(None)`: every prerequisite is met; `Ok(Some(reason))`: one failed.
@@ -167,7 +170,9 @@ impl State<'_> {
                 return Err(Malformed);
             }
             let met = prerequisite.on
-                && detail.variation_index.is_some_and(|i| i as i64 == p.variation);
+                && detail
+                    .variation_index
+                    .is_some_and(|i| i as i64 == p.variation);
             if let Some(recorder) = self.options.recorder {
                 recorder.record(&PrerequisiteEvent {
                     target_flag_key: &flag.key,
@@ -234,10 +239,7 @@ impl State<'_> {
             else {
                 return Ok(false);
             };
-            if let Some(included) = self
-                .membership(key)
-                .and_then(|m| m.check(segment_ref))
-            {
+            if let Some(included) = self.membership(key).and_then(|m| m.check(segment_ref)) {
                 return Ok(included);
             }
         } else {
@@ -280,7 +282,8 @@ impl State<'_> {
         };
         let result = lookup.membership(key);
         self.status = Some(worse(self.status, result.status));
-        self.memberships.push((key.into(), result.membership.clone()));
+        self.memberships
+            .push((key.into(), result.membership.clone()));
         result.membership
     }
 
@@ -352,8 +355,7 @@ fn is_in(context: &Context, users: &rustc_hash::FxHashSet<Box<str>>, targets: &[
 
 fn target_has(context: &Context, t: &Target) -> bool {
     !t.values.is_empty()
-        && t
-            .kind
+        && t.kind
             .as_ref()
             .and_then(|k| context.as_kind(k))
             .is_some_and(|c| t.values.contains(c.key()))
@@ -387,14 +389,21 @@ fn target_match(flag: &Flag, context: &Context) -> Option<VariationIndex> {
 
 /// Variation `index` of `flag` with `reason`; `MALFORMED_FLAG` if there is none.
 fn variation(flag: &Flag, index: VariationIndex, reason: Reason) -> Detail<&FlagValue> {
-    match usize::try_from(index).ok().and_then(|i| flag.variations.get(i)) {
+    match usize::try_from(index)
+        .ok()
+        .and_then(|i| flag.variations.get(i))
+    {
         Some(value) => Detail {
             value: Some(value),
             variation_index: Some(index),
             reason,
         },
         None => {
-            tracing::warn!(flag = &*flag.key, index, "a variation the flag does not have");
+            tracing::warn!(
+                flag = &*flag.key,
+                index,
+                "a variation the flag does not have"
+            );
             Detail::err(EvalError::MalformedFlag)
         }
     }

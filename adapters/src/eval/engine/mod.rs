@@ -43,5 +43,5 @@ mod values;
 
 pub use compile::{Flag, MigrationSettings, Segment};
 pub use eval::{Options, PrerequisiteEvent, PrerequisiteRecorder, Store, evaluate};
-pub use reason::{Detail, EvalError, Reason, VariationIndex};
 pub use flagsync_core::bigseg::BigSegmentsStatus;
+pub use reason::{Detail, EvalError, Reason, VariationIndex};

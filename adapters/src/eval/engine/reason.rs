@@ -382,7 +382,11 @@ mod tests {
             ),
         ];
         for (reason, expected) in cases {
-            assert_eq!(serde_json::to_value(&reason).unwrap(), expected, "{reason:?}");
+            assert_eq!(
+                serde_json::to_value(&reason).unwrap(),
+                expected,
+                "{reason:?}"
+            );
         }
     }
 

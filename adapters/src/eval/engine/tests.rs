@@ -75,7 +75,10 @@ fn with_clause(clause: Value) -> Value {
 }
 
 fn matches(clause: Value, context: &Context) -> bool {
-    Mem::new(&[with_clause(clause)], &[]).eval("f", context).value == Some(FlagValue::Bool(true))
+    Mem::new(&[with_clause(clause)], &[])
+        .eval("f", context)
+        .value
+        == Some(FlagValue::Bool(true))
 }
 
 fn rule(i: usize) -> Reason {
@@ -95,38 +98,131 @@ fn operators() {
                "v": "2.1.0-beta", "list": ["a", 7], "b": true, "o": {"x": 1}}),
     );
     let cases = [
-        (json!({"attribute": "s", "op": "in", "values": ["x", "hello world"]}), true),
-        (json!({"attribute": "s", "op": "in", "values": ["hello"]}), false),
-        (json!({"attribute": "s", "op": "startsWith", "values": ["hell"]}), true),
-        (json!({"attribute": "s", "op": "endsWith", "values": ["world"]}), true),
-        (json!({"attribute": "s", "op": "contains", "values": ["o w"]}), true),
-        (json!({"attribute": "s", "op": "matches", "values": ["^h.*d$"]}), true),
-        (json!({"attribute": "s", "op": "matches", "values": ["(", "wor"]}), true),
+        (
+            json!({"attribute": "s", "op": "in", "values": ["x", "hello world"]}),
+            true,
+        ),
+        (
+            json!({"attribute": "s", "op": "in", "values": ["hello"]}),
+            false,
+        ),
+        (
+            json!({"attribute": "s", "op": "startsWith", "values": ["hell"]}),
+            true,
+        ),
+        (
+            json!({"attribute": "s", "op": "endsWith", "values": ["world"]}),
+            true,
+        ),
+        (
+            json!({"attribute": "s", "op": "contains", "values": ["o w"]}),
+            true,
+        ),
+        (
+            json!({"attribute": "s", "op": "matches", "values": ["^h.*d$"]}),
+            true,
+        ),
+        (
+            json!({"attribute": "s", "op": "matches", "values": ["(", "wor"]}),
+            true,
+        ),
         (json!({"attribute": "n", "op": "in", "values": [5.0]}), true),
-        (json!({"attribute": "n", "op": "lessThan", "values": [6]}), true),
-        (json!({"attribute": "n", "op": "lessThanOrEqual", "values": [5]}), true),
-        (json!({"attribute": "n", "op": "greaterThan", "values": [5]}), false),
-        (json!({"attribute": "n", "op": "greaterThanOrEqual", "values": ["4"]}), false),
-        (json!({"attribute": "t", "op": "before", "values": ["2020-01-01T00:00:01Z"]}), true),
-        (json!({"attribute": "t", "op": "after", "values": [1_577_836_799_000u64]}), true),
-        (json!({"attribute": "ms", "op": "after", "values": ["2019-12-31T23:59:59Z"]}), true),
-        (json!({"attribute": "ms", "op": "before", "values": ["bad"]}), false),
-        (json!({"attribute": "v", "op": "semVerLessThan", "values": ["2.1.0"]}), true),
-        (json!({"attribute": "v", "op": "semVerGreaterThan", "values": ["2"]}), true),
-        (json!({"attribute": "v", "op": "semVerEqual", "values": ["2.1.0-beta+x"]}), true),
-        (json!({"attribute": "list", "op": "in", "values": [7]}), true),
-        (json!({"attribute": "list", "op": "startsWith", "values": ["a"]}), true),
-        (json!({"attribute": "b", "op": "in", "values": [true]}), true),
-        (json!({"attribute": "b", "op": "in", "values": ["true"]}), false),
-        (json!({"attribute": "o", "op": "in", "values": [{"x": 1}]}), true),
-        (json!({"attribute": "s", "op": "noSuchOp", "values": ["hello world"]}), false),
-        (json!({"attribute": "missing", "op": "in", "values": ["x"], "negate": true}), false),
-        (json!({"attribute": "s", "op": "in", "values": ["x"], "negate": true}), true),
-        (json!({"attribute": "key", "op": "in", "values": ["k"]}), true),
-        (json!({"attribute": "kind", "op": "in", "values": ["user"]}), true),
-        (json!({"contextKind": "user", "attribute": "/o/x", "op": "in", "values": [1]}), true),
-        (json!({"attribute": "/o/x", "op": "in", "values": [1]}), false),
-        (json!({"contextKind": "org", "attribute": "key", "op": "in", "values": ["k"]}), false),
+        (
+            json!({"attribute": "n", "op": "lessThan", "values": [6]}),
+            true,
+        ),
+        (
+            json!({"attribute": "n", "op": "lessThanOrEqual", "values": [5]}),
+            true,
+        ),
+        (
+            json!({"attribute": "n", "op": "greaterThan", "values": [5]}),
+            false,
+        ),
+        (
+            json!({"attribute": "n", "op": "greaterThanOrEqual", "values": ["4"]}),
+            false,
+        ),
+        (
+            json!({"attribute": "t", "op": "before", "values": ["2020-01-01T00:00:01Z"]}),
+            true,
+        ),
+        (
+            json!({"attribute": "t", "op": "after", "values": [1_577_836_799_000u64]}),
+            true,
+        ),
+        (
+            json!({"attribute": "ms", "op": "after", "values": ["2019-12-31T23:59:59Z"]}),
+            true,
+        ),
+        (
+            json!({"attribute": "ms", "op": "before", "values": ["bad"]}),
+            false,
+        ),
+        (
+            json!({"attribute": "v", "op": "semVerLessThan", "values": ["2.1.0"]}),
+            true,
+        ),
+        (
+            json!({"attribute": "v", "op": "semVerGreaterThan", "values": ["2"]}),
+            true,
+        ),
+        (
+            json!({"attribute": "v", "op": "semVerEqual", "values": ["2.1.0-beta+x"]}),
+            true,
+        ),
+        (
+            json!({"attribute": "list", "op": "in", "values": [7]}),
+            true,
+        ),
+        (
+            json!({"attribute": "list", "op": "startsWith", "values": ["a"]}),
+            true,
+        ),
+        (
+            json!({"attribute": "b", "op": "in", "values": [true]}),
+            true,
+        ),
+        (
+            json!({"attribute": "b", "op": "in", "values": ["true"]}),
+            false,
+        ),
+        (
+            json!({"attribute": "o", "op": "in", "values": [{"x": 1}]}),
+            true,
+        ),
+        (
+            json!({"attribute": "s", "op": "noSuchOp", "values": ["hello world"]}),
+            false,
+        ),
+        (
+            json!({"attribute": "missing", "op": "in", "values": ["x"], "negate": true}),
+            false,
+        ),
+        (
+            json!({"attribute": "s", "op": "in", "values": ["x"], "negate": true}),
+            true,
+        ),
+        (
+            json!({"attribute": "key", "op": "in", "values": ["k"]}),
+            true,
+        ),
+        (
+            json!({"attribute": "kind", "op": "in", "values": ["user"]}),
+            true,
+        ),
+        (
+            json!({"contextKind": "user", "attribute": "/o/x", "op": "in", "values": [1]}),
+            true,
+        ),
+        (
+            json!({"attribute": "/o/x", "op": "in", "values": [1]}),
+            false,
+        ),
+        (
+            json!({"contextKind": "org", "attribute": "key", "op": "in", "values": ["k"]}),
+            false,
+        ),
     ];
     for (clause, want) in cases {
         assert_eq!(matches(clause.clone(), &c), want, "{clause}");
@@ -158,7 +254,11 @@ fn invalid_attributes_make_the_flag_malformed() {
     for attr in ["", "/", "//a", "/a~2"] {
         let clause = json!({"contextKind": "user", "attribute": attr, "op": "in", "values": ["x"]});
         let d = Mem::new(&[with_clause(clause)], &[]).eval("f", &user("u"));
-        assert_eq!(d.reason, Reason::error(EvalError::MalformedFlag), "{attr:?}");
+        assert_eq!(
+            d.reason,
+            Reason::error(EvalError::MalformedFlag),
+            "{attr:?}"
+        );
         assert_eq!((d.value, d.variation_index), (None, None));
     }
 }
@@ -174,10 +274,16 @@ fn targets_then_rules_then_fallthrough() {
             {"attribute": "key", "op": "in", "values": ["t2", "r1"]}]}]});
     let m = Mem::new(&[flag], &[]);
     let d = m.eval("f", &user("t1"));
-    assert_eq!((d.variation_index, d.reason), (Some(1), Reason::target_match()));
+    assert_eq!(
+        (d.variation_index, d.reason),
+        (Some(1), Reason::target_match())
+    );
     // t2's target variation (2) has no user entry in contextTargets: the rule decides.
     assert_eq!(m.eval("f", &user("t2")).reason, rule(0));
-    assert_eq!(m.eval("f", &kind("org", "o1")).reason, Reason::target_match());
+    assert_eq!(
+        m.eval("f", &kind("org", "o1")).reason,
+        Reason::target_match()
+    );
     assert_eq!(m.eval("f", &user("zz")).reason, Reason::fallthrough());
 }
 
@@ -201,7 +307,11 @@ fn off_flags_and_bad_variations() {
     );
     assert_eq!(m.eval("off-none", &u), Detail::empty(Reason::Off));
     for key in ["bad", "neg", "nothing"] {
-        assert_eq!(m.eval(key, &u), Detail::err(EvalError::MalformedFlag), "{key}");
+        assert_eq!(
+            m.eval(key, &u),
+            Detail::err(EvalError::MalformedFlag),
+            "{key}"
+        );
     }
 }
 
@@ -221,19 +331,37 @@ fn rollouts_and_experiments() {
     let a = user("userKeyA");
     let m = Mem::new(&[rollout("rollout", json!({}))], &[]);
     let d = m.eval("hashKey", &a);
-    assert_eq!((d.variation_index, d.reason), (Some(1), Reason::fallthrough()));
+    assert_eq!(
+        (d.variation_index, d.reason),
+        (Some(1), Reason::fallthrough())
+    );
     let m = Mem::new(&[rollout("experiment", json!({}))], &[]);
     assert!(m.eval("hashKey", &a).reason.is_in_experiment());
     // userKeyB (0.6708485) lands in the untracked bucket: not in the experiment.
     let d = m.eval("hashKey", &user("userKeyB"));
-    assert_eq!((d.variation_index, d.reason.is_in_experiment()), (Some(2), false));
+    assert_eq!(
+        (d.variation_index, d.reason.is_in_experiment()),
+        (Some(2), false)
+    );
     // A context without the rollout's kind: bucket 0, never in the experiment.
     let m = Mem::new(&[rollout("experiment", json!({"contextKind": "org"}))], &[]);
     let d = m.eval("hashKey", &a);
-    assert_eq!((d.variation_index, d.reason), (Some(0), Reason::fallthrough()));
+    assert_eq!(
+        (d.variation_index, d.reason),
+        (Some(0), Reason::fallthrough())
+    );
     // An invalid bucketBy is a malformed flag.
-    let m = Mem::new(&[rollout("rollout", json!({"contextKind": "user", "bucketBy": "//"}))], &[]);
-    assert_eq!(m.eval("hashKey", &a).reason, Reason::error(EvalError::MalformedFlag));
+    let m = Mem::new(
+        &[rollout(
+            "rollout",
+            json!({"contextKind": "user", "bucketBy": "//"}),
+        )],
+        &[],
+    );
+    assert_eq!(
+        m.eval("hashKey", &a).reason,
+        Reason::error(EvalError::MalformedFlag)
+    );
 }
 
 #[derive(Default)]
@@ -264,7 +392,11 @@ fn prerequisites_are_recorded_and_cycles_are_malformed() {
             flag("mid", json!([{"key": "leaf", "variation": 1}]), true),
             flag("leaf", json!([]), true),
             flag("offleaf", json!([]), false),
-            flag("fails", json!([{"key": "offleaf", "variation": 1}, {"key": "leaf", "variation": 1}]), true),
+            flag(
+                "fails",
+                json!([{"key": "offleaf", "variation": 1}, {"key": "leaf", "variation": 1}]),
+                true,
+            ),
             flag("missing", json!([{"key": "nope", "variation": 1}]), true),
             flag("a", json!([{"key": "b", "variation": 1}]), true),
             flag("b", json!([{"key": "a", "variation": 1}]), true),
@@ -278,24 +410,48 @@ fn prerequisites_are_recorded_and_cycles_are_malformed() {
         recorder: Some(&log),
         big_segments: None,
     };
-    assert_eq!(m.eval_with("top", &u, options).reason, Reason::fallthrough());
+    assert_eq!(
+        m.eval_with("top", &u, options).reason,
+        Reason::fallthrough()
+    );
     assert_eq!(
         log.0.take(),
-        ["top?mid", "mid?leaf", "mid<-leaf:Some(1)", "top<-mid:Some(1)"]
+        [
+            "top?mid",
+            "mid?leaf",
+            "mid<-leaf:Some(1)",
+            "top<-mid:Some(1)"
+        ]
     );
     let d = m.eval_with("fails", &u, options);
-    assert_eq!((d.variation_index, d.reason), (Some(0), Reason::prerequisite_failed("offleaf")));
+    assert_eq!(
+        (d.variation_index, d.reason),
+        (Some(0), Reason::prerequisite_failed("offleaf"))
+    );
     assert_eq!(log.0.take(), ["fails?offleaf", "fails<-offleaf:Some(0)"]);
-    assert_eq!(m.eval("missing", &u).reason, Reason::prerequisite_failed("nope"));
-    assert_eq!(m.eval_with("a", &u, options), Detail::err(EvalError::MalformedFlag));
+    assert_eq!(
+        m.eval("missing", &u).reason,
+        Reason::prerequisite_failed("nope")
+    );
+    assert_eq!(
+        m.eval_with("a", &u, options),
+        Detail::err(EvalError::MalformedFlag)
+    );
     assert_eq!(log.0.take(), ["a?b", "b?a"]);
-    assert_eq!(m.eval_with("self", &u, options), Detail::err(EvalError::MalformedFlag));
-    assert!(log.0.take().is_empty(), "a flag naming itself is not reported");
+    assert_eq!(
+        m.eval_with("self", &u, options),
+        Detail::err(EvalError::MalformedFlag)
+    );
+    assert!(
+        log.0.take().is_empty(),
+        "a flag naming itself is not reported"
+    );
 }
 
 #[test]
 fn segments_lists_rules_weights_and_cycles() {
-    let seg_flag = |segs: Value| with_clause(json!({"attribute": "", "op": "segmentMatch", "values": segs}));
+    let seg_flag =
+        |segs: Value| with_clause(json!({"attribute": "", "op": "segmentMatch", "values": segs}));
     let segments = [
         json!({"key": "s", "salt": "x", "included": ["in"], "excluded": ["out", "in2"],
                "includedContexts": [{"contextKind": "org", "values": ["o-in"]}],
@@ -317,7 +473,9 @@ fn segments_lists_rules_weights_and_cycles() {
     assert!(!hit(json!(["s"]), &kind("org", "o-out")));
     assert!(hit(json!(["nope", "nested"]), &user("in")));
     // Weighted rule: about half of the users.
-    let n = (0..400).filter(|i| hit(json!(["half"]), &user(&format!("u{i}")))).count();
+    let n = (0..400)
+        .filter(|i| hit(json!(["half"]), &user(&format!("u{i}"))))
+        .count();
     assert!((150..250).contains(&n), "{n}");
     let d = Mem::new(&[seg_flag(json!(["c1"]))], &segments).eval("f", &user("u"));
     assert_eq!(d, Detail::err(EvalError::MalformedFlag));
@@ -355,15 +513,31 @@ fn big_segments() {
         f
     };
     let m = Mem::new(
-        &[flag(json!(["big", "big2"])), flag(json!(["nogen"])), flag(json!(["orgs"]))],
+        &[
+            flag(json!(["big", "big2"])),
+            flag(json!(["nogen"])),
+            flag(json!(["orgs"])),
+        ],
         &segments,
     );
     let big = Big {
         members: HashMap::from([
-            ("yes".to_owned(), Membership::from_refs(["big.g2"], Vec::<String>::new())),
-            ("no".to_owned(), Membership::from_refs(["big2.g1"], ["big.g2"])),
-            ("ruled".to_owned(), Membership::from_refs(Vec::<String>::new(), ["big.g1"])),
-            ("acme".to_owned(), Membership::from_refs(["orgs.g1"], Vec::<String>::new())),
+            (
+                "yes".to_owned(),
+                Membership::from_refs(["big.g2"], Vec::<String>::new()),
+            ),
+            (
+                "no".to_owned(),
+                Membership::from_refs(["big2.g1"], ["big.g2"]),
+            ),
+            (
+                "ruled".to_owned(),
+                Membership::from_refs(Vec::<String>::new(), ["big.g1"]),
+            ),
+            (
+                "acme".to_owned(),
+                Membership::from_refs(["orgs.g1"], Vec::<String>::new()),
+            ),
         ]),
         status: BigSegmentsStatus::Stale,
         queries: Mutex::default(),
@@ -374,20 +548,37 @@ fn big_segments() {
     };
     let status = |d: &Detail<FlagValue>| d.reason.big_segments_status();
     let d = m.eval_with("f-big", &user("yes"), options);
-    assert_eq!(d.reason, rule(0).with_big_segments_status(BigSegmentsStatus::Stale));
+    assert_eq!(
+        d.reason,
+        rule(0).with_big_segments_status(BigSegmentsStatus::Stale)
+    );
     // "no" is excluded from big but included in big2: one query for both segments.
     big.queries.lock().unwrap().clear();
     let d = m.eval_with("f-big", &user("no"), options);
-    assert_eq!((d.variation_index, status(&d)), (Some(1), Some(BigSegmentsStatus::Stale)));
+    assert_eq!(
+        (d.variation_index, status(&d)),
+        (Some(1), Some(BigSegmentsStatus::Stale))
+    );
     assert_eq!(*big.queries.lock().unwrap(), ["no"]);
     // Nothing stored for the reference (another generation): the rules decide; the
     // lists of an unbounded segment are not read.
-    assert_eq!(m.eval_with("f-big", &user("ruled"), options).variation_index, Some(1));
-    assert_eq!(m.eval_with("f-big", &user("listed"), options).variation_index, Some(0));
+    assert_eq!(
+        m.eval_with("f-big", &user("ruled"), options)
+            .variation_index,
+        Some(1)
+    );
+    assert_eq!(
+        m.eval_with("f-big", &user("listed"), options)
+            .variation_index,
+        Some(0)
+    );
     // No generation: NOT_CONFIGURED, no match, no query.
     big.queries.lock().unwrap().clear();
     let d = m.eval_with("f-nogen", &user("yes"), options);
-    assert_eq!((d.variation_index, status(&d)), (Some(0), Some(BigSegmentsStatus::NotConfigured)));
+    assert_eq!(
+        (d.variation_index, status(&d)),
+        (Some(0), Some(BigSegmentsStatus::NotConfigured))
+    );
     assert!(big.queries.lock().unwrap().is_empty());
     // unboundedContextKind: the org's key is asked; a context without an org never matches.
     let d = m.eval_with("f-orgs", &kind("org", "acme"), options);
@@ -396,7 +587,10 @@ fn big_segments() {
     assert_eq!((d.variation_index, status(&d)), (Some(0), None));
     // No lookup configured: NOT_CONFIGURED, the rules decide.
     let d = m.eval("f-big", &user("ruled"));
-    assert_eq!((d.variation_index, status(&d)), (Some(1), Some(BigSegmentsStatus::NotConfigured)));
+    assert_eq!(
+        (d.variation_index, status(&d)),
+        (Some(1), Some(BigSegmentsStatus::NotConfigured))
+    );
     let json = serde_json::to_value(&d.reason).unwrap();
     assert_eq!(json["bigSegmentsStatus"], "NOT_CONFIGURED");
 }
@@ -405,8 +599,10 @@ fn big_segments() {
 fn lenient_model_and_hostile_data() {
     // Missing fields take their zero values; null lists are empty.
     let m = Mem::new(
-        &[json!({"key": "f", "on": true, "variations": [1], "targets": null, "rules": null,
-                 "prerequisites": null, "fallthrough": {"variation": 0}})],
+        &[
+            json!({"key": "f", "on": true, "variations": [1], "targets": null, "rules": null,
+                 "prerequisites": null, "fallthrough": {"variation": 0}}),
+        ],
         &[],
     );
     assert_eq!(m.eval("f", &user("u")).variation_index, Some(0));
@@ -417,17 +613,27 @@ fn lenient_model_and_hostile_data() {
         json!({"rules": [{"clauses": 5}]}),
         json!({"variations": {}}),
     ] {
-        assert!(Flag::from_json(bad.to_string().as_bytes(), "k").is_err(), "{bad}");
+        assert!(
+            Flag::from_json(bad.to_string().as_bytes(), "k").is_err(),
+            "{bad}"
+        );
     }
     assert!(Flag::from_json(b"[1,2]", "k").is_err());
     // Deep segment nesting is cut off, not a stack overflow.
     let segments: Vec<Value> = (0..200)
-        .map(|i| json!({"key": format!("s{i}"), "rules": [{"clauses": [
-            {"attribute": "", "op": "segmentMatch", "values": [format!("s{}", i + 1)]}]}]}))
+        .map(|i| {
+            json!({"key": format!("s{i}"), "rules": [{"clauses": [
+            {"attribute": "", "op": "segmentMatch", "values": [format!("s{}", i + 1)]}]}]})
+        })
         .collect();
     let m = Mem::new(
-        &[with_clause(json!({"attribute": "", "op": "segmentMatch", "values": ["s0"]}))],
+        &[with_clause(
+            json!({"attribute": "", "op": "segmentMatch", "values": ["s0"]}),
+        )],
         &segments,
     );
-    assert_eq!(m.eval("f", &user("u")), Detail::err(EvalError::MalformedFlag));
+    assert_eq!(
+        m.eval("f", &user("u")),
+        Detail::err(EvalError::MalformedFlag)
+    );
 }

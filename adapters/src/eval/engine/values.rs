@@ -153,7 +153,9 @@ impl SemVer {
             && !pre.split('.').all(|id| {
                 !id.is_empty()
                     && id.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-')
-                    && !(id.len() > 1 && id.bytes().all(|c| c.is_ascii_digit()) && id.starts_with('0'))
+                    && !(id.len() > 1
+                        && id.bytes().all(|c| c.is_ascii_digit())
+                        && id.starts_with('0'))
             })
         {
             return None;
@@ -177,12 +179,14 @@ impl SemVer {
     pub(crate) fn precedence(&self, other: &Self) -> Ordering {
         (self.major, self.minor, self.patch)
             .cmp(&(other.major, other.minor, other.patch))
-            .then_with(|| match (self.prerelease.is_empty(), other.prerelease.is_empty()) {
-                (true, true) => Ordering::Equal,
-                (true, false) => Ordering::Greater,
-                (false, true) => Ordering::Less,
-                (false, false) => prerelease_order(&self.prerelease, &other.prerelease),
-            })
+            .then_with(
+                || match (self.prerelease.is_empty(), other.prerelease.is_empty()) {
+                    (true, true) => Ordering::Equal,
+                    (true, false) => Ordering::Greater,
+                    (false, true) => Ordering::Less,
+                    (false, false) => prerelease_order(&self.prerelease, &other.prerelease),
+                },
+            )
     }
 }
 
@@ -235,7 +239,10 @@ mod tests {
             Some(Nanos::from(1_512_543_600_000i64) * 1_000_000)
         );
         // Go's time.Date rolls February 30th over to March 1st/2nd.
-        assert_eq!(rfc3339("2021-02-29T00:00:00Z"), rfc3339("2021-03-01T00:00:00Z"));
+        assert_eq!(
+            rfc3339("2021-02-29T00:00:00Z"),
+            rfc3339("2021-03-01T00:00:00Z")
+        );
         for bad in [
             "",
             "2017-12-06",
@@ -260,12 +267,29 @@ mod tests {
         assert_eq!(v("2").precedence(&v("2.0.0")), Ordering::Equal);
         assert_eq!(v("2.1").precedence(&v("2.1.0")), Ordering::Equal);
         assert_eq!(v("2.0.0-rc.1").precedence(&v("2.0.0")), Ordering::Less);
-        assert_eq!(v("2.0.0-rc.1").precedence(&v("2.0.0-rc.beta")), Ordering::Less);
-        assert_eq!(v("2.0.0-rc.2").precedence(&v("2.0.0-rc.10")), Ordering::Less);
+        assert_eq!(
+            v("2.0.0-rc.1").precedence(&v("2.0.0-rc.beta")),
+            Ordering::Less
+        );
+        assert_eq!(
+            v("2.0.0-rc.2").precedence(&v("2.0.0-rc.10")),
+            Ordering::Less
+        );
         assert_eq!(v("2.0.0-rc").precedence(&v("2.0.0-rc.1")), Ordering::Less);
         assert_eq!(v("2.0.0+build").precedence(&v("2.0.0")), Ordering::Equal);
         assert_eq!(v("2-rc1").precedence(&v("2.0.0-rc1")), Ordering::Equal);
-        for bad in ["", "v2", "2.", "02.0.0", "2.0.0.0", "2.0.0-", "2.0.0-01", "2.0.0+", "a.b.c", "2.0.0-a..b"] {
+        for bad in [
+            "",
+            "v2",
+            "2.",
+            "02.0.0",
+            "2.0.0.0",
+            "2.0.0-",
+            "2.0.0-01",
+            "2.0.0+",
+            "a.b.c",
+            "2.0.0-a..b",
+        ] {
             assert_eq!(SemVer::parse(bad), None, "{bad}");
         }
     }
