@@ -16,7 +16,7 @@
 #[path = "../benches/common/mod.rs"]
 mod common;
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::hint::black_box;
 use std::sync::Arc;
 

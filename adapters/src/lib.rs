@@ -46,7 +46,8 @@
 //! - `server`: the `server` module, a local LaunchDarkly-compatible flag server for offline
 //!   development and tests (std threads only, any runtime).
 //! - `eval` (default): flag evaluation (the `eval` module, `Client::bool_variation` and friends)
-//!   with the official evaluation engine, and the `migration` module.
+//!   with flagsync's own engine (`eval::engine`; the official crate supplies the context
+//!   types), and the `migration` module.
 //! - `redis`: `persist::RedisStore`, a persistent store in Redis with the key layout
 //!   of every LaunchDarkly SDK and the Relay Proxy (with any runtime feature).
 //! - `cli`: the `flagsync` command-line tool (`serve`, `demo`, `watch`, `snapshot`).

@@ -5,6 +5,8 @@
 //! attribute (or a context without the clause's kind) never matches, negated or not.
 //! Values of the wrong type for the operator never match.
 
+use std::sync::Arc;
+
 use launchdarkly_server_sdk_evaluation::{AttributeValue, Context, Kind, Reference};
 use regex::Regex;
 use rustc_hash::FxHashSet;
@@ -19,7 +21,9 @@ pub(crate) enum Attr {
     Kind,
     /// `key`: read without copying.
     Key,
-    Ref(Reference),
+    /// Any other attribute; the string is the reference's own (the key of the
+    /// evaluation's attribute cache).
+    Ref(Reference, Arc<str>),
     /// Empty or invalid: the clause is an error (`MALFORMED_FLAG`) unless it is a
     /// `segmentMatch`.
     Invalid,
@@ -208,23 +212,26 @@ impl Clause {
                 };
                 Ok(self.matches(&Val::Str(c.key())) != self.negate)
             }
-            Attr::Ref(r) => {
+            Attr::Ref(r, _) => {
                 let Some(c) = self.kind.as_ref().and_then(|k| context.as_kind(k)) else {
                     return Ok(false);
                 };
-                let value = match c.get_value(r) {
-                    None | Some(AttributeValue::Null) => return Ok(false),
-                    Some(v) => v,
-                };
-                let any = match &value {
-                    AttributeValue::Array(items) => {
-                        items.iter().filter_map(Val::of).any(|v| self.matches(&v))
-                    }
-                    v => Val::of(v).is_some_and(|v| self.matches(&v)),
-                };
-                Ok(any != self.negate)
+                Ok(self.matches_value(c.get_value(r).as_ref()))
             }
         }
+    }
+
+    /// Whether an attribute's value (`None`: missing) matches, negation applied; a
+    /// missing attribute never matches.
+    pub(crate) fn matches_value(&self, value: Option<&AttributeValue>) -> bool {
+        let any = match value {
+            None | Some(AttributeValue::Null) => return false,
+            Some(AttributeValue::Array(items)) => {
+                items.iter().filter_map(Val::of).any(|v| self.matches(&v))
+            }
+            Some(v) => Val::of(v).is_some_and(|v| self.matches(&v)),
+        };
+        any != self.negate
     }
 
     /// Whether one (non-array) context value matches any clause value.

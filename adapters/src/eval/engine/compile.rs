@@ -371,6 +371,7 @@ pub(super) fn clause(c: RawClause) -> Clause {
         Attr::Invalid
     } else {
         let r = reference(&c.attribute, has_kind);
+        let name: Arc<str> = r.to_string().into();
         if !r.is_valid() {
             Attr::Invalid
         } else if r.depth() == 1 && r.component(0) == Some("kind") {
@@ -378,7 +379,7 @@ pub(super) fn clause(c: RawClause) -> Clause {
         } else if r.depth() == 1 && r.component(0) == Some("key") {
             Attr::Key
         } else {
-            Attr::Ref(r)
+            Attr::Ref(r, name)
         }
     };
     Clause {

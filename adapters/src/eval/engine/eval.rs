@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use flagsync_core::bigseg::{BigSegmentLookup, BigSegmentsStatus, Membership};
-use launchdarkly_server_sdk_evaluation::{Context, FlagValue};
+use launchdarkly_server_sdk_evaluation::{AttributeValue, Context, FlagValue, Reference};
 
 use super::bucket::{Bucketed, bucket};
-use super::clause::{Clause, Op, Values};
+use super::clause::{Attr, Clause, Op, Values};
 use super::compile::{ContextTarget, Flag, Segment, Serve, Target};
 use super::reason::{Detail, EvalError, Reason, VariationIndex, worse};
 
@@ -64,12 +64,12 @@ pub fn evaluate<'f>(
         store,
         context,
         options,
-        prerequisite_chain: Vec::new(),
-        segment_chain: Vec::new(),
         memberships: Vec::new(),
         status: None,
+        attrs: Default::default(),
+        next_attr: 0,
     };
-    let (mut detail, _) = state.flag(flag);
+    let (mut detail, _) = state.flag(flag, None);
     if let Some(status) = state.status {
         detail.reason = detail.reason.with_big_segments_status(status);
     }
@@ -80,19 +80,53 @@ pub fn evaluate<'f>(
 /// LaunchDarkly data nests this deep; hostile data must not exhaust the stack).
 const MAX_DEPTH: usize = 64;
 
+/// Attribute values an evaluation keeps (rules often test the same attribute).
+const CACHED_ATTRIBUTES: usize = 4;
+
+/// One attribute read: the (single-kind) context's address, the reference's string,
+/// the value.
+type CachedAttribute = (usize, Arc<str>, Option<AttributeValue>);
+
 /// The state of one evaluation.
 struct State<'s> {
     store: &'s dyn Store,
     context: &'s Context,
     options: Options<'s>,
-    /// The flags whose prerequisites are being evaluated.
-    prerequisite_chain: Vec<Arc<str>>,
-    /// The segments being matched.
-    segment_chain: Vec<Arc<str>>,
     /// Big segment memberships asked for, by context key.
     memberships: Vec<(Box<str>, Option<Arc<Membership>>)>,
     /// The worst big segments status seen.
     status: Option<BigSegmentsStatus>,
+    /// The last attribute values read (`Context::get_value` copies each value).
+    attrs: [Option<CachedAttribute>; CACHED_ATTRIBUTES],
+    next_attr: usize,
+}
+
+/// The flags whose prerequisites are being evaluated, or the segments being matched:
+/// a list through the stack frames of the evaluation (nothing allocated).
+struct Chain<'a> {
+    key: &'a str,
+    up: Option<&'a Chain<'a>>,
+    depth: usize,
+}
+
+impl<'a> Chain<'a> {
+    fn push(up: Option<&'a Chain<'a>>, key: &'a str) -> Self {
+        Self {
+            key,
+            up,
+            depth: up.map_or(1, |c| c.depth + 1),
+        }
+    }
+
+    fn contains(mut chain: Option<&Chain<'_>>, key: &str) -> bool {
+        while let Some(c) = chain {
+            if c.key == key {
+                return true;
+            }
+            chain = c.up;
+        }
+        false
+    }
 }
 
 /// A clause or segment could not be evaluated: the flag is malformed.
@@ -101,12 +135,16 @@ struct Malformed;
 impl State<'_> {
     /// Evaluate `flag`; the `bool` is Go's "ok": false when an error must make a flag
     /// that has this one as a prerequisite malformed too.
-    fn flag<'f>(&mut self, flag: &'f Flag) -> (Detail<&'f FlagValue>, bool) {
+    fn flag<'f>(
+        &mut self,
+        flag: &'f Flag,
+        chain: Option<&Chain<'_>>,
+    ) -> (Detail<&'f FlagValue>, bool) {
         if !flag.on {
             return (off(flag, Reason::Off), true);
         }
         if !flag.prerequisites.is_empty() {
-            match self.prerequisites(flag) {
+            match self.prerequisites(flag, chain) {
                 Ok(None) => {}
                 Ok(Some(failed)) => return (off(flag, failed), true),
                 Err(Malformed) => return (Detail::err(EvalError::MalformedFlag), false),
@@ -116,7 +154,7 @@ impl State<'_> {
             return (variation(flag, v, Reason::target_match()), true);
         }
         for (i, rule) in flag.rules.iter().enumerate() {
-            match self.all_match(&rule.clauses) {
+            match self.all_match(&rule.clauses, None) {
                 Err(Malformed) => return (Detail::err(EvalError::MalformedFlag), false),
                 Ok(false) => {}
                 Ok(true) => {
@@ -137,17 +175,15 @@ impl State<'_> {
     }
 
     /// `Ok(None)`: every prerequisite is met; `Ok(Some(reason))`: one failed.
-    fn prerequisites(&mut self, flag: &Flag) -> Result<Option<Reason>, Malformed> {
-        if self.prerequisite_chain.len() >= MAX_DEPTH {
+    fn prerequisites(
+        &mut self,
+        flag: &Flag,
+        chain: Option<&Chain<'_>>,
+    ) -> Result<Option<Reason>, Malformed> {
+        let chain = Chain::push(chain, &flag.key);
+        if chain.depth > MAX_DEPTH {
             return Err(Malformed);
         }
-        self.prerequisite_chain.push(flag.key.clone());
-        let result = self.each_prerequisite(flag);
-        self.prerequisite_chain.pop();
-        result
-    }
-
-    fn each_prerequisite(&mut self, flag: &Flag) -> Result<Option<Reason>, Malformed> {
         for p in &flag.prerequisites {
             if let Some(recorder) = self.options.recorder
                 && *p.key != *flag.key
@@ -157,7 +193,7 @@ impl State<'_> {
             let Some(prerequisite) = self.store.flag(&p.key) else {
                 return Ok(Some(Reason::prerequisite_failed(&*p.key)));
             };
-            if self.prerequisite_chain.contains(&prerequisite.key) {
+            if Chain::contains(Some(&chain), &prerequisite.key) {
                 tracing::warn!(
                     flag = &*flag.key,
                     prerequisite = &*p.key,
@@ -165,7 +201,7 @@ impl State<'_> {
                 );
                 return Err(Malformed);
             }
-            let (detail, ok) = self.flag(&prerequisite);
+            let (detail, ok) = self.flag(&prerequisite, Some(&chain));
             if !ok {
                 return Err(Malformed);
             }
@@ -187,26 +223,38 @@ impl State<'_> {
         Ok(None)
     }
 
-    /// Every clause matches (a rule without clauses matches everyone).
-    fn all_match(&mut self, clauses: &[Clause]) -> Result<bool, Malformed> {
+    /// Every clause matches (a rule without clauses matches everyone); `segments`:
+    /// the segments being matched.
+    fn all_match(
+        &mut self,
+        clauses: &[Clause],
+        segments: Option<&Chain<'_>>,
+    ) -> Result<bool, Malformed> {
         for c in clauses {
-            if !self.clause(c)? {
+            if !self.clause(c, segments)? {
                 return Ok(false);
             }
         }
         Ok(true)
     }
 
-    fn clause(&mut self, c: &Clause) -> Result<bool, Malformed> {
-        if c.op != Op::SegmentMatch {
-            return c.matches_context(self.context).map_err(|()| Malformed);
+    fn clause(&mut self, c: &Clause, segments: Option<&Chain<'_>>) -> Result<bool, Malformed> {
+        match (&c.attr, c.op) {
+            (_, Op::SegmentMatch) => {}
+            (Attr::Ref(r, name), _) => {
+                let Some(context) = c.kind.as_ref().and_then(|k| self.context.as_kind(k)) else {
+                    return Ok(false);
+                };
+                return Ok(c.matches_value(self.attribute(context, r, name)));
+            }
+            _ => return c.matches_context(self.context).map_err(|()| Malformed),
         }
         let Values::Segments(keys) = &c.values else {
             return Ok(c.negate);
         };
         for key in keys {
             if let Some(segment) = self.store.segment(key)
-                && self.segment(&segment)?
+                && self.segment(&segment, segments)?
             {
                 return Ok(!c.negate);
             }
@@ -214,18 +262,37 @@ impl State<'_> {
         Ok(c.negate)
     }
 
-    fn segment(&mut self, s: &Segment) -> Result<bool, Malformed> {
-        if self.segment_chain.contains(&s.key) || self.segment_chain.len() >= MAX_DEPTH {
+    /// The value of attribute `r` (named `name`) of single-kind `context`, read once
+    /// per evaluation while it stays among the last few read.
+    fn attribute(
+        &mut self,
+        context: &Context,
+        r: &Reference,
+        name: &Arc<str>,
+    ) -> Option<&AttributeValue> {
+        let id = std::ptr::from_ref(context) as usize;
+        let hit = self.attrs.iter().position(|e| {
+            e.as_ref()
+                .is_some_and(|(c, n, _)| *c == id && (Arc::ptr_eq(n, name) || **n == **name))
+        });
+        let slot = match hit {
+            Some(slot) => slot,
+            None => {
+                let slot = self.next_attr % CACHED_ATTRIBUTES;
+                self.next_attr = self.next_attr.wrapping_add(1);
+                self.attrs[slot] = Some((id, name.clone(), context.get_value(r)));
+                slot
+            }
+        };
+        self.attrs[slot].as_ref().and_then(|(_, _, v)| v.as_ref())
+    }
+
+    fn segment(&mut self, s: &Segment, chain: Option<&Chain<'_>>) -> Result<bool, Malformed> {
+        if Chain::contains(chain, &s.key) || chain.is_some_and(|c| c.depth >= MAX_DEPTH) {
             tracing::warn!(segment = &*s.key, "segment rules form a cycle");
             return Err(Malformed);
         }
-        self.segment_chain.push(s.key.clone());
-        let result = self.segment_in_chain(s);
-        self.segment_chain.pop();
-        result
-    }
-
-    fn segment_in_chain(&mut self, s: &Segment) -> Result<bool, Malformed> {
+        let chain = Chain::push(chain, &s.key);
         if let Some(unbounded) = &s.unbounded {
             let Some(segment_ref) = &unbounded.segment_ref else {
                 self.status = Some(worse(self.status, BigSegmentsStatus::NotConfigured));
@@ -252,7 +319,7 @@ impl State<'_> {
             }
         }
         for rule in &s.rules {
-            if !self.all_match(&rule.clauses)? {
+            if !self.all_match(&rule.clauses, Some(&chain))? {
                 continue;
             }
             let Some(weight) = rule.weight else {
