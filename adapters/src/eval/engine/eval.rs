@@ -105,12 +105,12 @@ struct State<'s> {
 /// a list through the stack frames of the evaluation (nothing allocated).
 struct Chain<'a> {
     key: &'a str,
-    up: Option<&'a Chain<'a>>,
+    up: Option<&'a Self>,
     depth: usize,
 }
 
 impl<'a> Chain<'a> {
-    fn push(up: Option<&'a Chain<'a>>, key: &'a str) -> Self {
+    fn push(up: Option<&'a Self>, key: &'a str) -> Self {
         Self {
             key,
             up,
