@@ -1,57 +1,102 @@
-//! Evaluation throughput (issue 8), in one run:
+//! Evaluation throughput (issues 8 and 16), in one run:
 //! - `flagsync`: `Client::bool_variation_detail` of a realistic flag (rules, a
 //!   `segmentMatch` on a 10,000-key segment) in a 50,001-flag store served by the local
-//!   flag server: snapshot, model cache, segment projection, engine;
-//! - `engine_by_value`: the evaluation crate's `evaluate` called directly on a freshly
-//!   parsed copy of the same flag, with a store of parsed segments handed out by value
-//!   (the official Rust SDK's in-memory store: every call clones the segment);
-//! - `engine_floor`: `evaluate` on the same parsed flag with a store that hands out, per
-//!   context, the smallest segments that give the same answers (prepared once): the
-//!   engine's own cost, which bounds any store from below.
+//!   flag server: snapshot, model cache, engine;
+//! - `engine`: flagsync's engine (`flagsync::eval::engine::evaluate`) called directly on
+//!   the compiled flag, with a store of compiled segments and flags (`Arc`s);
+//! - `official_floor`: the official `launchdarkly_server_sdk_evaluation::evaluate` on
+//!   the same flag with a store that hands out, per context, the smallest segments that
+//!   give the same answers (prepared once): the official engine's own cost (the "engine
+//!   floor" of BENCHMARKS.md), which bounds any store around it from below;
+//! - `official_by_value`: the official engine with a store of parsed models handed out
+//!   by value (the official Rust SDK's in-memory store: every call clones the segment).
 //!
-//! Two contexts: a user in the segment's key list (the rule matches) and one in no list
-//! (every rule is tried, then the fallthrough).
+//! Cases: the realistic flag for a user in the segment's key list (the rule matches)
+//! and one in no list (every rule is tried, then the fallthrough); and `typical`, a
+//! flag with 3 rules of 2 clauses on string attributes, a percentage rollout in the
+//! fallthrough and one prerequisite, for a context that matches no rule.
 //!
 //! Run: `cargo bench -p flagsync --features server --bench evaluation`.
 
 mod common;
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use flagsync::eval::engine::{self, Flag, Segment, Store};
-use flagsync::eval::{Context, ContextBuilder, Detail};
+use flagsync::eval::engine::{self, Options};
+use flagsync::eval::{Context, ContextBuilder, Detail, FlagValue};
+use launchdarkly_server_sdk_evaluation as official;
 use serde_json::{Value, json};
 
-/// The official SDK's way: parsed models, cloned on every lookup.
-struct ByValue(HashMap<String, Segment>);
+/// Models handed out by value (the official SDK's way), or the floor's segments.
+struct ByValue {
+    flags: HashMap<String, official::Flag>,
+    segments: HashMap<String, official::Segment>,
+}
 
-impl Store for ByValue {
-    fn flag(&self, _: &str) -> Option<Flag> {
-        None // the benchmarked flag has no prerequisites
+impl official::Store for ByValue {
+    fn flag(&self, key: &str) -> Option<official::Flag> {
+        self.flags.get(key).cloned()
     }
-    fn segment(&self, key: &str) -> Option<Segment> {
-        self.0.get(key).cloned()
+    fn segment(&self, key: &str) -> Option<official::Segment> {
+        self.segments.get(key).cloned()
     }
 }
 
-/// The floor: per context, the smallest segment with the same answer.
-struct Floor(HashMap<String, Segment>);
+/// flagsync's compiled models.
+#[derive(Default)]
+struct Compiled {
+    flags: HashMap<String, Arc<engine::Flag>>,
+    segments: HashMap<String, Arc<engine::Segment>>,
+}
 
-impl Store for Floor {
-    fn flag(&self, _: &str) -> Option<Flag> {
-        None
+impl engine::Store for Compiled {
+    fn flag(&self, key: &str) -> Option<Arc<engine::Flag>> {
+        self.flags.get(key).cloned()
     }
-    fn segment(&self, key: &str) -> Option<Segment> {
-        self.0.get(key).cloned()
+    fn segment(&self, key: &str) -> Option<Arc<engine::Segment>> {
+        self.segments.get(key).cloned()
+    }
+}
+
+fn compiled(
+    flags: &serde_json::Map<String, Value>,
+    segments: &serde_json::Map<String, Value>,
+) -> Compiled {
+    let mut c = Compiled::default();
+    for (k, f) in flags {
+        let f = engine::Flag::from_json(f.to_string().as_bytes(), k).unwrap();
+        c.flags.insert(k.clone(), Arc::new(f));
+    }
+    for (k, s) in segments {
+        let s = engine::Segment::from_json(s.to_string().as_bytes(), k).unwrap();
+        c.segments.insert(k.clone(), Arc::new(s));
+    }
+    c
+}
+
+fn by_value(
+    flags: &serde_json::Map<String, Value>,
+    segments: &serde_json::Map<String, Value>,
+) -> ByValue {
+    ByValue {
+        flags: flags
+            .iter()
+            .map(|(k, f)| (k.clone(), serde_json::from_value(f.clone()).unwrap()))
+            .collect(),
+        segments: segments
+            .iter()
+            .map(|(k, s)| (k.clone(), serde_json::from_value(s.clone()).unwrap()))
+            .collect(),
     }
 }
 
 /// Every segment with its four key lists emptied (the answer for a context in none of
 /// them), and `member` replaced by a segment that always matches.
-fn floor(data: &Value, member: Option<&str>) -> Floor {
-    let mut out = HashMap::new();
+fn floor(data: &Value, member: Option<&str>) -> ByValue {
+    let mut segments = serde_json::Map::new();
     for (key, s) in data["segments"].as_object().unwrap() {
         let mut s = s.clone();
         if Some(key.as_str()) == member {
@@ -65,9 +110,43 @@ fn floor(data: &Value, member: Option<&str>) -> Floor {
         ] {
             s[list] = json!([]);
         }
-        out.insert(key.clone(), serde_json::from_value(s).unwrap());
+        segments.insert(key.clone(), s);
     }
-    Floor(out)
+    by_value(&serde_json::Map::new(), &segments)
+}
+
+/// The `typical` case: flag `typical` with a prerequisite `typical-pre`.
+fn typical() -> (serde_json::Map<String, Value>, Context) {
+    let clause = |attr: &str, op: &str, values: Value| json!({"contextKind": "user", "attribute": attr, "op": op, "values": values, "negate": false});
+    let rules: Vec<Value> = (0..3)
+        .map(|i| {
+            json!({"id": format!("rule-{i}"), "variation": 1, "trackEvents": false, "clauses": [
+                clause("country", "in", json!([format!("C{i}"), format!("D{i}"), "FR"])),
+                clause("email", "endsWith", json!([format!("@corp{i}.example")])),
+            ]})
+        })
+        .collect();
+    let typical = json!({"key": "typical", "version": 3, "on": true, "salt": "c2FsdA",
+        "variations": [true, false], "offVariation": 1, "targets": [], "contextTargets": [],
+        "prerequisites": [{"key": "typical-pre", "variation": 0}],
+        "rules": rules,
+        "fallthrough": {"rollout": {"variations": [{"variation": 0, "weight": 60000},
+                                                    {"variation": 1, "weight": 40000}]}},
+        "trackEvents": false, "trackEventsFallthrough": false, "deleted": false});
+    let pre = json!({"key": "typical-pre", "version": 1, "on": true, "salt": "cHJl",
+        "variations": [true, false], "offVariation": 1, "targets": [], "contextTargets": [],
+        "prerequisites": [], "rules": [], "fallthrough": {"variation": 0}, "deleted": false});
+    let mut flags = serde_json::Map::new();
+    flags.insert("typical".into(), typical);
+    flags.insert("typical-pre".into(), pre);
+    let mut b = ContextBuilder::new("visitor-42");
+    b.set_string("country", "DE")
+        .set_string("email", "someone@example.com");
+    (flags, b.build().unwrap())
+}
+
+fn as_bool(d: Detail<&FlagValue>) -> Detail<bool> {
+    d.map(|v| matches!(v, FlagValue::Bool(true)))
 }
 
 fn bench(c: &mut Criterion) {
@@ -86,25 +165,39 @@ fn bench(c: &mut Criterion) {
             .trim()
     );
 
-    let parsed: Flag = serde_json::from_value(data["flags"][&flag_key].clone()).unwrap();
-    let by_value = ByValue(
-        data["segments"]
-            .as_object()
-            .unwrap()
-            .iter()
-            .map(|(k, s)| (k.clone(), serde_json::from_value(s.clone()).unwrap()))
-            .collect(),
-    );
-    let contexts: [(&str, Context, Floor); 2] = [
+    let segments = data["segments"].as_object().unwrap().clone();
+    let mut one_flag = serde_json::Map::new();
+    one_flag.insert(flag_key.clone(), data["flags"][&flag_key].clone());
+    let ours = compiled(&one_flag, &segments);
+    let theirs = by_value(&one_flag, &segments);
+    let (typical_flags, typical_ctx) = typical();
+    let ours_typical = compiled(&typical_flags, &serde_json::Map::new());
+    let theirs_typical = by_value(&typical_flags, &serde_json::Map::new());
+
+    let cases: Vec<(&str, &str, Context, &Compiled, &ByValue, ByValue)> = vec![
         (
             "in_segment",
+            &flag_key,
             ContextBuilder::new(keys[5_000].clone()).build().unwrap(),
+            &ours,
+            &theirs,
             floor(&data, Some(&segment_key)),
         ),
         (
             "in_no_list",
+            &flag_key,
             ContextBuilder::new("visitor-1").build().unwrap(),
+            &ours,
+            &theirs,
             floor(&data, None),
+        ),
+        (
+            "typical",
+            "typical",
+            typical_ctx,
+            &ours_typical,
+            &theirs_typical,
+            by_value(&typical_flags, &serde_json::Map::new()),
         ),
     ];
     let live = common::live(data);
@@ -113,28 +206,43 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("evaluation");
     g.sample_size(50)
         .warm_up_time(Duration::from_secs(2))
-        .measurement_time(Duration::from_secs(5));
-    for (name, ctx, floor) in &contexts {
-        // The three agree before anything is timed.
-        let ours = client.bool_variation_detail(&flag_key, ctx, false);
-        let theirs = engine::evaluate(&by_value, &parsed, ctx, None).map(|v| v.as_bool().unwrap());
-        let least = engine::evaluate(floor, &parsed, ctx, None).map(|v| v.as_bool().unwrap());
-        assert_eq!(ours, theirs);
-        assert_eq!(ours, least);
-        eprintln!("{name}: {:?}", ours.reason);
-
-        g.bench_function(format!("flagsync/{name}"), |b| {
-            b.iter(|| client.bool_variation_detail(&flag_key, ctx, false))
+        .measurement_time(Duration::from_secs(4));
+    for (name, key, ctx, ours, theirs, floor) in &cases {
+        let flag = &ours.flags[*key];
+        let parsed = &theirs.flags[*key];
+        // All agree before anything is timed.
+        let mine = as_bool(engine::evaluate(*ours, flag, ctx, Options::default()));
+        let official = official::evaluate(*theirs, parsed, ctx, None);
+        let least = official::evaluate(floor, parsed, ctx, None);
+        assert_eq!(official, least);
+        assert_eq!(
+            mine.value,
+            official.value.map(|v| v.as_bool() == Some(true))
+        );
+        assert_eq!(mine.variation_index, official.variation_index);
+        assert_eq!(
+            serde_json::to_value(&mine.reason).unwrap(),
+            serde_json::to_value(&official.reason).unwrap()
+        );
+        eprintln!("{name}: {:?}", mine.reason);
+        if *key == flag_key.as_str() {
+            let via_client = client.bool_variation_detail(key, ctx, false);
+            assert_eq!(via_client, mine);
+            g.bench_function(format!("flagsync/{name}"), |b| {
+                b.iter(|| client.bool_variation_detail(key, ctx, false))
+            });
+        }
+        g.bench_function(format!("engine/{name}"), |b| {
+            b.iter(|| as_bool(engine::evaluate(*ours, flag, ctx, Options::default())))
         });
-        g.bench_function(format!("engine_floor/{name}"), |b| {
-            b.iter(|| -> Detail<bool> {
-                engine::evaluate(floor, &parsed, ctx, None).map(|v| v.as_bool().unwrap_or(false))
+        g.bench_function(format!("official_floor/{name}"), |b| {
+            b.iter(|| {
+                official::evaluate(floor, parsed, ctx, None).map(|v| v.as_bool() == Some(true))
             })
         });
-        g.bench_function(format!("engine_by_value/{name}"), |b| {
-            b.iter(|| -> Detail<bool> {
-                engine::evaluate(&by_value, &parsed, ctx, None)
-                    .map(|v| v.as_bool().unwrap_or(false))
+        g.bench_function(format!("official_by_value/{name}"), |b| {
+            b.iter(|| {
+                official::evaluate(*theirs, parsed, ctx, None).map(|v| v.as_bool() == Some(true))
             })
         });
     }

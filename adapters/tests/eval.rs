@@ -137,7 +137,7 @@ async fn typed_variations_and_reasons(rt: Rt) {
     let d = client.bool_variation_detail("bool-flag", &user("alice"), false);
     assert_eq!(
         (d.value, d.variation_index, d.reason),
-        (Some(true), Some(1), Reason::TargetMatch)
+        (Some(true), Some(1), Reason::target_match())
     );
     let d = client.bool_variation_detail(
         "bool-flag",
@@ -149,7 +149,8 @@ async fn typed_variations_and_reasons(rt: Rt) {
         Reason::RuleMatch {
             rule_index: 0,
             rule_id: "r-mail".into(),
-            in_experiment: false
+            in_experiment: false,
+            big_segments_status: None
         }
     );
     assert!(d.value.unwrap());
@@ -159,7 +160,8 @@ async fn typed_variations_and_reasons(rt: Rt) {
         (
             Some(false),
             Reason::Fallthrough {
-                in_experiment: false
+                in_experiment: false,
+                big_segments_status: None
             }
         )
     );
@@ -192,9 +194,7 @@ async fn typed_variations_and_reasons(rt: Rt) {
     );
 
     // Errors answer the default.
-    let wrong_type = Reason::Error {
-        error: EvalError::WrongType,
-    };
+    let wrong_type = Reason::error(EvalError::WrongType);
     let d = client.bool_variation_detail("string-flag", &anna, true);
     assert_eq!(
         (d.value, d.variation_index, d.reason),
@@ -207,22 +207,12 @@ async fn typed_variations_and_reasons(rt: Rt) {
     let d = client.string_variation_detail("nope", &anna, "dflt");
     assert_eq!(
         (d.value.as_deref(), d.reason),
-        (
-            Some("dflt"),
-            Reason::Error {
-                error: EvalError::FlagNotFound
-            }
-        )
+        (Some("dflt"), Reason::error(EvalError::FlagNotFound))
     );
     let d = client.bool_variation_detail("bad-variation", &anna, true);
     assert_eq!(
         (d.value, d.reason),
-        (
-            Some(true),
-            Reason::Error {
-                error: EvalError::MalformedFlag
-            }
-        )
+        (Some(true), Reason::error(EvalError::MalformedFlag))
     );
     client.close().await;
 }
@@ -237,33 +227,19 @@ async fn prerequisites(rt: Rt) {
         (
             Some(true),
             Reason::Fallthrough {
-                in_experiment: false
+                in_experiment: false,
+                big_segments_status: None
             }
         )
     );
     // anna gets child's variation 0: parent fails on child, grandparent on parent.
     let d = client.bool_variation_detail("parent", &user("anna"), true);
     assert_eq!((d.value, d.variation_index), (Some(false), Some(0)));
-    assert_eq!(
-        d.reason,
-        Reason::PrerequisiteFailed {
-            prerequisite_key: "child".into()
-        }
-    );
+    assert_eq!(d.reason, Reason::prerequisite_failed("child"));
     let d = client.bool_variation_detail("grandparent", &user("anna"), true);
-    assert_eq!(
-        d.reason,
-        Reason::PrerequisiteFailed {
-            prerequisite_key: "parent".into()
-        }
-    );
+    assert_eq!(d.reason, Reason::prerequisite_failed("parent"));
     let d = client.bool_variation_detail("orphan", &user("bob"), true);
-    assert_eq!(
-        d.reason,
-        Reason::PrerequisiteFailed {
-            prerequisite_key: "no-such-flag".into()
-        }
-    );
+    assert_eq!(d.reason, Reason::prerequisite_failed("no-such-flag"));
     // Turning the prerequisite off fails it for everyone.
     let mut child = server.flag("child").unwrap();
     child["on"] = json!(false);
@@ -274,9 +250,7 @@ async fn prerequisites(rt: Rt) {
             client
                 .bool_variation_detail("parent", &user("bob"), true)
                 .reason
-                == Reason::PrerequisiteFailed {
-                    prerequisite_key: "child".into(),
-                }
+                == Reason::prerequisite_failed("child")
         })
         .await
     );
@@ -317,7 +291,8 @@ async fn segment_matches(rt: Rt) {
         Reason::RuleMatch {
             rule_index: 0,
             rule_id: "r-beta".into(),
-            in_experiment: false
+            in_experiment: false,
+            big_segments_status: None
         }
     );
     client.close().await;
@@ -367,9 +342,7 @@ async fn updates_reach_evaluations(rt: Rt) {
             client
                 .string_variation_detail("string-flag", &erin, "x")
                 .reason
-                == Reason::Error {
-                    error: EvalError::FlagNotFound,
-                }
+                == Reason::error(EvalError::FlagNotFound)
         })
         .await
     );
@@ -429,7 +402,8 @@ async fn all_flags_state_json(rt: Rt) {
     assert_eq!(
         state.flag("b").unwrap().reason,
         Some(Reason::Fallthrough {
-            in_experiment: false
+            in_experiment: false,
+            big_segments_status: None
         })
     );
     assert_eq!(state.value("a"), Some(&FlagValue::Bool(true)));
@@ -441,9 +415,7 @@ async fn not_ready_before_data(rt: Rt) {
     server.hang(true);
     let client = builder(&rt, &server.url()).build().unwrap();
     let ctx = user("bob");
-    let not_ready = Reason::Error {
-        error: EvalError::ClientNotReady,
-    };
+    let not_ready = Reason::error(EvalError::ClientNotReady);
     // Before start, then started but without data.
     for started in [false, true] {
         if started {
@@ -485,12 +457,7 @@ async fn migration_stage_and_migrator_from_a_live_flag(rt: Rt) {
     assert_eq!(tracker.check_ratio(), 1);
     let (stage, tracker) = client.migration_variation("not-a-stage", &ctx, Stage::DualWrite);
     assert_eq!(stage, Stage::DualWrite);
-    assert_eq!(
-        tracker.detail().reason,
-        Reason::Error {
-            error: EvalError::WrongType
-        }
-    );
+    assert_eq!(tracker.detail().reason, Reason::error(EvalError::WrongType));
     assert_eq!(tracker.detail().variation_index, None);
 
     let sink = Arc::new(MemorySink::new());

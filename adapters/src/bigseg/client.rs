@@ -26,10 +26,6 @@ impl Client {
 
     /// What the evaluation engine asks about big segments; `None` when none are
     /// configured (big segments then evaluate as `NOT_CONFIGURED`).
-    #[allow(
-        dead_code,
-        reason = "the new evaluation engine calls it; the official engine ignores `unbounded`"
-    )]
     pub(crate) fn big_segment_lookup(&self) -> Option<&dyn BigSegmentLookup> {
         self.inner
             .big_segments

@@ -1,19 +1,17 @@
 //! `Client::all_flags_state`: every flag evaluated for one context, in the JSON shape
 //! LaunchDarkly's client-side SDKs bootstrap from.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use flagsync_core::bigseg::BigSegmentLookup;
 use flagsync_core::{Kind, Snapshot};
-use launchdarkly_server_sdk_evaluation::{
-    Context, Error as EvalError, Flag, FlagValue, PrerequisiteEvent, PrerequisiteEventRecorder,
-    Reason, Segment, Store, evaluate,
-};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
-use super::ModelCache;
+use super::engine::{self, Options, PrerequisiteEvent, PrerequisiteRecorder};
 use super::store::SnapshotStore;
+use super::{Context, EvalError, FlagValue, ModelCache, Reason};
 use crate::Client;
 
 /// What [`Client::all_flags_state`] includes. The default: every flag, no reasons,
@@ -198,43 +196,22 @@ impl Serialize for FlagMetadata<'_> {
     }
 }
 
-/// The evaluation of one flag for `all_flags_state`: the engine's store, which also
-/// notes the keys of the flag's own (top-level) prerequisites as the engine reaches
-/// them.
-///
-/// The engine looks each prerequisite up in the store before it evaluates it, and
-/// reports it to the recorder only once that evaluation succeeded, so the recorder alone
-/// misses a prerequisite flag that is missing or whose evaluation fails (a cycle). Here a
-/// lookup is the flag's own prerequisite if it is the first one, or the first after a
-/// prerequisite of this flag was reported; the lookups in between are the nested
-/// prerequisites of that one. As in Python's `_check_prerequisites`
-/// (ldclient/impl/evaluator.py), the flag itself as its own prerequisite is not listed:
-/// Python detects that cycle before it records the key.
+/// The keys of one flag's own (top-level) prerequisites that its evaluation reached,
+/// in order: every one up to the first that failed, including a missing prerequisite
+/// flag or one whose evaluation failed. As in Python's `_check_prerequisites`
+/// (ldclient/impl/evaluator.py), the flag itself as its own prerequisite is not listed
+/// (the engine does not report it).
 struct PrerequisiteLog<'a> {
-    store: SnapshotStore<'a>,
     flag: &'a str,
-    /// The next flag lookup is one of this flag's own prerequisites.
-    next_is_direct: Cell<bool>,
     keys: RefCell<Vec<String>>,
 }
 
-impl Store for PrerequisiteLog<'_> {
-    fn flag(&self, flag_key: &str) -> Option<Flag> {
-        if self.next_is_direct.replace(false) && flag_key != self.flag {
-            self.keys.borrow_mut().push(flag_key.to_owned());
-        }
-        self.store.flag(flag_key)
-    }
+impl PrerequisiteRecorder for PrerequisiteLog<'_> {
+    fn record(&self, _: &PrerequisiteEvent<'_>) {}
 
-    fn segment(&self, segment_key: &str) -> Option<Segment> {
-        self.store.segment(segment_key)
-    }
-}
-
-impl PrerequisiteEventRecorder for PrerequisiteLog<'_> {
-    fn record(&self, event: PrerequisiteEvent) {
-        if event.target_flag_key == self.flag {
-            self.next_is_direct.set(true);
+    fn reached(&self, flag_key: &str, prerequisite_key: &str) {
+        if flag_key == self.flag {
+            self.keys.borrow_mut().push(prerequisite_key.to_owned());
         }
     }
 }
@@ -275,6 +252,7 @@ impl Client {
             &snapshot,
             published.view(),
             self.models(),
+            self.big_segment_lookup(),
             context,
             options,
             now_ms,
@@ -288,17 +266,18 @@ pub(super) fn flags_state(
     snapshot: &Snapshot,
     view: Option<&crate::persist::view::StoreView>,
     models: &ModelCache,
+    big_segments: Option<&dyn BigSegmentLookup>,
     context: &Context,
     options: AllFlagsOptions,
     now_ms: u64,
 ) -> AllFlagsState {
-    let mut flags = BTreeMap::new();
+    // Collected, then sorted and built in bulk (cheaper than one insertion per flag).
+    let mut flags = Vec::new();
+    let store = SnapshotStore::new(snapshot, models).with_view(view);
     for (key, item) in snapshot.iter(Kind::Flag) {
         let Some(flag) = models.flag(snapshot, key, item) else {
             if !options.client_side_only {
-                let reason = Reason::Error {
-                    error: EvalError::MalformedFlag,
-                };
+                let reason = Reason::error(EvalError::MalformedFlag);
                 let state = FlagState {
                     value: None,
                     variation: None,
@@ -309,7 +288,7 @@ pub(super) fn flags_state(
                     debug_events_until_date: None,
                     prerequisites: Vec::new(),
                 };
-                flags.insert(key.to_owned(), state);
+                flags.push((key.to_owned(), state));
             }
             continue;
         };
@@ -317,15 +296,15 @@ pub(super) fn flags_state(
             continue;
         }
         let log = PrerequisiteLog {
-            store: SnapshotStore::new(snapshot, models, context).with_view(view),
             flag: key,
-            next_is_direct: Cell::new(true),
             keys: RefCell::new(Vec::new()),
         };
-        let detail = evaluate(&log, &flag, context, Some(&log));
-        // A failed evaluation serves no variation: the engine keeps the index of one
-        // that is out of range (Go's and Python's AllFlagsState have none).
-        let failed = matches!(detail.reason, Reason::Error { .. });
+        let eval_options = Options {
+            recorder: Some(&log),
+            big_segments,
+        };
+        let detail = engine::evaluate(&store, &flag, context, eval_options);
+        let failed = detail.reason.is_error();
         // As the analytics events do: an experiment needs the full event and reason.
         let experiment = flag.is_experimentation_enabled(&detail.reason);
         let track_events = flag.track_events || experiment;
@@ -342,7 +321,10 @@ pub(super) fn flags_state(
             debug_events_until_date: flag.debug_events_until_date,
             prerequisites: log.keys.into_inner(),
         };
-        flags.insert(key.to_owned(), state);
+        flags.push((key.to_owned(), state));
     }
-    AllFlagsState { valid: true, flags }
+    AllFlagsState {
+        valid: true,
+        flags: flags.into_iter().collect(),
+    }
 }

@@ -1,8 +1,9 @@
-//! Parsed flag and segment models, keyed by (kind, key, version).
+//! Compiled flag and segment models, keyed by (kind, key, version).
 //!
 //! The store keeps raw JSON (DESIGN.md §3). The first evaluation that needs an item
-//! parses it into the engine's model (`model.rs`: missing optional fields get their zero
-//! values) and leaves it here; every later evaluation of the
+//! parses and compiles it ([`Flag::from_json`], [`Segment::from_json`]: missing optional
+//! fields get their zero values, key lists become hash sets, clause values are parsed)
+//! and leaves it here; every later evaluation of the
 //! same version shares it through an `Arc`. A new version replaces the old entry the
 //! first time it is evaluated; an evaluation on an older snapshot (a reader that took
 //! its snapshot before an update) parses its version for itself and leaves the newer
@@ -24,11 +25,9 @@ use std::sync::{Arc, RwLock};
 
 use flagsync_core::store::Item;
 use flagsync_core::{Kind, Snapshot};
-use launchdarkly_server_sdk_evaluation::Flag;
 use rustc_hash::{FxBuildHasher, FxHashMap};
 
-use super::model;
-use super::segment::SegmentModel;
+use super::engine::{Flag, Segment};
 
 /// Shards per kind (a power of two).
 const SHARDS: usize = 16;
@@ -39,7 +38,7 @@ const SWEEP_EVERY: usize = 4096;
 #[derive(Default)]
 pub(crate) struct ModelCache {
     flags: Shelf<Flag>,
-    segments: Shelf<SegmentModel>,
+    segments: Shelf<Segment>,
 }
 
 impl std::fmt::Debug for ModelCache {
@@ -56,18 +55,18 @@ impl ModelCache {
     /// engine cannot parse it.
     pub(crate) fn flag(&self, snapshot: &Snapshot, key: &str, item: &Item) -> Option<Arc<Flag>> {
         self.flags.get_or_parse(snapshot, Kind::Flag, key, item, |raw| {
-            model::flag(raw, key)
+            Flag::from_json(raw, key)
                 .map_err(|e| tracing::debug!(flag = key, error = %e, "flag JSON the evaluation engine cannot read"))
                 .ok()
         })
     }
 
     /// The parsed segment `key` of `snapshot`, if live and readable.
-    pub(crate) fn segment(&self, snapshot: &Snapshot, key: &str) -> Option<Arc<SegmentModel>> {
+    pub(crate) fn segment(&self, snapshot: &Snapshot, key: &str) -> Option<Arc<Segment>> {
         let item = snapshot.get(Kind::Segment, key)?;
         self.segments
             .get_or_parse(snapshot, Kind::Segment, key, item, |raw| {
-                model::segment(raw, key)
+                Segment::from_json(raw, key)
                     .map_err(|e| tracing::debug!(segment = key, error = %e, "segment JSON the evaluation engine cannot read"))
                     .ok()
             })

@@ -2,31 +2,29 @@
 //! methods, [`Client::all_flags_state`], [`Client::secure_mode_hash`], and (in
 //! [`crate::migration`]) the migration stage of a flag.
 //!
-//! Evaluation itself is the official engine, the `launchdarkly-server-sdk-evaluation`
-//! crate (re-exported as [`engine`]), so rules, rollouts, prerequisites and segment
-//! matches behave exactly as in LaunchDarkly's own SDKs. This module feeds it:
+//! Evaluation is flagsync's own engine ([`engine`]), which follows LaunchDarkly's Go
+//! evaluator and is checked by LaunchDarkly's sdk-test-harness. The official
+//! `launchdarkly-server-sdk-evaluation` crate provides only the context types
+//! ([`Context`], [`ContextBuilder`], [`MultiContextBuilder`], [`ContextKind`],
+//! [`Reference`], [`AttributeValue`], [`FlagValue`]), so code written for the official SDK
+//! builds contexts the same way; its engine is no longer called. [`Detail`], [`Reason`]
+//! and [`EvalError`] are flagsync's own: the reason also carries `bigSegmentsStatus`.
 //!
 //! ```text
 //!  Client::bool_variation(key, context, default)
 //!    │ not ready (B §4.6)? ── default, reason ERROR/CLIENT_NOT_READY
 //!    ▼
-//!  Snapshot (raw JSON per item) ──► ModelCache: (kind, key, version) → Arc<Flag> / Arc<segment>
-//!    │                                parsed on first use, shared by every later evaluation
+//!  Snapshot (raw JSON per item) ──► ModelCache: (kind, key, version) → Arc<Flag> / Arc<Segment>
+//!    │                                compiled on first use, shared by every later evaluation
 //!    ▼
-//!  engine::evaluate(&SnapshotStore, &flag, context)
-//!        └─ Store::segment(key): the segment *as seen by this context* — a two-field
-//!           stub when its key lists decide, its rules otherwise; never a copy of the lists
+//!  engine::evaluate(&SnapshotStore, &flag, context, {prerequisite recorder, big segments})
 //! ```
 //!
 //! The store keeps flags as raw JSON and parses nothing up front (DESIGN.md §3); a flag
-//! or segment is parsed into the engine's model the first time an evaluation needs it,
-//! once per version, and shared with `Arc` afterwards. The engine's `Store` trait returns
-//! models by value, and the official Rust SDK answers it by cloning the whole segment —
-//! every included key — on every evaluation that reaches a `segmentMatch` clause. Here a
-//! segment's key lists live in hash sets next to the cached model, the membership they
-//! decide is looked up there, and the engine gets a small segment that answers the same
-//! way (see `segment.rs`). Prerequisite flags are still handed over as clones of the
-//! cached model: the trait leaves no other way.
+//! or segment is compiled (key lists into hash sets, clause values parsed, regexes
+//! compiled) the first time an evaluation needs it, once per version, and shared with
+//! `Arc` afterwards. Prerequisite flags and segments are handed to the engine as those
+//! `Arc`s: nothing is copied per evaluation.
 //!
 //! Nothing here returns an error or panics on bad data: an unknown flag is
 //! `FLAG_NOT_FOUND`, a flag the engine cannot parse is `MALFORMED_FLAG`, and a client
@@ -52,11 +50,10 @@
 
 mod all_flags;
 mod cache;
+pub mod engine;
 mod equality;
-mod model;
 mod record;
 mod secure_mode;
-mod segment;
 mod store;
 #[cfg(test)]
 mod tests;
@@ -65,17 +62,15 @@ mod variation;
 use std::sync::Arc;
 
 use flagsync_core::{Kind, Snapshot};
-use launchdarkly_server_sdk_evaluation::{
-    Flag, PrerequisiteEventRecorder, evaluate as engine_evaluate,
-};
 
 pub use all_flags::{AllFlagsOptions, AllFlagsState, FlagState};
+pub use engine::{BigSegmentsStatus, Detail, EvalError, Reason};
+use engine::{Flag, Options, PrerequisiteRecorder};
 pub use equality::same_context;
-/// The official evaluation engine, `launchdarkly-server-sdk-evaluation` 2.2.1.
-pub use launchdarkly_server_sdk_evaluation as engine;
+/// The official crate's context types (see the module docs).
 pub use launchdarkly_server_sdk_evaluation::{
-    AttributeValue, Context, ContextBuilder, Detail, Error as EvalError, FlagValue,
-    Kind as ContextKind, MultiContextBuilder, Reason, Reference,
+    AttributeValue, Context, ContextBuilder, FlagValue, Kind as ContextKind, MultiContextBuilder,
+    Reference,
 };
 
 pub(crate) use cache::ModelCache;
@@ -122,7 +117,7 @@ impl Client {
         &self,
         key: &str,
         context: &Context,
-        recorder: Option<&dyn PrerequisiteEventRecorder>,
+        recorder: Option<&dyn PrerequisiteRecorder>,
         with: impl FnOnce(Option<&Arc<Flag>>, Detail<&FlagValue>) -> R,
     ) -> R {
         if !self.evaluation_ready() {
@@ -134,7 +129,11 @@ impl Client {
             view.touch(Kind::Flag, key);
         }
         let snapshot = self.inner.published.snapshot();
-        evaluate_in(&snapshot, self.models(), view, key, context, recorder, with)
+        let options = Options {
+            recorder,
+            big_segments: self.big_segment_lookup(),
+        };
+        evaluate_in(&snapshot, self.models(), view, key, context, options, with)
     }
 }
 
@@ -146,7 +145,7 @@ fn evaluate_in<R>(
     view: Option<&crate::persist::view::StoreView>,
     key: &str,
     context: &Context,
-    recorder: Option<&dyn PrerequisiteEventRecorder>,
+    options: Options<'_>,
     with: impl FnOnce(Option<&Arc<Flag>>, Detail<&FlagValue>) -> R,
 ) -> R {
     let Some(item) = snapshot.get(Kind::Flag, key) else {
@@ -155,7 +154,7 @@ fn evaluate_in<R>(
     let Some(flag) = models.flag(snapshot, key, item) else {
         return with(None, Detail::err(EvalError::MalformedFlag));
     };
-    let store = SnapshotStore::new(snapshot, models, context).with_view(view);
-    let detail = engine_evaluate(&store, &flag, context, recorder);
+    let store = SnapshotStore::new(snapshot, models).with_view(view);
+    let detail = engine::evaluate(&store, &flag, context, options);
     with(Some(&flag), detail)
 }

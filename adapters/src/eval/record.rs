@@ -3,22 +3,38 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use launchdarkly_server_sdk_evaluation::{
-    Context, Detail, Flag, FlagValue, PrerequisiteEvent, PrerequisiteEventRecorder, Reason,
-};
 use serde_json::Value;
 
+use super::engine::{Flag, PrerequisiteEvent, PrerequisiteRecorder};
 use super::variation::typed;
+use super::{Context, Detail, FlagValue, Reason};
 use crate::Client;
 use crate::events::EvalRecord;
 
+/// One prerequisite evaluation, kept until the evaluation that needed it is recorded.
+struct Prerequisite {
+    /// The flag that has this prerequisite.
+    of: Arc<str>,
+    flag: Arc<Flag>,
+    result: Detail<FlagValue>,
+}
+
 /// Collects the prerequisite evaluations of one evaluation.
 #[derive(Default)]
-pub(crate) struct Prerequisites(RefCell<Vec<PrerequisiteEvent>>);
+pub(crate) struct Prerequisites(RefCell<Vec<Prerequisite>>);
 
-impl PrerequisiteEventRecorder for Prerequisites {
-    fn record(&self, event: PrerequisiteEvent) {
-        self.0.borrow_mut().push(event);
+impl PrerequisiteRecorder for Prerequisites {
+    fn record(&self, event: &PrerequisiteEvent<'_>) {
+        let result = event.result;
+        self.0.borrow_mut().push(Prerequisite {
+            of: event.target_flag_key.into(),
+            flag: event.prerequisite_flag.clone(),
+            result: Detail {
+                value: result.value.cloned(),
+                variation_index: result.variation_index,
+                reason: result.reason.clone(),
+            },
+        });
     }
 }
 
@@ -105,11 +121,11 @@ impl Client {
             return;
         };
         for p in prerequisites.0.take() {
-            let result = &p.prerequisite_result;
+            let result = &p.result;
             events.recorder.evaluation(&EvalRecord {
-                key: &p.prerequisite_flag.key,
+                key: &p.flag.key,
                 context,
-                flag: Some(&p.prerequisite_flag),
+                flag: Some(&p.flag),
                 variation: index(result.variation_index),
                 value: &|| {
                     result
@@ -121,7 +137,7 @@ impl Client {
                 default: &|| Value::Null,
                 reason: &result.reason,
                 with_reason,
-                prereq_of: Some(&p.target_flag_key),
+                prereq_of: Some(&p.of),
             });
         }
         events.recorder.evaluation(&EvalRecord {

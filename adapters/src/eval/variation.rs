@@ -1,6 +1,6 @@
 //! `Client::*_variation` and `Client::*_variation_detail`.
 
-use launchdarkly_server_sdk_evaluation::{Context, Detail, Error as EvalError, FlagValue};
+use super::{Context, Detail, EvalError, FlagValue};
 
 use crate::Client;
 
@@ -87,7 +87,7 @@ impl Client {
     ///
     /// let context = ContextBuilder::new("user-123").build().expect("valid");
     /// let detail = client.bool_variation_detail("dark-mode", &context, false);
-    /// if detail.reason == (Reason::Error { error: EvalError::ClientNotReady }) {
+    /// if detail.reason == Reason::error(EvalError::ClientNotReady) {
     ///     // no data yet: `detail.value` is the default
     /// }
     /// # }

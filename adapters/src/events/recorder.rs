@@ -5,10 +5,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::eval::engine::Flag;
+use crate::eval::{Context, Reason};
 use flagsync_core::events::{
     Custom, Evaluation, EventContext, Identify, MigrationOp, Record, Summarizer,
 };
-use launchdarkly_server_sdk_evaluation::{Context, Flag, Reason};
 use rustc_hash::FxHashSet;
 use serde_json::Value;
 
@@ -317,9 +318,7 @@ mod tests {
     /// Record an evaluation of a plain flag (no `trackEvents`) for user `key`.
     fn evaluate(recorder: &Recorder, flag: &Flag, key: &str) {
         let context = ContextBuilder::new(key).build().unwrap();
-        let reason = Reason::Fallthrough {
-            in_experiment: false,
-        };
+        let reason = Reason::fallthrough();
         recorder.evaluation(&EvalRecord {
             key: "f",
             context: &context,
@@ -335,11 +334,16 @@ mod tests {
 
     #[test]
     fn a_full_inbox_drops_records_but_every_evaluation_is_counted() {
-        let flag: Flag = serde_json::from_value(json!({
-            "key": "f", "version": 3, "on": true, "salt": "s", "variations": [true, false],
-            "targets": [], "rules": [], "prerequisites": [],
-            "fallthrough": {"variation": 0}, "offVariation": 1
-        }))
+        let flag = Flag::from_json(
+            json!({
+                "key": "f", "version": 3, "on": true, "salt": "s", "variations": [true, false],
+                "targets": [], "rules": [], "prerequisites": [],
+                "fallthrough": {"variation": 0}, "offVariation": 1
+            })
+            .to_string()
+            .as_bytes(),
+            "f",
+        )
         .unwrap();
         let (tx, rx) = async_channel::bounded(1);
         let recorder = Recorder::new(tx, 1_000);

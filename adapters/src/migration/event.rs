@@ -3,7 +3,9 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use launchdarkly_server_sdk_evaluation::{Context, ContextAttributes, Reason};
+use launchdarkly_server_sdk_evaluation::ContextAttributes;
+
+use crate::eval::{Context, Reason};
 use serde::ser::{Serialize, SerializeMap, SerializeStruct, Serializer};
 
 use super::{Operation, Origin, Stage};

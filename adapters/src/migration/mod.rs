@@ -24,7 +24,7 @@ mod stage;
 mod tests;
 mod tracker;
 
-use launchdarkly_server_sdk_evaluation::{Context, Detail, Error as EvalError, FlagValue};
+use crate::eval::{Context, Detail, EvalError, FlagValue};
 
 pub use event::{MigrationOpEvent, PerOrigin};
 pub use migrator::{BuildError, Migrator, MigratorBuilder, OriginResult, WriteResult};

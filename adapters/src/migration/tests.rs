@@ -5,10 +5,9 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
+use crate::eval::engine::Flag;
+use crate::eval::{Context, ContextBuilder, Detail, EvalError, Reason};
 use futures_lite::future::{self, block_on};
-use launchdarkly_server_sdk_evaluation::{
-    Context, ContextBuilder, Detail, Error as EvalError, Flag, Reason,
-};
 use serde_json::{Value, json};
 
 use super::*;
@@ -25,7 +24,7 @@ fn flag(extra: Value) -> Arc<Flag> {
     for (k, v) in extra.as_object().unwrap() {
         f[k] = v.clone();
     }
-    Arc::new(serde_json::from_value(f).unwrap())
+    Arc::new(Flag::from_json(f.to_string().as_bytes(), "mig").unwrap())
 }
 
 fn tracker(flag: Option<Arc<Flag>>) -> OpTracker {
@@ -34,6 +33,7 @@ fn tracker(flag: Option<Arc<Flag>>) -> OpTracker {
         variation_index: Some(3),
         reason: Reason::Fallthrough {
             in_experiment: false,
+            big_segments_status: None,
         },
     };
     OpTracker::new("mig", flag, context(), detail, Stage::Off)
@@ -231,9 +231,7 @@ fn anonymous_contexts_are_redacted_in_events() {
     let detail = Detail {
         value: Some(Stage::Off),
         variation_index: None,
-        reason: Reason::Error {
-            error: EvalError::FlagNotFound,
-        },
+        reason: Reason::error(EvalError::FlagNotFound),
     };
     let mut t = OpTracker::new("mig", None, b.build().unwrap(), detail, Stage::Off);
     t.operation(Operation::Read);
@@ -371,12 +369,7 @@ fn migrator_invokes_the_origins_of_each_stage() {
         assert_eq!(events.len(), 2);
         for (event, origins) in events.iter().zip([&reads, &writes]) {
             assert_eq!(event.value, stage);
-            assert_eq!(
-                event.reason,
-                Reason::Error {
-                    error: EvalError::ClientNotReady
-                }
-            );
+            assert_eq!(event.reason, Reason::error(EvalError::ClientNotReady));
             for origin in [Old, New] {
                 assert_eq!(*event.invoked.get(origin), origins.contains(&origin));
                 assert_eq!(
@@ -524,9 +517,7 @@ fn migration_variation_without_data_gives_the_default_stage() {
     assert_eq!(stage, Stage::Rampdown);
     assert_eq!(
         tracker.detail().reason,
-        Reason::Error {
-            error: EvalError::ClientNotReady
-        }
+        Reason::error(EvalError::ClientNotReady)
     );
     assert_eq!(tracker.detail().variation_index, None);
     assert_eq!(tracker.check_ratio(), 1);

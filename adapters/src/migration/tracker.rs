@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use launchdarkly_server_sdk_evaluation::{Context, Detail, Flag};
+use crate::eval::engine::Flag;
+use crate::eval::{Context, Detail};
 
 use super::{EventSink, MigrationOpEvent, Operation, Origin, PerOrigin, Stage};
 
