@@ -100,7 +100,7 @@ async fn hooks_see_the_result_and_the_environment_id(rt: Rt) {
         [
             format!(
                 "f BoolVariation {env:?} {env:?} Some(Bool(true)) Some(1) {:?}",
-                Reason::TargetMatch
+                Reason::target_match()
             ),
             format!("track bought {env:?} Some(3.0)"),
         ]

@@ -116,12 +116,7 @@ fn log_of(log: &Log) -> Vec<String> {
 }
 
 fn not_ready() -> String {
-    format!(
-        "{:?}",
-        Reason::Error {
-            error: EvalError::ClientNotReady
-        }
-    )
+    format!("{:?}", Reason::error(EvalError::ClientNotReady))
 }
 
 #[test]
