@@ -41,7 +41,7 @@ use listeners::Listeners;
 use runtime::ServiceRuntime;
 
 /// What this service declares (the harness's `servicedef/service_params.go`): each one
-/// works. Big segments are not declared yet: the official engine ignores `unbounded`.
+/// works.
 pub const CAPABILITIES: &[&str] = &[
     "server-side",
     "server-side-polling",
@@ -79,6 +79,7 @@ pub const CAPABILITIES: &[&str] = &[
     "fdv1-fallback",
     "flag-change-listeners",
     "flag-value-change-listeners",
+    "big-segments",
     "evaluation-hooks",
     "track-hooks",
     "hook-environment-id",
