@@ -27,7 +27,9 @@
 //!   the end is when it sees the marker's version 2;
 //! - `official`: the official Rust SDK (`launchdarkly-server-sdk` 3.2.0, its streaming
 //!   source over hyper), if `peers/…/examples/e2e_official` is built (or `E2E_OFFICIAL`
-//!   names it); the end is seen by evaluating the marker every 100 µs.
+//!   names it); the end is seen by evaluating the marker every 100 µs;
+//! - `base-MODE`: MODE run by another build of this bench named by `E2E_BASE` (a build
+//!   before a change, for before/after in one run).
 //!
 //! Per run a client reports: init (start → initialized; raw: connect → last byte of the
 //! put), the patch time (the `GET /go` → the last patch applied), and its peak RSS
@@ -44,7 +46,8 @@ use std::time::Duration;
 use serde_json::value::RawValue;
 
 const MARKER: &str = "bench-marker";
-const HEAD: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\r\n";
+const HEAD: &[u8] =
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\r\n";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -101,7 +104,12 @@ fn options(args: &[String]) -> Options {
         match a.as_str() {
             "--runs" => o.runs = v.parse().expect("--runs N"),
             "--patches" => o.patches = v.parse().expect("--patches N"),
-            "--flags" => o.flags = v.split(',').map(|f| f.parse().expect("--flags N,M")).collect(),
+            "--flags" => {
+                o.flags = v
+                    .split(',')
+                    .map(|f| f.parse().expect("--flags N,M"))
+                    .collect()
+            }
             "--cells" => o.cells = v.split(',').map(String::from).collect(),
             "--keep" => o.keep = Some(v.into()),
             other => panic!("unknown option {other}"),
@@ -189,6 +197,22 @@ fn orchestrate(args: &[String]) {
                 let mut cmd = if cell == "official" {
                     let Some(bin) = &official else { continue };
                     std::process::Command::new(bin)
+                } else if let Some(mode) = cell.strip_prefix("base-") {
+                    // Another build of this bench (`E2E_BASE`), e.g. before a change.
+                    let base = std::env::var_os("E2E_BASE").expect("base-* cells need E2E_BASE");
+                    let mut c = std::process::Command::new(base);
+                    c.args(["client", mode]);
+                    c.args([
+                        &url,
+                        &*put_file.to_string_lossy(),
+                        &*patch_file.to_string_lossy(),
+                    ]);
+                    let out = c.output().expect("run a client");
+                    let report = String::from_utf8_lossy(&out.stdout)
+                        .lines()
+                        .find_map(Report::parse);
+                    results.entry(cell.clone()).or_default().push(report);
+                    continue;
                 } else {
                     let mut c = std::process::Command::new(&me);
                     c.arg("client");
@@ -230,7 +254,8 @@ fn official_binary(me: &Path) -> Option<PathBuf> {
     let target = me.parent()?.parent()?.parent()?;
     let candidates = [
         target.join("release/examples/e2e_official"),
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../peers/target/release/examples/e2e_official"),
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../peers/target/release/examples/e2e_official"),
     ];
     candidates.into_iter().find(|p| p.exists())
 }
@@ -250,7 +275,9 @@ fn serve(mut conn: TcpStream, shared: &Shared) {
         let _ = conn.write_all(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n");
         return;
     }
-    let Some(stream) = shared.stream.lock().unwrap().clone() else { return };
+    let Some(stream) = shared.stream.lock().unwrap().clone() else {
+        return;
+    };
     let go = *shared.go.lock().unwrap();
     if conn.write_all(&stream.put).is_err() {
         return;
@@ -279,7 +306,8 @@ fn payload(flags: usize) -> Vec<u8> {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("flags-{flags}.json"));
     if !path.exists() {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/tools/gen_payload.py");
+        let script =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/tools/gen_payload.py");
         let ok = std::process::Command::new("python3")
             .arg(script)
             .args(["--flags", &flags.to_string(), "-o"])
@@ -367,7 +395,8 @@ impl Report {
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v.retain(|x| x.is_finite());
+    v.sort_by(f64::total_cmp);
     match v.len() {
         0 => f64::NAN,
         n if n % 2 == 1 => v[n / 2],
@@ -410,7 +439,9 @@ fn table(o: &Options, stream: &Stream, results: &BTreeMap<String, Vec<Option<Rep
     let none = Vec::new();
     let core = results.get("core").unwrap_or(&none);
     for cell in &o.cells {
-        let Some(rs) = results.get(cell) else { continue };
+        let Some(rs) = results.get(cell) else {
+            continue;
+        };
         let ok: Vec<Report> = rs.iter().flatten().copied().collect();
         if ok.is_empty() {
             println!("{cell:<14} (no result)");
@@ -519,7 +550,7 @@ mod client {
         };
         let hwm_init = HWM_INIT.load(Relaxed);
         let cpu_init = CPU_INIT.load(Relaxed);
-        let cpu_patch = cpu_ns() - cpu_init;
+        let cpu_patch = CPU_END.load(Relaxed).saturating_sub(cpu_init);
         println!(
             "RESULT init_ms={:.3} patch_ms={:.3} init_cpu_ms={:.3} patch_cpu_ms={:.3} hwm_init_kb={hwm_init} hwm_end_kb={} rss_end_kb={}",
             init.as_secs_f64() * 1e3,
@@ -533,6 +564,13 @@ mod client {
 
     static HWM_INIT: AtomicU64 = AtomicU64::new(0);
     static CPU_INIT: AtomicU64 = AtomicU64::new(0);
+    static CPU_END: AtomicU64 = AtomicU64::new(0);
+
+    /// Called once the last patch is seen, before the client is closed (its threads
+    /// may end with it, taking their CPU time out of the sum).
+    fn patched() {
+        CPU_END.store(cpu_ns(), Relaxed);
+    }
 
     /// Called once initialized, before the patches are asked for.
     fn initialized() {
@@ -568,7 +606,8 @@ mod client {
     /// Ask the server for the patches.
     fn go(url: &str) {
         let mut s = TcpStream::connect(host_port(url)).expect("connect for /go");
-        s.write_all(b"GET /go HTTP/1.1\r\nHost: bench\r\n\r\n").unwrap();
+        s.write_all(b"GET /go HTTP/1.1\r\nHost: bench\r\n\r\n")
+            .unwrap();
         let mut buf = [0u8; 128];
         let _ = s.read(&mut buf);
     }
@@ -611,7 +650,11 @@ mod client {
         let t1 = Instant::now();
         measured_core_patches(&mut system, conn, &patches, &mut drain);
         let patch = t1.elapsed();
-        let marker = system.snapshot().get(flagsync_core::Kind::Flag, MARKER).map(|i| i.version);
+        patched();
+        let marker = system
+            .snapshot()
+            .get(flagsync_core::Kind::Flag, MARKER)
+            .map(|i| i.version);
         assert_eq!(marker, Some(2));
         assert!(changes > 0);
         (init, patch)
@@ -671,6 +714,7 @@ mod client {
             assert!(n > 0, "closed early");
             got += n;
         }
+        patched();
         (init, t1.elapsed())
     }
 
@@ -719,26 +763,40 @@ mod client {
         let mut init = Duration::ZERO;
         run(Box::pin(async {
             client.start().unwrap();
-            assert!(client.wait_for_initialization(Duration::from_secs(120)).await);
+            assert!(
+                client
+                    .wait_for_initialization(Duration::from_secs(120))
+                    .await
+            );
             init = t0.elapsed();
         }));
         initialized();
         assert_eq!(client.flag(MARKER).map(|f| f.version), Some(1));
+        if std::env::var_os("E2E_INIT_ONLY").is_some() {
+            // For a heap profile of the start alone.
+            return (init, Duration::ZERO);
+        }
         callgrind_collect(true);
         let t1 = Instant::now();
         go(url);
         let end = if sub {
-            done_rx.recv_timeout(Duration::from_secs(120)).expect("the subscriber saw the marker")
+            done_rx
+                .recv_timeout(Duration::from_secs(120))
+                .expect("the subscriber saw the marker")
         } else {
             loop {
                 if client.flag(MARKER).is_some_and(|f| f.version == 2) {
                     break Instant::now();
                 }
-                assert!(t1.elapsed() < Duration::from_secs(120), "the marker never came");
+                assert!(
+                    t1.elapsed() < Duration::from_secs(120),
+                    "the marker never came"
+                );
                 std::thread::sleep(Duration::from_micros(100));
             }
         };
         let patch = end - t1;
+        patched();
         callgrind_collect(false);
         run(Box::pin(async {
             client.close().await;

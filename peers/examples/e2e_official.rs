@@ -29,6 +29,17 @@ fn status_kb(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time of this process so far, every thread (`/proc/self/task/*/schedstat`).
+fn cpu_ns() -> u64 {
+    std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [_mode, url, ..] = &args[..] else {
@@ -64,6 +75,7 @@ fn main() {
     assert_eq!(ok, Some(true), "initialized");
     let init = t0.elapsed();
     let hwm_init = status_kb("VmHWM");
+    let cpu_init = cpu_ns();
     let context = ContextBuilder::new("bench-user").build().unwrap();
     let value = || client.str_variation(&context, MARKER, String::new());
     assert_eq!(value(), "initial");
@@ -79,11 +91,14 @@ fn main() {
         std::thread::sleep(Duration::from_micros(100));
     }
     let patch = t1.elapsed();
+    let cpu_patch = cpu_ns().saturating_sub(cpu_init);
     client.close();
     println!(
-        "RESULT init_ms={:.3} patch_ms={:.3} hwm_init_kb={hwm_init} hwm_end_kb={} rss_end_kb={}",
+        "RESULT init_ms={:.3} patch_ms={:.3} init_cpu_ms={:.3} patch_cpu_ms={:.3} hwm_init_kb={hwm_init} hwm_end_kb={} rss_end_kb={}",
         init.as_secs_f64() * 1e3,
         patch.as_secs_f64() * 1e3,
+        cpu_init as f64 / 1e6,
+        cpu_patch as f64 / 1e6,
         status_kb("VmHWM"),
         status_kb("VmRSS"),
     );
