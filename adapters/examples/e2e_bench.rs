@@ -627,11 +627,9 @@ mod client {
         let mut drain = |system: &mut DataSystem, conn: &mut Option<ConnId>| loop {
             match system.poll_output() {
                 Output::Action(flagsync_core::Action::Connect { conn: c, .. }) => *conn = Some(c),
-                Output::Event(Event::StoreChanged { changed_flags }) => {
-                    if let flagsync_core::store::ChangedFlags::Keys(k) = changed_flags {
-                        changes += k.len();
-                    }
-                }
+                Output::Event(Event::StoreChanged {
+                    changed_flags: flagsync_core::store::ChangedFlags::Keys(k),
+                }) => changes += k.len(),
                 Output::Wait(_) => break,
                 _ => {}
             }

@@ -308,19 +308,20 @@ pub(crate) async fn run<M: Machine, S: Sink<M>>(
         // published once per round, not once per read: every published snapshot makes
         // the store copy the map nodes its next writes touch.
         let due = wait.is_some_and(|deadline| rt.now() >= deadline);
-        if !due && batched < MAX_BATCH {
-            if let Ok(msg) = inbox.try_recv() {
-                batched += 1;
-                handle(
-                    &mut machine,
-                    &mut sink,
-                    &mut conns,
-                    &mut shutting_down,
-                    rt.now(),
-                    msg,
-                );
-                continue;
-            }
+        if !due
+            && batched < MAX_BATCH
+            && let Ok(msg) = inbox.try_recv()
+        {
+            batched += 1;
+            handle(
+                &mut machine,
+                &mut sink,
+                &mut conns,
+                &mut shutting_down,
+                rt.now(),
+                msg,
+            );
+            continue;
         }
         batched = 0;
         sink.drained(&machine);
