@@ -94,7 +94,9 @@ pub(crate) trait Sink<M: Machine>: Send + 'static {
     fn data(&mut self, _conn: ConnId, _bytes: &[u8]) {}
     /// Connection `conn` ended or was closed.
     fn closed(&mut self, _conn: ConnId) {}
-    /// The machine's outputs are drained: every event of this round was published.
+    /// The round is over: its inputs (one, or several that were already waiting, see
+    /// [`run`]) are handled and every output is drained. A sink may hold what the
+    /// round's events publish until here, to publish it once per round.
     fn drained(&mut self, _machine: &M) {}
     /// The driver ended.
     fn finish(&mut self, _machine: &M) {}
@@ -234,8 +236,18 @@ impl Drop for TaskGuard {
     }
 }
 
+/// At most this many inbox messages are handled in one round before the sink is told
+/// the outputs are drained ([`Sink::drained`], where the data system publishes its
+/// snapshot): with reads of up to 64 KiB, 1 MiB of a burst, a few milliseconds of work.
+pub(crate) const MAX_BATCH: usize = 16;
+
 /// Run `machine` until [`Msg::Shutdown`]. `tx` is a sender of `inbox`, handed to
 /// connection tasks.
+///
+/// After each input the machine's outputs are drained (actions performed, events handed
+/// to the sink at once); messages already waiting in the inbox are then handled in the
+/// same round, up to [`MAX_BATCH`], and [`Sink::drained`] is called once at the end of
+/// the round, before the driver waits again.
 pub(crate) async fn run<M: Machine, S: Sink<M>>(
     rt: Arc<dyn Runtime>,
     conn_config: Arc<ConnConfig>,
@@ -249,6 +261,8 @@ pub(crate) async fn run<M: Machine, S: Sink<M>>(
     let mut conns: HashMap<ConnId, async_channel::Sender<()>> = HashMap::new();
     let mut timer: Option<(Instant, crate::runtime::BoxFuture<'static, ()>)> = None;
     let mut shutting_down = false;
+    // Inputs handled since the sink was last told the outputs are drained.
+    let mut batched = 0usize;
     loop {
         let wait = loop {
             match machine.poll() {
@@ -285,10 +299,32 @@ pub(crate) async fn run<M: Machine, S: Sink<M>>(
                 Out::Wait(w) => break w,
             }
         };
-        sink.drained(&machine);
         if shutting_down {
+            sink.drained(&machine);
             break;
         }
+        // More input already waiting joins this round (up to `MAX_BATCH` inputs), so
+        // that a burst (a flood of patches read ahead by the connection task) is
+        // published once per round, not once per read: every published snapshot makes
+        // the store copy the map nodes its next writes touch.
+        let due = wait.is_some_and(|deadline| rt.now() >= deadline);
+        if !due
+            && batched < MAX_BATCH
+            && let Ok(msg) = inbox.try_recv()
+        {
+            batched += 1;
+            handle(
+                &mut machine,
+                &mut sink,
+                &mut conns,
+                &mut shutting_down,
+                rt.now(),
+                msg,
+            );
+            continue;
+        }
+        batched = 0;
+        sink.drained(&machine);
         let msg = match wait {
             Some(deadline) if rt.now() >= deadline => {
                 machine.handle(rt.now(), In::Timeout);
@@ -318,31 +354,50 @@ pub(crate) async fn run<M: Machine, S: Sink<M>>(
             None => inbox.recv().await,
         };
         let Ok(msg) = msg else { break };
-        let now = rt.now();
-        match msg {
-            Msg::Connected(conn) => machine.handle(now, In::Connected(conn)),
-            Msg::Data(conn, bytes) => {
-                sink.received(bytes.len());
-                sink.data(conn, &bytes);
-                machine.handle(now, In::Data(conn, &bytes));
-            }
-            Msg::Closed(conn, cause) => {
-                sink.closed(conn);
-                conns.remove(&conn);
-                machine.handle(now, In::Closed(conn, cause));
-            }
-            Msg::Command(c) => machine.handle(now, In::Command(c)),
-            Msg::Store(report) => machine.handle(now, In::Store(report)),
-            Msg::Shutdown => {
-                machine.stop(now);
-                shutting_down = true;
-            }
-        }
+        batched = 1;
+        handle(
+            &mut machine,
+            &mut sink,
+            &mut conns,
+            &mut shutting_down,
+            rt.now(),
+            msg,
+        );
     }
     conns.clear();
     inbox.close();
     sink.finish(&machine);
     tracing::debug!("driver ended");
+}
+
+/// Feed one inbox message to the machine (its outputs are drained by the caller).
+fn handle<M: Machine, S: Sink<M>>(
+    machine: &mut M,
+    sink: &mut S,
+    conns: &mut HashMap<ConnId, async_channel::Sender<()>>,
+    shutting_down: &mut bool,
+    now: Instant,
+    msg: Msg<M::Command>,
+) {
+    match msg {
+        Msg::Connected(conn) => machine.handle(now, In::Connected(conn)),
+        Msg::Data(conn, bytes) => {
+            sink.received(bytes.len());
+            sink.data(conn, &bytes);
+            machine.handle(now, In::Data(conn, &bytes));
+        }
+        Msg::Closed(conn, cause) => {
+            sink.closed(conn);
+            conns.remove(&conn);
+            machine.handle(now, In::Closed(conn, cause));
+        }
+        Msg::Command(c) => machine.handle(now, In::Command(c)),
+        Msg::Store(report) => machine.handle(now, In::Store(report)),
+        Msg::Shutdown => {
+            machine.stop(now);
+            *shutting_down = true;
+        }
+    }
 }
 
 /// Spawn [`run`] on `rt`; the guard's `Finished` is marked once it, all its

@@ -2,7 +2,9 @@
 //! environment id, readiness, and change subscriptions. Readers take a lock only to
 //! clone an `Arc`-like value, so they never hold up the driver.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::hash_map::RandomState;
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -139,7 +141,7 @@ impl<T> Drop for Subscription<T> {
             let mut state = q.lock();
             state.dropped = true;
             state.items.clear();
-            state.keys.clear();
+            state.keyed.clear();
         }
     }
 }
@@ -177,6 +179,8 @@ pub(crate) struct Queue<T> {
     capacity: usize,
     /// [`Coalesce::key`] of `T`.
     key_of: fn(&T) -> Option<&str>,
+    /// Hashes keys for [`QueueState::keyed`].
+    hasher: RandomState,
 }
 
 impl<T> std::fmt::Debug for Queue<T> {
@@ -192,9 +196,14 @@ impl<T> std::fmt::Debug for Queue<T> {
 }
 
 struct QueueState<T> {
-    items: VecDeque<T>,
-    /// The keys of `items` that have one.
-    keys: HashSet<String>,
+    /// Unread items, oldest first, each with the hash of its key if it has one.
+    items: VecDeque<(T, Option<u64>)>,
+    /// The number of `items[0]` (item `i` is number `head + i`).
+    head: u64,
+    /// For the hash of an unread item's key, that item's number: a newer item with the
+    /// same key merges into it. No key is copied for this. Two unread keys with the
+    /// same hash are simply not merged with each other (the later one takes the entry).
+    keyed: HashMap<u64, u64, BuildHasherDefault<HashIsKey>>,
     lagged: u64,
     /// The client closed: the stream ends once `items` are read.
     closed: bool,
@@ -203,13 +212,64 @@ struct QueueState<T> {
     waker: Option<Waker>,
 }
 
-impl<T> QueueState<T> {
-    fn pop(&mut self, key_of: fn(&T) -> Option<&str>) -> Option<T> {
-        let item = self.items.pop_front()?;
-        if let Some(key) = key_of(&item) {
-            self.keys.remove(key);
+/// The hasher of [`QueueState::keyed`], whose keys are hashes already.
+#[derive(Default)]
+struct HashIsKey(u64);
+
+impl Hasher for HashIsKey {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
         }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+impl<T> QueueState<T> {
+    fn pop(&mut self) -> Option<T> {
+        let (item, hash) = self.items.pop_front()?;
+        if let Some(hash) = hash
+            && self.keyed.get(&hash) == Some(&self.head)
+        {
+            self.keyed.remove(&hash);
+        }
+        self.head += 1;
         Some(item)
+    }
+
+    /// Add `value` whose key hashes to `hash` (merged with an unread item of the same
+    /// key; the oldest dropped when full).
+    fn push(
+        &mut self,
+        value: T,
+        hash: Option<u64>,
+        capacity: usize,
+        key_of: fn(&T) -> Option<&str>,
+    ) {
+        if let Some(hash) = hash
+            && let Some(&number) = self.keyed.get(&hash)
+            && let Some((unread, _)) = number
+                .checked_sub(self.head)
+                .and_then(|i| usize::try_from(i).ok())
+                .and_then(|i| self.items.get(i))
+            && key_of(unread) == key_of(&value)
+        {
+            return;
+        }
+        if self.items.len() >= capacity {
+            self.pop();
+            self.lagged += 1;
+        }
+        let number = self.head + self.items.len() as u64;
+        self.items.push_back((value, hash));
+        if let Some(hash) = hash {
+            self.keyed.insert(hash, number);
+        }
     }
 }
 
@@ -219,35 +279,33 @@ impl<T: Coalesce> Queue<T> {
             key_of: T::key,
             state: Mutex::new(QueueState {
                 items: VecDeque::new(),
-                keys: HashSet::new(),
+                head: 0,
+                keyed: HashMap::default(),
                 lagged: 0,
                 closed: false,
                 dropped: false,
                 waker: None,
             }),
             capacity: capacity.max(1),
+            hasher: RandomState::new(),
         }
     }
 
-    /// Add `value` (merged with an unread item of the same key; the oldest dropped
-    /// when full). False once the subscription is gone.
-    fn push(&self, value: &T) -> bool {
+    /// Add `values` in order, taking the lock and waking the reader once (each merged
+    /// with an unread item of the same key; the oldest dropped when full). False once
+    /// the subscription is gone.
+    fn push_all(&self, values: impl IntoIterator<Item = T>) -> bool {
         let mut state = self.lock();
         if state.dropped {
             return false;
         }
-        if let Some(key) = value.key() {
-            if state.keys.contains(key) {
-                return true;
-            }
-            state.keys.insert(key.to_owned());
+        for value in values {
+            let hash = value.key().map(|key| self.hasher.hash_one(key));
+            state.push(value, hash, self.capacity, self.key_of);
         }
-        if state.items.len() >= self.capacity {
-            state.pop(self.key_of);
-            state.lagged += 1;
-        }
-        state.items.push_back(value.clone());
-        if let Some(w) = state.waker.take() {
+        if !state.items.is_empty()
+            && let Some(w) = state.waker.take()
+        {
             w.wake();
         }
         true
@@ -268,12 +326,12 @@ impl<T> Queue<T> {
     }
 
     fn pop(&self) -> Option<T> {
-        self.lock().pop(self.key_of)
+        self.lock().pop()
     }
 
     fn poll_pop(&self, cx: &mut Context<'_>) -> Poll<Option<T>> {
         let mut state = self.lock();
-        match state.pop(self.key_of) {
+        match state.pop() {
             Some(item) => Poll::Ready(Some(item)),
             None if state.closed => Poll::Ready(None),
             None => {
@@ -308,29 +366,39 @@ impl<T: Coalesce> Subscribers<T> {
         Subscription(Inner::Queue(queue))
     }
 
+    /// True while someone is subscribed.
+    fn any(&self) -> bool {
+        self.list
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|list| !list.is_empty())
+    }
+
     pub(crate) fn send(&self, value: &T) {
-        if let Some(list) = &mut *self.list.lock().unwrap_or_else(|e| e.into_inner()) {
-            list.retain(|q| q.push(value));
-        }
+        self.send_all(vec![value.clone()]);
     }
 
-    /// Send every value, taking the lock once.
-    fn send_all(&self, values: impl IntoIterator<Item = T>) {
-        if let Some(list) = &mut *self.list.lock().unwrap_or_else(|e| e.into_inner()) {
-            for value in values {
-                list.retain(|q| q.push(&value));
-            }
+    /// Send every value to every subscription as one batch: each subscription's lock
+    /// is taken, and its reader woken, once. The last subscription gets the values
+    /// themselves, the others copies.
+    fn send_all(&self, values: Vec<T>) {
+        if values.is_empty() {
+            return;
         }
-    }
-
-    /// Send the values `make` returns, made only if someone subscribed.
-    fn send_all_with<I: IntoIterator<Item = T>>(&self, make: impl FnOnce() -> I) {
-        if let Some(list) = &mut *self.list.lock().unwrap_or_else(|e| e.into_inner())
-            && !list.is_empty()
-        {
-            for value in make() {
-                list.retain(|q| q.push(&value));
-            }
+        if let Some(list) = &mut *self.list.lock().unwrap_or_else(|e| e.into_inner()) {
+            let last = list.len().saturating_sub(1);
+            let mut values = Some(values);
+            let mut i = 0;
+            list.retain(|q| {
+                let kept = if i == last {
+                    q.push_all(values.take().unwrap_or_default())
+                } else {
+                    q.push_all(values.iter().flatten().cloned())
+                };
+                i += 1;
+                kept
+            });
         }
     }
 
@@ -484,6 +552,16 @@ impl Published {
             .clone()
     }
 
+    /// Publish `snapshot` as what memory holds. The one it replaces is dropped after
+    /// the lock is released (dropping frees the map nodes the store copied since).
+    fn set_snapshot(&self, snapshot: Snapshot) {
+        let old = std::mem::replace(
+            &mut *self.snapshot.write().unwrap_or_else(|e| e.into_inner()),
+            snapshot,
+        );
+        drop(old);
+    }
+
     /// Memory holds a full data set.
     pub(crate) fn memory_initialized(&self) -> bool {
         self.initialized.load(Ordering::Acquire)
@@ -566,7 +644,7 @@ impl Published {
             "flags changed in the persistent store"
         );
         self.flag_subs
-            .send_all(keys.into_iter().map(|key| FlagChange { key }));
+            .send_all(keys.into_iter().map(|key| FlagChange { key }).collect());
     }
 
     /// Memory holds a full data set: serve reads from it from now on.
@@ -658,6 +736,9 @@ pub(crate) struct DataSink {
     /// Until memory holds a full data set while reads come from the store: what the
     /// store served, taken before the store task may write the first data set over it.
     served: Option<ServedByStore>,
+    /// The flags changed by the store changes of this round, not yet published (the
+    /// snapshot neither): see [`Sink::drained`].
+    pending: Option<Vec<String>>,
 }
 
 /// The driver's side of a persistent store.
@@ -680,7 +761,25 @@ impl DataSink {
             published,
             store,
             served: None,
+            pending: None,
         }
+    }
+
+    /// Publish the store changes held since the last flush, if any: the snapshot once,
+    /// then every flag they changed, to each flag-change subscriber as one batch.
+    fn flush(&mut self, system: &DataSystem) {
+        let Some(keys) = self.pending.take() else {
+            return;
+        };
+        self.hand_over(system);
+        let p = &*self.published;
+        // Memory is published even while reads come from a persistent store's view: it
+        // serves them during a store outage.
+        p.set_snapshot(system.snapshot());
+        p.publish_availability(system);
+        tracing::trace!(changed = keys.len(), "store changed");
+        p.flag_subs
+            .send_all(keys.into_iter().map(|key| FlagChange { key }).collect());
     }
 
     /// What readers were served from the store, while memory holds no full data set.
@@ -768,6 +867,21 @@ fn changed_since_store(served: &ServedByStore, now: &Snapshot) -> Option<Vec<Str
 
 impl Sink<DataSystem> for DataSink {
     fn publish(&mut self, system: &DataSystem, event: Event) {
+        // A change of some items (a patch, a delete, an FDv2 change set) is published
+        // at the end of the round with the others of the round: one snapshot, and one
+        // batch of flag changes for each subscriber. Any other event publishes what is
+        // held first, so that readers see everything in the order it happened.
+        if let Event::StoreChanged {
+            changed_flags: ChangedFlags::Keys(keys),
+        } = event
+        {
+            match &mut self.pending {
+                Some(pending) => pending.extend(keys),
+                None => self.pending = Some(keys),
+            }
+            return;
+        }
+        self.flush(system);
         // What readers were served from the store until this event, if they were.
         let served_from_store = match &event {
             Event::StoreChanged {
@@ -785,7 +899,7 @@ impl Sink<DataSystem> for DataSink {
                 // the initial data is already in each earlier subscription. Memory is
                 // published even while reads come from a persistent store's view: it
                 // serves them during a store outage.
-                *p.snapshot.write().unwrap_or_else(|e| e.into_inner()) = system.snapshot();
+                p.set_snapshot(system.snapshot());
                 p.publish_availability(system);
                 tracing::debug!("store changed");
                 // The keys are listed only for subscribers (a first data set changes
@@ -801,11 +915,14 @@ impl Sink<DataSystem> for DataSink {
                     }
                     _ => changed_flags.into_keys(),
                 };
-                p.flag_subs.send_all_with(|| {
-                    keys(changed_flags)
-                        .into_iter()
-                        .map(|key| FlagChange { key })
-                });
+                if p.flag_subs.any() {
+                    p.flag_subs.send_all(
+                        keys(changed_flags)
+                            .into_iter()
+                            .map(|key| FlagChange { key })
+                            .collect(),
+                    );
+                }
             }
             Event::StatusChanged(status) => {
                 p.publish_availability(system);
@@ -864,12 +981,14 @@ impl Sink<DataSystem> for DataSink {
     }
 
     fn drained(&mut self, system: &DataSystem) {
+        self.flush(system);
         self.hand_over(system);
         self.published.publish_availability(system);
         self.published.publish_initialized(system);
     }
 
     fn finish(&mut self, system: &DataSystem) {
+        self.flush(system);
         let p = &*self.published;
         p.publish_availability(system);
         p.publish_initialized(system);
@@ -897,5 +1016,198 @@ fn availability_from_code(code: u8) -> DataAvailability {
         2 => DataAvailability::Refreshed,
         1 => DataAvailability::Cached,
         _ => DataAvailability::Defaults,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use flagsync_core::{Action, Command, ConnId, Input, Output};
+
+    use super::*;
+
+    fn change(key: &str) -> FlagChange {
+        FlagChange { key: key.into() }
+    }
+
+    fn unread(s: &Subscription<FlagChange>) -> Vec<String> {
+        std::iter::from_fn(|| s.try_recv()).map(|c| c.key).collect()
+    }
+
+    #[test]
+    fn a_batch_reaches_every_subscriber_merged() {
+        let subs = Subscribers::<FlagChange>::new(8);
+        let (a, b) = (subs.subscribe(), subs.subscribe());
+        subs.send_all(vec![change("x"), change("y"), change("x")]);
+        subs.send_all(vec![change("y"), change("z")]);
+        for s in [&a, &b] {
+            assert_eq!(unread(s), ["x", "y", "z"]);
+            assert_eq!(s.lagged(), 0);
+        }
+        // Read changes are reported again; a dropped subscription is forgotten.
+        drop(b);
+        subs.send_all(vec![change("x")]);
+        assert_eq!(unread(&a), ["x"]);
+        assert_eq!(subs.list.lock().unwrap().as_ref().map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn a_full_subscription_keeps_the_newest_of_a_batch_and_counts_the_rest() {
+        let subs = Subscribers::<FlagChange>::new(2);
+        let s = subs.subscribe();
+        subs.send_all(["a", "b", "c", "d", "e"].map(change).to_vec());
+        assert_eq!(s.len(), 2);
+        assert_eq!(s.lagged(), 3);
+        assert_eq!(unread(&s), ["d", "e"]);
+        // The keys of dropped items merge nothing any more.
+        subs.send_all(vec![change("a"), change("e")]);
+        assert_eq!(unread(&s), ["a", "e"]);
+    }
+
+    #[test]
+    fn keys_with_the_same_hash_are_never_merged_or_lost() {
+        let mut state = QueueState {
+            items: VecDeque::new(),
+            head: 0,
+            keyed: HashMap::default(),
+            lagged: 0,
+            closed: false,
+            dropped: false,
+            waker: None,
+        };
+        let key_of: fn(&FlagChange) -> Option<&str> = FlagChange::key;
+        for key in ["a", "b", "a", "b"] {
+            state.push(change(key), Some(7), 16, key_of);
+        }
+        let keys: Vec<String> = std::iter::from_fn(|| state.pop()).map(|c| c.key).collect();
+        // Each took the hash's entry from the other, so nothing merged: a key may be
+        // reported twice, none is lost.
+        assert_eq!(keys, ["a", "b", "a", "b"]);
+        for key in ["a", "a"] {
+            state.push(change(key), Some(7), 16, key_of);
+        }
+        let keys: Vec<String> = std::iter::from_fn(|| state.pop()).map(|c| c.key).collect();
+        assert_eq!(keys, ["a"]);
+        assert!(state.keyed.is_empty());
+    }
+
+    /// A data system streaming from a connection, and its connection.
+    fn streaming() -> (DataSystem, ConnId, Instant) {
+        let mut config = flagsync_core::Config::new("sdk-key");
+        config.stream_uri = "http://127.0.0.1:1".into();
+        let now = Instant::now();
+        let mut system = DataSystem::new(config, 1, now).unwrap();
+        system.handle_input(now, Input::Command(Command::Start));
+        let mut conn = None;
+        loop {
+            match system.poll_output() {
+                Output::Action(Action::Connect { conn: c, .. }) => conn = Some(c),
+                Output::Wait(_) => break,
+                _ => {}
+            }
+        }
+        let conn = conn.expect("a connection");
+        system.handle_input(now, Input::Connected { conn });
+        (system, conn, now)
+    }
+
+    /// One read handled and drained into `sink`, as the driver does within a round.
+    fn read(system: &mut DataSystem, sink: &mut DataSink, conn: ConnId, now: Instant, s: &str) {
+        system.handle_input(
+            now,
+            Input::Data {
+                conn,
+                bytes: s.as_bytes(),
+            },
+        );
+        loop {
+            match system.poll_output() {
+                Output::Event(e) => sink.publish(system, e),
+                Output::Wait(_) => break,
+                _ => {}
+            }
+        }
+    }
+
+    fn patch(key: &str, version: u64) -> String {
+        format!(
+            "event: patch\ndata: {{\"path\":\"/flags/{key}\",\"data\":{{\"key\":\"{key}\",\"version\":{version}}}}}\n\n"
+        )
+    }
+
+    #[test]
+    fn the_changes_of_a_round_are_published_at_once_at_its_end() {
+        let (mut system, conn, now) = streaming();
+        let published = Arc::new(Published::new(&system, Clock::new(now), None, false, 64));
+        let mut sink = DataSink::new(published.clone(), None);
+        let changes = published.flag_subs.subscribe();
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n";
+        let put = r#"event: put
+data: {"path":"/","data":{"flags":{"a":{"key":"a","version":1},"b":{"key":"b","version":1},"c":{"key":"c","version":1}},"segments":{}}}
+
+"#;
+        read(&mut system, &mut sink, conn, now, &(head.to_owned() + put));
+        sink.drained(&system);
+        assert_eq!(unread(&changes), ["a", "b", "c"]);
+        let version = |key: &str| {
+            published
+                .memory_snapshot()
+                .get(Kind::Flag, key)
+                .map(|i| i.version)
+        };
+        assert_eq!((version("a"), version("b")), (Some(1), Some(1)));
+
+        // Two reads in one round: nothing is published until the round ends...
+        read(
+            &mut system,
+            &mut sink,
+            conn,
+            now,
+            &(patch("a", 2) + &patch("b", 2)),
+        );
+        read(
+            &mut system,
+            &mut sink,
+            conn,
+            now,
+            &(patch("a", 3) + &patch("c", 2)),
+        );
+        assert_eq!(
+            (version("a"), version("b"), version("c")),
+            (Some(1), Some(1), Some(1))
+        );
+        assert!(changes.is_empty());
+        // ...then all of it: one snapshot with every write, and every changed flag.
+        sink.drained(&system);
+        assert_eq!(
+            (version("a"), version("b"), version("c")),
+            (Some(3), Some(2), Some(2))
+        );
+        assert_eq!(unread(&changes), ["a", "b", "c"]);
+
+        // Any other event publishes what the round changed before it: a status
+        // subscriber that sees the interruption sees the data that came before it.
+        read(&mut system, &mut sink, conn, now, &patch("b", 3));
+        system.handle_input(
+            now,
+            Input::Closed {
+                conn,
+                cause: flagsync_core::CloseCause::Eof,
+            },
+        );
+        loop {
+            match system.poll_output() {
+                Output::Event(e @ Event::StatusChanged(_)) => {
+                    sink.publish(&system, e);
+                    assert_eq!(version("b"), Some(3));
+                }
+                Output::Event(e) => sink.publish(&system, e),
+                Output::Wait(_) => break,
+                _ => {}
+            }
+        }
+        assert_eq!(version("b"), Some(3));
+        assert_eq!(unread(&changes), ["b"]);
     }
 }

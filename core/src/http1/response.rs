@@ -134,7 +134,15 @@ impl ResponseReader {
     /// reader's buffer; after `End` or an error they are ignored.
     pub fn handle_bytes(&mut self, bytes: &[u8]) {
         if !self.eof && !matches!(self.stage, Stage::Done) {
-            self.buf.extend_from_slice(bytes);
+            if self.buf.is_empty() {
+                // A buffer of exactly this read: body data handed out is a slice of it,
+                // and a read appended to the space left in a larger buffer (grown to
+                // 64 KiB by earlier reads) would leave the rest of that space unused
+                // for as long as the data handed out lives.
+                self.buf = BytesMut::from(bytes);
+            } else {
+                self.buf.extend_from_slice(bytes);
+            }
         }
     }
 

@@ -169,7 +169,10 @@ pub(crate) struct Shared {
 impl Shared {
     /// Apply a change set, write it through to the persistent store, and report what
     /// changed.
-    pub(crate) fn apply(&mut self, cs: ChangeSet) {
+    pub(crate) fn apply(&mut self, mut cs: ChangeSet) {
+        // The store keeps each item in a buffer of its own, not a slice of the read it
+        // came in (which one small item would keep alive whole).
+        cs.compact();
         let full = cs.transfer == Transfer::Full;
         let persist = self
             .persist

@@ -84,6 +84,31 @@ fn patch_and_delete_apply_only_newer_versions() {
 }
 
 #[test]
+fn stored_items_own_their_bytes_not_the_read_they_came_in() {
+    // The put and both patches arrive in one read: each stored item must still be a
+    // buffer of its own (nothing else refers to it), holding the same JSON.
+    let body = put(&[("a", 1), ("b", 1)], &[("s", 1)])
+        + &patch(Kind::Flag, "a", 2)
+        + &patch(Kind::Flag, "b", 3);
+    let h = started(&body);
+    assert_eq!(items(&h, Kind::Flag), [("a".into(), 2), ("b".into(), 3)]);
+    let data = h.system.snapshot();
+    for (kind, key, version) in [
+        (Kind::Flag, "a", 2),
+        (Kind::Flag, "b", 3),
+        (Kind::Segment, "s", 1),
+    ] {
+        let item = data.get(kind, key).unwrap();
+        assert!(item.raw.is_unique(), "{kind} {key} shares its buffer");
+        let expect = match kind {
+            Kind::Flag => flag_json(key, version),
+            Kind::Segment => format!(r#"{{"key":"{key}","version":{version}}}"#),
+        };
+        assert_eq!(item.raw_str(), expect, "{kind} {key}");
+    }
+}
+
+#[test]
 fn delete_of_missing_item_is_kept_as_a_tombstone() {
     let body = put(&[], &[]) + &delete(Kind::Flag, "f", 100) + &patch(Kind::Flag, "f", 100);
     let h = started(&body);
