@@ -26,9 +26,17 @@ runtime_tests!(
     a_store_down_at_start_gets_the_data_when_it_returns,
     fdv1_reads_come_from_the_store_through_its_cache,
     an_infinite_cache_keeps_what_was_read_and_reads_what_was_not,
-    a_read_without_a_live_entry_reads_the_store_at_once,
-    before_the_source_answers_an_initialized_store_is_evaluated,
 );
+
+/// Reads that evaluate (the `eval` feature).
+#[cfg(feature = "eval")]
+mod eval_rt {
+    use super::*;
+    runtime_tests!(
+        a_read_without_a_live_entry_reads_the_store_at_once,
+        before_the_source_answers_an_initialized_store_is_evaluated
+    );
+}
 
 #[cfg(feature = "server")]
 mod fdv2_rt {
@@ -253,6 +261,7 @@ async fn an_infinite_cache_keeps_what_was_read_and_reads_what_was_not(rt: Rt) {
     client.close().await;
 }
 
+#[cfg(feature = "eval")]
 fn bool_flag(key: &str, version: u64, serve: bool) -> String {
     let variation = if serve { 0 } else { 1 };
     format!(
@@ -263,6 +272,7 @@ fn bool_flag(key: &str, version: u64, serve: bool) -> String {
 /// A store change made by another process shows on the very next evaluation when the
 /// cache is off, as in LaunchDarkly's SDKs (the harness's "store mode … no cache"):
 /// the read waits for the store, also from a task of the client's own runtime.
+#[cfg(feature = "eval")]
 async fn a_read_without_a_live_entry_reads_the_store_at_once(rt: Rt) {
     let db = Arc::new(InMemoryStore::new());
     db.set_initialized(true);
@@ -298,6 +308,7 @@ async fn a_read_without_a_live_entry_reads_the_store_at_once(rt: Rt) {
 /// A warm start: before the data source answers, an evaluation finds the store holds a
 /// data set (`$inited`) and evaluates from it, as LaunchDarkly's SDKs do; a store
 /// without one gives the default.
+#[cfg(feature = "eval")]
 async fn before_the_source_answers_an_initialized_store_is_evaluated(rt: Rt) {
     let context = flagsync::eval::ContextBuilder::new("u").build().unwrap();
     let server = Server::start(|_, _| After::Hold);

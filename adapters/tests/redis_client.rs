@@ -25,8 +25,14 @@ runtime_tests!(
     warm_start_serves_the_stored_flags_until_the_stream_delivers,
     daemon_mode_serves_data_another_process_wrote,
     outage_mid_stream_ends_with_redis_equal_to_the_last_state,
-    a_read_without_a_live_entry_reads_redis_before_it_returns,
 );
+
+/// Reads that evaluate (the `eval` feature).
+#[cfg(feature = "eval")]
+mod eval_rt {
+    use super::*;
+    runtime_tests!(a_read_without_a_live_entry_reads_redis_before_it_returns);
+}
 
 /// A stream server whose one connection sends whatever the test feeds it, when it
 /// feeds it.
@@ -480,6 +486,7 @@ async fn outage_mid_stream_ends_with_redis_equal_to_the_last_state(rt: Rt) {
     assert!(client.is_closed());
 }
 
+#[cfg(feature = "eval")]
 fn served(key: &str, version: u64, serve: bool) -> String {
     let variation = if serve { 0 } else { 1 };
     format!(
@@ -490,6 +497,7 @@ fn served(key: &str, version: u64, serve: bool) -> String {
 /// The harness's "store mode … no cache - shows changes immediately", against a real
 /// Redis: every evaluation reads Redis before it returns (on the calling thread: also
 /// from a task of the client's own runtime), and a change it finds is announced.
+#[cfg(feature = "eval")]
 async fn a_read_without_a_live_entry_reads_redis_before_it_returns(rt: Rt) {
     let redis = RedisServer::start();
     let client = builder(&rt, "http://127.0.0.1:1")

@@ -301,6 +301,10 @@ impl StoreView {
 
     /// Whether the store holds a data set (`$inited`), asked of the store unless the
     /// last answer is live (see the module docs); waits as a read does.
+    #[cfg_attr(
+        not(feature = "eval"),
+        allow(dead_code, reason = "only evaluations ask it")
+    )]
     pub(crate) fn store_initialized(&self) -> bool {
         let now = Instant::now();
         let state = self.lock();
