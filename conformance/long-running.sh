@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The sdk-test-harness's long-running tests (`-enable-long-running-tests`: 5-minute
 # recoveries, 30 s polling minimums, retry timing), which CI does not run: both lines'
-# streaming and polling groups, clients on tokio. About 25 minutes. The result of the
+# streaming and polling groups, clients on tokio. About an hour (v3: 20 minutes). The result of the
 # last run is recorded in conformance/README.md with its date and commit.
 #
 # usage: bash conformance/long-running.sh [OUT_DIR]   (default target/harness-long)
