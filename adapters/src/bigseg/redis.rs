@@ -14,11 +14,10 @@
 //! call drops the connection and the next call opens a new one.
 
 use std::fmt;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use super::{BigSegmentStore, Membership, StoreError, StoreMetadata};
-use crate::persist::{DEFAULT_PREFIX, map_error, redact_url};
+use crate::persist::{BlockingConn, DEFAULT_PREFIX, redact_url};
 
 /// Settings for a [`RedisBigSegmentStore`]; made by [`RedisBigSegmentStore::builder`].
 #[derive(Clone)]
@@ -74,17 +73,11 @@ impl RedisBigSegmentStoreBuilder {
             synchronized_on: format!("{prefix}:big_segments_synchronized_on"),
             include: format!("{prefix}:big_segment_include:"),
             exclude: format!("{prefix}:big_segment_exclude:"),
-            client,
-            connect_timeout: nonzero(self.connect_timeout),
-            response_timeout: nonzero(self.response_timeout),
-            conn: Mutex::new(None),
+            connect_timeout: self.connect_timeout,
+            response_timeout: self.response_timeout,
+            conn: BlockingConn::new(client),
         })
     }
-}
-
-/// The redis crate refuses a zero timeout: take 1 ms instead.
-fn nonzero(d: Duration) -> Duration {
-    d.max(Duration::from_millis(1))
 }
 
 /// A read-only [`BigSegmentStore`] in Redis, in LaunchDarkly's layout (see the module
@@ -107,10 +100,9 @@ pub struct RedisBigSegmentStore {
     /// `<prefix>:big_segment_include:` (the context hash follows).
     include: String,
     exclude: String,
-    client: redis::Client,
     connect_timeout: Duration,
     response_timeout: Duration,
-    conn: Mutex<Option<redis::Connection>>,
+    conn: BlockingConn,
 }
 
 impl fmt::Debug for RedisBigSegmentStore {
@@ -143,34 +135,16 @@ impl RedisBigSegmentStore {
         &self.synchronized_on
     }
 
-    /// Run `f` on the connection (opened if needed); a failure drops it.
+    /// Run `f` on the blocking connection (opened if needed); a failure drops it.
     fn with_conn<T>(
         &self,
         f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> Result<T, StoreError> {
-        let mut slot = self.conn.lock().unwrap_or_else(|e| e.into_inner());
-        if slot.is_none() {
-            let conn = self
-                .client
-                .get_connection_with_timeout(self.connect_timeout)
-                .map_err(map_error)?;
-            conn.set_read_timeout(Some(self.response_timeout))
-                .map_err(map_error)?;
-            conn.set_write_timeout(Some(self.response_timeout))
-                .map_err(map_error)?;
-            *slot = Some(conn);
-        }
-        let Some(conn) = slot.as_mut() else {
-            return Err(StoreError::Unreachable("no connection".into()));
-        };
-        match f(conn) {
-            Ok(v) => Ok(v),
-            Err(e) => {
-                *slot = None;
-                tracing::debug!(target_db = %self.target, error = %e, "redis big-segment query failed");
-                Err(map_error(e))
-            }
-        }
+        self.conn
+            .run(self.connect_timeout, self.response_timeout, f)
+            .inspect_err(|error| {
+                tracing::debug!(target_db = %self.target, %error, "redis big-segment query failed");
+            })
     }
 }
 

@@ -40,14 +40,14 @@ pub use flagsync_core::{PersistenceConfig, StoreMode, StoreStatus};
 
 pub use cache::{CacheConfig, CacheTtl, CachingStore, ItemMap};
 pub use in_memory::{InMemoryStore, OpCounts};
-#[cfg(all(feature = "redis", any(feature = "tokio", feature = "async-io-net")))]
-pub use redis::{DEFAULT_PREFIX, RedisStore, RedisStoreBuilder};
 #[cfg(all(
     feature = "redis",
     feature = "eval",
     any(feature = "tokio", feature = "async-io-net")
 ))]
-pub(crate) use redis::{map_error, redact_url};
+pub(crate) use redis::{BlockingConn, redact_url};
+#[cfg(all(feature = "redis", any(feature = "tokio", feature = "async-io-net")))]
+pub use redis::{DEFAULT_PREFIX, RedisStore, RedisStoreBuilder};
 
 use crate::runtime::BoxFuture;
 

@@ -121,7 +121,7 @@ impl RedisStoreBuilder {
             writes: AtomicU64::new(0),
             skipped: [AtomicU64::new(0), AtomicU64::new(0)],
             server_run: std::sync::Mutex::new(None),
-            blocking: std::sync::Mutex::new(None),
+            blocking: BlockingConn::new(client.clone()),
             keys: Keys::new(&self.prefix),
             prefix: self.prefix,
             target,
@@ -189,8 +189,8 @@ pub struct RedisStore {
     /// means Redis restarted (empty, or from an older save).
     server_run: std::sync::Mutex<Option<String>>,
     /// The one blocking connection, for reads that must answer on the calling thread
-    /// (`get_now`, `initialized_now`); opened on first use, dropped after a failure.
-    blocking: std::sync::Mutex<Option<redis::Connection>>,
+    /// (`get_now`, `initialized_now`).
+    blocking: BlockingConn,
 }
 
 /// The `run_id` line of `INFO server`.
@@ -371,28 +371,8 @@ impl RedisStore {
         timeout: Duration,
         op: impl FnOnce(&mut redis::Connection, &Keys) -> redis::RedisResult<T>,
     ) -> Result<T, StoreError> {
-        let timeout = timeout.max(Duration::from_millis(1));
-        let mut slot = self.blocking.lock().unwrap_or_else(|e| e.into_inner());
-        let conn = match slot.as_mut() {
-            Some(conn) => conn,
-            None => {
-                let conn = self
-                    .pool
-                    .client
-                    .get_connection_with_timeout(timeout)
-                    .map_err(map_error)?;
-                slot.insert(conn)
-            }
-        };
-        let result = conn
-            .set_read_timeout(Some(timeout))
-            .and_then(|()| conn.set_write_timeout(Some(timeout)))
-            .and_then(|()| op(conn, &self.keys));
-        if result.is_err() {
-            // A broken or timed-out connection may hold a late answer: never reuse it.
-            *slot = None;
-        }
-        result.map_err(map_error)
+        self.blocking
+            .run(timeout, timeout, |conn| op(conn, &self.keys))
     }
 
     async fn inited(&self) -> Result<bool, StoreError> {
@@ -512,6 +492,60 @@ struct Pool {
     epoch: AtomicU64,
 }
 
+/// One blocking (synchronous) Redis connection, for calls that must answer on the
+/// calling thread without an async runtime: opened on first use, dropped after any
+/// failure (a broken or timed-out connection may hold a late answer).
+pub(crate) struct BlockingConn {
+    client: redis::Client,
+    conn: std::sync::Mutex<Option<redis::Connection>>,
+}
+
+impl BlockingConn {
+    pub(crate) fn new(client: redis::Client) -> Self {
+        Self {
+            client,
+            conn: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Run `op` on the connection, opened within `connect` if needed, each command
+    /// bounded by `response` (the redis crate refuses zero: at least 1 ms each).
+    pub(crate) fn run<T>(
+        &self,
+        connect: Duration,
+        response: Duration,
+        op: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T, StoreError> {
+        let at_least = |d: Duration| d.max(Duration::from_millis(1));
+        let mut slot = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let conn = match slot.as_mut() {
+            Some(conn) => conn,
+            None => {
+                let conn = self
+                    .client
+                    .get_connection_with_timeout(at_least(connect))
+                    .map_err(map_error)?;
+                slot.insert(conn)
+            }
+        };
+        let response = Some(at_least(response));
+        let result = conn
+            .set_read_timeout(response)
+            .and_then(|()| conn.set_write_timeout(response))
+            .and_then(|()| op(conn));
+        if result.is_err() {
+            *slot = None;
+        }
+        result.map_err(map_error)
+    }
+}
+
+impl fmt::Debug for BlockingConn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BlockingConn").finish_non_exhaustive()
+    }
+}
+
 /// An open connection in its slot.
 struct Pooled {
     conn: MultiplexedConnection,
@@ -618,7 +652,7 @@ impl Drop for Lent<'_> {
     }
 }
 
-pub(crate) fn map_error(e: redis::RedisError) -> StoreError {
+fn map_error(e: redis::RedisError) -> StoreError {
     // A RedisError's text holds the server's message or the I/O error, never the URL.
     let text = e.to_string();
     let code = e.code().unwrap_or_default();
