@@ -19,130 +19,22 @@
 //! Run: `cargo bench -p flagsync --features server --bench evaluation`.
 
 mod common;
+#[path = "common/engines.rs"]
+mod engines;
 
-use rustc_hash::FxHashMap as HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use engines::{ByValue, Compiled, by_value, compiled, floor_segments, typical};
 use flagsync::eval::engine::{self, Options};
 use flagsync::eval::{Context, ContextBuilder, Detail, FlagValue};
 use launchdarkly_server_sdk_evaluation as official;
 use serde_json::{Value, json};
 
-/// Models handed out by value (the official SDK's way), or the floor's segments.
-struct ByValue {
-    flags: HashMap<String, official::Flag>,
-    segments: HashMap<String, official::Segment>,
-}
-
-impl official::Store for ByValue {
-    fn flag(&self, key: &str) -> Option<official::Flag> {
-        self.flags.get(key).cloned()
-    }
-    fn segment(&self, key: &str) -> Option<official::Segment> {
-        self.segments.get(key).cloned()
-    }
-}
-
-/// flagsync's compiled models.
-#[derive(Default)]
-struct Compiled {
-    flags: HashMap<String, Arc<engine::Flag>>,
-    segments: HashMap<String, Arc<engine::Segment>>,
-}
-
-impl engine::Store for Compiled {
-    fn flag(&self, key: &str) -> Option<Arc<engine::Flag>> {
-        self.flags.get(key).cloned()
-    }
-    fn segment(&self, key: &str) -> Option<Arc<engine::Segment>> {
-        self.segments.get(key).cloned()
-    }
-}
-
-fn compiled(
-    flags: &serde_json::Map<String, Value>,
-    segments: &serde_json::Map<String, Value>,
-) -> Compiled {
-    let mut c = Compiled::default();
-    for (k, f) in flags {
-        let f = engine::Flag::from_json(f.to_string().as_bytes(), k).unwrap();
-        c.flags.insert(k.clone(), Arc::new(f));
-    }
-    for (k, s) in segments {
-        let s = engine::Segment::from_json(s.to_string().as_bytes(), k).unwrap();
-        c.segments.insert(k.clone(), Arc::new(s));
-    }
-    c
-}
-
-fn by_value(
-    flags: &serde_json::Map<String, Value>,
-    segments: &serde_json::Map<String, Value>,
-) -> ByValue {
-    ByValue {
-        flags: flags
-            .iter()
-            .map(|(k, f)| (k.clone(), serde_json::from_value(f.clone()).unwrap()))
-            .collect(),
-        segments: segments
-            .iter()
-            .map(|(k, s)| (k.clone(), serde_json::from_value(s.clone()).unwrap()))
-            .collect(),
-    }
-}
-
-/// Every segment with its four key lists emptied (the answer for a context in none of
-/// them), and `member` replaced by a segment that always matches.
+/// The official engine's floor for `data`'s segments (see `engines::floor_segments`).
 fn floor(data: &Value, member: Option<&str>) -> ByValue {
-    let mut segments = serde_json::Map::new();
-    for (key, s) in data["segments"].as_object().unwrap() {
-        let mut s = s.clone();
-        if Some(key.as_str()) == member {
-            s["rules"] = json!([{"clauses": []}]);
-        }
-        for list in [
-            "included",
-            "excluded",
-            "includedContexts",
-            "excludedContexts",
-        ] {
-            s[list] = json!([]);
-        }
-        segments.insert(key.clone(), s);
-    }
-    by_value(&serde_json::Map::new(), &segments)
-}
-
-/// The `typical` case: flag `typical` with a prerequisite `typical-pre`.
-fn typical() -> (serde_json::Map<String, Value>, Context) {
-    let clause = |attr: &str, op: &str, values: Value| json!({"contextKind": "user", "attribute": attr, "op": op, "values": values, "negate": false});
-    let rules: Vec<Value> = (0..3)
-        .map(|i| {
-            json!({"id": format!("rule-{i}"), "variation": 1, "trackEvents": false, "clauses": [
-                clause("country", "in", json!([format!("C{i}"), format!("D{i}"), "FR"])),
-                clause("email", "endsWith", json!([format!("@corp{i}.example")])),
-            ]})
-        })
-        .collect();
-    let typical = json!({"key": "typical", "version": 3, "on": true, "salt": "c2FsdA",
-        "variations": [true, false], "offVariation": 1, "targets": [], "contextTargets": [],
-        "prerequisites": [{"key": "typical-pre", "variation": 0}],
-        "rules": rules,
-        "fallthrough": {"rollout": {"variations": [{"variation": 0, "weight": 60000},
-                                                    {"variation": 1, "weight": 40000}]}},
-        "trackEvents": false, "trackEventsFallthrough": false, "deleted": false});
-    let pre = json!({"key": "typical-pre", "version": 1, "on": true, "salt": "cHJl",
-        "variations": [true, false], "offVariation": 1, "targets": [], "contextTargets": [],
-        "prerequisites": [], "rules": [], "fallthrough": {"variation": 0}, "deleted": false});
-    let mut flags = serde_json::Map::new();
-    flags.insert("typical".into(), typical);
-    flags.insert("typical-pre".into(), pre);
-    let mut b = ContextBuilder::new("visitor-42");
-    b.set_string("country", "DE")
-        .set_string("email", "someone@example.com");
-    (flags, b.build().unwrap())
+    let segments = data["segments"].as_object().unwrap();
+    by_value(&serde_json::Map::new(), &floor_segments(segments, member))
 }
 
 fn as_bool(d: Detail<&FlagValue>) -> Detail<bool> {

@@ -15,11 +15,12 @@
 
 #[path = "../benches/common/mod.rs"]
 mod common;
+#[path = "../benches/common/engines.rs"]
+mod engines;
 
-use rustc_hash::FxHashMap as HashMap;
 use std::hint::black_box;
-use std::sync::Arc;
 
+use engines::{ByValue, Compiled, by_value, compiled, floor_segments, typical};
 use flagsync::Client;
 use flagsync::eval::engine::{self, Options};
 use flagsync::eval::{Context, ContextBuilder, FlagValue};
@@ -27,60 +28,6 @@ use launchdarkly_server_sdk_evaluation as official;
 use serde_json::{Map, Value, json};
 
 const N: usize = 10_000;
-
-struct Official {
-    flags: HashMap<String, official::Flag>,
-    segments: HashMap<String, official::Segment>,
-}
-
-impl official::Store for Official {
-    fn flag(&self, key: &str) -> Option<official::Flag> {
-        self.flags.get(key).cloned()
-    }
-    fn segment(&self, key: &str) -> Option<official::Segment> {
-        self.segments.get(key).cloned()
-    }
-}
-
-#[derive(Default)]
-struct Ours {
-    flags: HashMap<String, Arc<engine::Flag>>,
-    segments: HashMap<String, Arc<engine::Segment>>,
-}
-
-impl engine::Store for Ours {
-    fn flag(&self, key: &str) -> Option<Arc<engine::Flag>> {
-        self.flags.get(key).cloned()
-    }
-    fn segment(&self, key: &str) -> Option<Arc<engine::Segment>> {
-        self.segments.get(key).cloned()
-    }
-}
-
-fn official(flags: &Map<String, Value>, segments: &Map<String, Value>) -> Official {
-    fn parse<T: serde::de::DeserializeOwned>(m: &Map<String, Value>) -> HashMap<String, T> {
-        m.iter()
-            .map(|(k, v)| (k.clone(), serde_json::from_value(v.clone()).unwrap()))
-            .collect()
-    }
-    Official {
-        flags: parse(flags),
-        segments: parse(segments),
-    }
-}
-
-fn ours(flags: &Map<String, Value>, segments: &Map<String, Value>) -> Ours {
-    let mut o = Ours::default();
-    for (k, f) in flags {
-        let f = engine::Flag::from_json(f.to_string().as_bytes(), k).unwrap();
-        o.flags.insert(k.clone(), Arc::new(f));
-    }
-    for (k, s) in segments {
-        let s = engine::Segment::from_json(s.to_string().as_bytes(), k).unwrap();
-        o.segments.insert(k.clone(), Arc::new(s));
-    }
-    o
-}
 
 #[inline(never)]
 fn run_flagsync(client: &Client, key: &str, ctx: &Context) -> usize {
@@ -90,7 +37,7 @@ fn run_flagsync(client: &Client, key: &str, ctx: &Context) -> usize {
 }
 
 #[inline(never)]
-fn run_engine(store: &Ours, flag: &engine::Flag, ctx: &Context) -> usize {
+fn run_engine(store: &Compiled, flag: &engine::Flag, ctx: &Context) -> usize {
     (0..N)
         .filter(|_| {
             black_box(engine::evaluate(store, flag, ctx, Options::default())).value
@@ -100,7 +47,7 @@ fn run_engine(store: &Ours, flag: &engine::Flag, ctx: &Context) -> usize {
 }
 
 #[inline(never)]
-fn run_official_floor(store: &Official, flag: &official::Flag, ctx: &Context) -> usize {
+fn run_official_floor(store: &ByValue, flag: &official::Flag, ctx: &Context) -> usize {
     (0..N)
         .filter(|_| {
             black_box(official::evaluate(store, flag, ctx, None)).value
@@ -110,7 +57,7 @@ fn run_official_floor(store: &Official, flag: &official::Flag, ctx: &Context) ->
 }
 
 #[inline(never)]
-fn run_official_by_value(store: &Official, flag: &official::Flag, ctx: &Context) -> usize {
+fn run_official_by_value(store: &ByValue, flag: &official::Flag, ctx: &Context) -> usize {
     (0..N / 100)
         .filter(|_| {
             black_box(official::evaluate(store, flag, ctx, None)).value
@@ -120,45 +67,13 @@ fn run_official_by_value(store: &Official, flag: &official::Flag, ctx: &Context)
 }
 
 /// The `typical` flag of the bench.
-fn typical() -> Map<String, Value> {
-    let clause = |attr: &str, op: &str, values: Value| json!({"contextKind": "user", "attribute": attr, "op": op, "values": values, "negate": false});
-    let rules: Vec<Value> = (0..3)
-        .map(|i| {
-            json!({"id": format!("rule-{i}"), "variation": 1, "trackEvents": false, "clauses": [
-                clause("country", "in", json!([format!("C{i}"), format!("D{i}"), "FR"])),
-                clause("email", "endsWith", json!([format!("@corp{i}.example")])),
-            ]})
-        })
-        .collect();
-    let mut flags = Map::new();
-    flags.insert(
-        "typical".into(),
-        json!({"key": "typical", "version": 3, "on": true, "salt": "c2FsdA",
-        "variations": [true, false], "offVariation": 1, "targets": [], "contextTargets": [],
-        "prerequisites": [{"key": "typical-pre", "variation": 0}], "rules": rules,
-        "fallthrough": {"rollout": {"variations": [{"variation": 0, "weight": 60000},
-                                                    {"variation": 1, "weight": 40000}]}}}),
-    );
-    flags.insert(
-        "typical-pre".into(),
-        json!({"key": "typical-pre", "version": 1, "on": true,
-        "salt": "cHJl", "variations": [true, false], "offVariation": 1, "targets": [],
-        "contextTargets": [], "prerequisites": [], "rules": [], "fallthrough": {"variation": 0}}),
-    );
-    flags
-}
-
 fn main() {
     let which = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "in_no_list".into());
     if which == "typical" {
-        let flags = typical();
-        let mut b = ContextBuilder::new("visitor-42");
-        b.set_string("country", "DE")
-            .set_string("email", "someone@example.com");
-        let ctx = b.build().unwrap();
-        let (o, t) = (ours(&flags, &Map::new()), official(&flags, &Map::new()));
+        let (flags, ctx) = typical();
+        let (o, t) = (compiled(&flags, &Map::new()), by_value(&flags, &Map::new()));
         let a = run_engine(&o, &o.flags["typical"], &ctx);
         let b = run_official_floor(&t, &t.flags["typical"], &ctx);
         assert_eq!(a, b);
@@ -179,30 +94,17 @@ fn main() {
     let segments = data["segments"].as_object().unwrap().clone();
     let mut flags = Map::new();
     flags.insert(flag_key.clone(), data["flags"][&flag_key].clone());
-    let by_value = official(&flags, &segments);
-    let mut floor_segments = segments.clone();
-    for (key, s) in floor_segments.iter_mut() {
-        if member && *key == segment_key {
-            s["rules"] = json!([{"clauses": []}]);
-        }
-        for list in [
-            "included",
-            "excluded",
-            "includedContexts",
-            "excludedContexts",
-        ] {
-            s[list] = json!([]);
-        }
-    }
-    let floor = official(&flags, &floor_segments);
-    let compiled = ours(&flags, &segments);
+    let by_value_store = by_value(&flags, &segments);
+    let member = member.then_some(segment_key.as_str());
+    let floor = by_value(&flags, &floor_segments(&segments, member));
+    let compiled_store = compiled(&flags, &segments);
     let live = common::live(data);
     // Compile the flag and segments into the client's cache before counting.
     live.client.bool_variation_detail(&flag_key, &ctx, false);
     let a = run_flagsync(&live.client, &flag_key, &ctx);
-    let e = run_engine(&compiled, &compiled.flags[&flag_key], &ctx);
+    let e = run_engine(&compiled_store, &compiled_store.flags[&flag_key], &ctx);
     let b = run_official_floor(&floor, &floor.flags[&flag_key], &ctx);
-    let c = run_official_by_value(&by_value, &by_value.flags[&flag_key], &ctx);
+    let c = run_official_by_value(&by_value_store, &by_value_store.flags[&flag_key], &ctx);
     assert_eq!((a, e, b, c * 100), (a, a, a, a));
     println!(
         "{which}: {a} of {N} true; flagsync, engine, official floor: {N} each; official by value: {}",
