@@ -120,7 +120,12 @@ impl Client {
         let Some(events) = self.events() else {
             return;
         };
-        for p in prerequisites.0.take() {
+        let prerequisites = if prerequisites.0.borrow().is_empty() {
+            Vec::new()
+        } else {
+            prerequisites.0.take()
+        };
+        for p in prerequisites {
             let result = &p.result;
             events.recorder.evaluation(&EvalRecord {
                 key: &p.flag.key,

@@ -84,12 +84,8 @@ impl ClientEvents {
             }),
         });
         events.events_uri = events_uri;
-        let processor = EventProcessor::new(
-            events,
-            seed ^ EVENTS_STREAM,
-            now,
-            super::recorder::unix_ms(),
-        );
+        let processor =
+            EventProcessor::new(events, seed ^ EVENTS_STREAM, now, super::clock::unix_ms());
         let (tx, rx) = async_channel::bounded(options.capacity.clamp(1, 1 << 20));
         let recorder = Arc::new(Recorder::new(tx.clone(), options.context_keys_capacity));
         Some(Self {

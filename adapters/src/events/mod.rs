@@ -20,6 +20,7 @@
 //! sends what is queued within the close timeout.
 
 pub(crate) mod client;
+pub(crate) mod clock;
 mod machine;
 mod recorder;
 mod stream_inits;

@@ -87,7 +87,7 @@ impl<M: Machine, S: Sink<M>> Sink<M> for StreamInits<S> {
 
     fn connecting(&mut self, conn: ConnId, request: &[u8]) {
         if is_stream_request(request) {
-            self.attempt = Some((conn, Instant::now(), super::recorder::unix_ms()));
+            self.attempt = Some((conn, Instant::now(), super::clock::unix_ms()));
         }
         self.inner.connecting(conn, request);
     }

@@ -52,7 +52,7 @@ pub use config::{DiagnosticInfo, EventsConfig};
 pub use context::{ContextError, ContextFormatter, EventContext};
 pub use processor::{Event, EventProcessor, Input, Output};
 pub use record::{Custom, Evaluation, Identify, MigrationOp, Record};
-pub use summary::Summarizer;
+pub use summary::{FlagRef, Summarizer};
 
 /// A random (version 4) UUID drawn from `rng`, lower-case and hyphenated.
 pub fn uuid_v4(rng: &mut fastrand::Rng) -> String {

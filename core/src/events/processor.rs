@@ -441,7 +441,7 @@ impl EventProcessor {
                     let ctx = &eval.context;
                     self.summary.record(
                         eval.creation_date,
-                        &eval.key,
+                        eval.key.as_str(),
                         ctx.kinds(),
                         eval.variation,
                         eval.version,

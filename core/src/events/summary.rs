@@ -6,6 +6,10 @@
 //! into the event processor's before a flush. Recording an evaluation of a flag and
 //! variation already counted allocates nothing: the flag key is looked up borrowed, and
 //! the value and default are built (by the closures given) only for a new counter.
+//!
+//! A caller that holds compiled flags may name each with an id of its own
+//! ([`FlagRef::id`]): a repeat then finds the flag's counters by that integer instead
+//! of hashing and comparing the key, which is most of the cost of counting.
 
 use rustc_hash::FxHashMap;
 use serde_json::{Map, Value};
@@ -27,12 +31,49 @@ struct FlagSummary {
     counters: Vec<Counter>,
 }
 
+/// The flag an evaluation was of.
+#[derive(Debug, Clone, Copy)]
+pub struct FlagRef<'a> {
+    /// The flag's key.
+    pub key: &'a str,
+    /// An id the caller gives to this flag (for example, to one compiled version of it):
+    /// the same id must always come with the same key. Counting by id skips the key's
+    /// hashing; `None` counts by key.
+    pub id: Option<u64>,
+}
+
+impl<'a> From<&'a str> for FlagRef<'a> {
+    fn from(key: &'a str) -> Self {
+        Self { key, id: None }
+    }
+}
+
 /// Summary counters of the evaluations since the last flush.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct Summarizer {
     start: u64,
     end: u64,
-    flags: FxHashMap<Box<str>, FlagSummary>,
+    /// The flags' summaries, in the order first counted.
+    flags: Vec<(Box<str>, FlagSummary)>,
+    /// Index into `flags` by key.
+    by_key: FxHashMap<Box<str>, usize>,
+    /// Index into `flags` by the callers' ids.
+    by_id: FxHashMap<u64, usize>,
+}
+
+impl PartialEq for Summarizer {
+    /// The same dates and counts per flag, whatever the order or the ids they came with.
+    fn eq(&self, other: &Self) -> bool {
+        self.start == other.start
+            && self.end == other.end
+            && self.flags.len() == other.flags.len()
+            && self.flags.iter().all(|(key, ours)| {
+                other
+                    .by_key
+                    .get(key)
+                    .is_some_and(|&i| other.flags[i].1 == *ours)
+            })
+    }
 }
 
 impl Summarizer {
@@ -46,17 +87,47 @@ impl Summarizer {
         self.flags.is_empty()
     }
 
-    /// Count one evaluation of flag `key` at `at` (Unix milliseconds) by a context of
-    /// `kinds`. `version` is `None` for a flag that was not found. `value` and
-    /// `default` are called only when this flag or counter is new.
+    /// The index in `flags` of `flag`, added (with the default `default` gives) if new.
+    fn flag_index(&mut self, flag: FlagRef<'_>, default: impl FnOnce() -> Value) -> usize {
+        if let Some(id) = flag.id
+            && let Some(&i) = self.by_id.get(&id)
+        {
+            return i;
+        }
+        let i = match self.by_key.get(flag.key) {
+            Some(&i) => i,
+            None => {
+                let i = self.flags.len();
+                self.flags.push((
+                    flag.key.into(),
+                    FlagSummary {
+                        default: default(),
+                        kinds: Vec::new(),
+                        counters: Vec::new(),
+                    },
+                ));
+                self.by_key.insert(flag.key.into(), i);
+                i
+            }
+        };
+        if let Some(id) = flag.id {
+            self.by_id.insert(id, i);
+        }
+        i
+    }
+
+    /// Count one evaluation of `flag` (a key, or a [`FlagRef`]) at `at` (Unix
+    /// milliseconds) by a context of `kinds`. `version` is `None` for a flag that was
+    /// not found. `value` and `default` are called only when this flag or counter is
+    /// new.
     #[allow(
         clippy::too_many_arguments,
         reason = "the fields of one summary counter"
     )]
-    pub fn record<'a>(
+    pub fn record<'a, 'k>(
         &mut self,
         at: u64,
-        key: &str,
+        flag: impl Into<FlagRef<'k>>,
         kinds: impl IntoIterator<Item = &'a str>,
         variation: Option<usize>,
         version: Option<u64>,
@@ -69,14 +140,8 @@ impl Summarizer {
         if at > self.end {
             self.end = at;
         }
-        let flag = match self.flags.get_mut(key) {
-            Some(flag) => flag,
-            None => self.flags.entry(key.into()).or_insert_with(|| FlagSummary {
-                default: default(),
-                kinds: Vec::new(),
-                counters: Vec::new(),
-            }),
-        };
+        let i = self.flag_index(flag.into(), default);
+        let flag = &mut self.flags[i].1;
         for kind in kinds {
             if !flag.kinds.iter().any(|k| &**k == kind) {
                 flag.kinds.push(kind.into());
@@ -107,10 +172,12 @@ impl Summarizer {
         }
         self.end = self.end.max(other.end);
         for (key, theirs) in other.flags {
-            let Some(ours) = self.flags.get_mut(&key) else {
-                self.flags.insert(key, theirs);
+            let Some(&i) = self.by_key.get(&key) else {
+                self.by_key.insert(key.clone(), self.flags.len());
+                self.flags.push((key, theirs));
                 continue;
             };
+            let ours = &mut self.flags[i].1;
             for kind in theirs.kinds {
                 if !ours.kinds.contains(&kind) {
                     ours.kinds.push(kind);
@@ -132,8 +199,8 @@ impl Summarizer {
     /// The total of every counter (for tests and diagnostics).
     pub fn total(&self) -> u64 {
         self.flags
-            .values()
-            .flat_map(|f| f.counters.iter())
+            .iter()
+            .flat_map(|(_, f)| f.counters.iter())
             .map(|c| c.count)
             .sum()
     }
@@ -243,6 +310,56 @@ mod tests {
             json!([{"unknown":true,"value":"d2","count":1}])
         );
         assert_eq!(s.total(), 4);
+    }
+
+    #[test]
+    fn counting_by_id_is_counting_by_key() {
+        let by_id = |id| FlagRef {
+            key: "f",
+            id: Some(id),
+        };
+        let mut a = Summarizer::new();
+        let mut b = Summarizer::new();
+        // Two compiled versions of one flag (ids 7 and 8), counted by id, by key, and
+        // mixed: one summary for the key, counters per version.
+        a.record(
+            1,
+            by_id(7),
+            ["user"],
+            Some(0),
+            Some(1),
+            || json!(1),
+            || json!(0),
+        );
+        a.record(2, "f", ["user"], Some(0), Some(1), || json!(1), || json!(0));
+        a.record(
+            3,
+            by_id(8),
+            ["org"],
+            Some(0),
+            Some(2),
+            || json!(1),
+            || json!(0),
+        );
+        a.record(
+            4,
+            by_id(7),
+            ["user"],
+            Some(0),
+            Some(1),
+            || unreachable!(),
+            || unreachable!(),
+        );
+        b.record(1, "f", ["user"], Some(0), Some(1), || json!(1), || json!(0));
+        b.record(2, "f", ["user"], Some(0), Some(1), || json!(1), || json!(0));
+        b.record(3, "f", ["org"], Some(0), Some(2), || json!(1), || json!(0));
+        b.record(4, "f", ["user"], Some(0), Some(1), || json!(1), || json!(0));
+        assert_eq!(a, b);
+        assert_eq!(a.to_event(), b.to_event());
+        assert_eq!(a.total(), 4);
+        let e = a.to_event().unwrap();
+        assert_eq!(e["features"]["f"]["counters"][0]["count"], 3);
+        assert_eq!(e["features"]["f"]["contextKinds"], json!(["user", "org"]));
     }
 
     #[test]

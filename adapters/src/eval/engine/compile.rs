@@ -45,6 +45,14 @@ pub struct Flag {
     pub migration_settings: Option<MigrationSettings>,
     using_environment_id: bool,
     using_mobile_key: bool,
+    /// Unique to this compiled flag in the process: the events count by it.
+    pub(crate) id: u64,
+}
+
+/// A new id for a compiled flag (see [`Flag::id`]).
+fn next_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// A migration flag's settings.
@@ -280,6 +288,7 @@ impl Flag {
                 .map_or(raw.client_side, |a| a.using_environment_id),
             using_mobile_key: availability.as_ref().is_none_or(|a| a.using_mobile_key),
             key,
+            id: next_id(),
         }
     }
 
