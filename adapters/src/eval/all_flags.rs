@@ -274,8 +274,8 @@ pub(super) fn flags_state(
     // Collected, then sorted and built in bulk (cheaper than one insertion per flag).
     let mut flags = Vec::new();
     let store = SnapshotStore::new(snapshot, models).with_view(view);
-    for (key, item) in snapshot.iter(Kind::Flag) {
-        let Some(flag) = models.flag(snapshot, key, item) else {
+    for (key, item, derived) in snapshot.iter_with_derived(Kind::Flag) {
+        let Some(flag) = models.flag(snapshot, key, item, derived) else {
             if !options.client_side_only {
                 let reason = Reason::error(EvalError::MalformedFlag);
                 let state = FlagState {

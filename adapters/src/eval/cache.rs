@@ -10,6 +10,14 @@
 //! entry alone. Entries of items that left the store are dropped by a sweep every
 //! [`SWEEP_EVERY`] insertions.
 //!
+//! The first level is the snapshot itself: each stored item has a
+//! [`Derived`] slot beside it, shared by every snapshot that holds the item, where the
+//! first evaluation leaves the model. A hit there costs no hashing, no lock and no
+//! lookup beyond the item's own (the evaluation path reads the item and its slot in
+//! one map lookup). The shelves below are the second level, by key and version, for
+//! items stored again with the same version (a persistent store's cache refreshed,
+//! a payload reapplied): those are compiled once, not once per stored copy.
+//!
 //! Concurrency: 16 shards, each a `RwLock`ed map. A hit takes one shard's read lock
 //! for a hash lookup and an `Arc` clone; parsing happens outside any lock (two readers
 //! may both parse a brand-new version; the second insertion is a no-op).
@@ -23,7 +31,7 @@ use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
-use flagsync_core::store::Item;
+use flagsync_core::store::{Derived, Item};
 use flagsync_core::{Kind, Snapshot};
 use rustc_hash::{FxBuildHasher, FxHashMap};
 
@@ -51,10 +59,16 @@ impl std::fmt::Debug for ModelCache {
 }
 
 impl ModelCache {
-    /// The parsed flag `key` of `snapshot` (`item` is its live item); `None` if the
-    /// engine cannot parse it.
-    pub(crate) fn flag(&self, snapshot: &Snapshot, key: &str, item: &Item) -> Option<Arc<Flag>> {
-        self.flags.get_or_parse(snapshot, Kind::Flag, key, item, |raw| {
+    /// The parsed flag `key` of `snapshot` (`item` is its live item, `derived` the
+    /// item's slot); `None` if the engine cannot parse it.
+    pub(crate) fn flag(
+        &self,
+        snapshot: &Snapshot,
+        key: &str,
+        item: &Item,
+        derived: &Derived,
+    ) -> Option<Arc<Flag>> {
+        self.flags.get_or_parse(snapshot, Kind::Flag, key, item, derived, |raw| {
             Flag::from_json(raw, key)
                 .map_err(|e| tracing::debug!(flag = key, error = %e, "flag JSON the evaluation engine cannot read"))
                 .ok()
@@ -63,9 +77,9 @@ impl ModelCache {
 
     /// The parsed segment `key` of `snapshot`, if live and readable.
     pub(crate) fn segment(&self, snapshot: &Snapshot, key: &str) -> Option<Arc<Segment>> {
-        let item = snapshot.get(Kind::Segment, key)?;
+        let (item, derived) = snapshot.get_with_derived(Kind::Segment, key)?;
         self.segments
-            .get_or_parse(snapshot, Kind::Segment, key, item, |raw| {
+            .get_or_parse(snapshot, Kind::Segment, key, item, derived, |raw| {
                 Segment::from_json(raw, key)
                     .map_err(|e| tracing::debug!(segment = key, error = %e, "segment JSON the evaluation engine cannot read"))
                     .ok()
@@ -74,8 +88,8 @@ impl ModelCache {
 
     /// The flag `key` of `snapshot`, if live and readable.
     pub(crate) fn live_flag(&self, snapshot: &Snapshot, key: &str) -> Option<Arc<Flag>> {
-        let item = snapshot.get(Kind::Flag, key)?;
-        self.flag(snapshot, key, item)
+        let (item, derived) = snapshot.get_with_derived(Kind::Flag, key)?;
+        self.flag(snapshot, key, item, derived)
     }
 
     /// Number of cached (flag, segment) versions.
@@ -108,14 +122,39 @@ impl<M> Default for Shelf<M> {
     }
 }
 
-impl<M> Shelf<M> {
+/// What an item's [`Derived`] slot keeps: the model of that version, or `None` when
+/// the engine cannot read it.
+type Kept<M> = Option<Arc<M>>;
+
+impl<M: Send + Sync + 'static> Shelf<M> {
     fn shard(&self, key: &str) -> &RwLock<FxHashMap<Box<str>, Slot<M>>> {
         // The map hashes again with the same function; the shard takes the high bits.
         let hash = FxBuildHasher.hash_one(key);
         &self.shards[(hash >> 60) as usize % SHARDS]
     }
 
+    /// The model of `item` (stored under `key`, with slot `derived`): from the slot,
+    /// else from this shelf, else parsed; the slot keeps it.
+    #[allow(clippy::too_many_arguments, reason = "one item's whereabouts")]
     fn get_or_parse(
+        &self,
+        snapshot: &Snapshot,
+        kind: Kind,
+        key: &str,
+        item: &Item,
+        derived: &Derived,
+        parse: impl FnOnce(&[u8]) -> Option<M>,
+    ) -> Option<Arc<M>> {
+        if let Some(kept) = derived.get::<Kept<M>>() {
+            return kept.clone();
+        }
+        let model = self.shelved(snapshot, kind, key, item, parse);
+        derived.set::<Kept<M>>(model.clone());
+        model
+    }
+
+    /// The model of `item` from this shelf, parsed and shelved if new.
+    fn shelved(
         &self,
         snapshot: &Snapshot,
         kind: Kind,

@@ -148,10 +148,10 @@ fn evaluate_in<R>(
     options: Options<'_>,
     with: impl FnOnce(Option<&Arc<Flag>>, Detail<&FlagValue>) -> R,
 ) -> R {
-    let Some(item) = snapshot.get(Kind::Flag, key) else {
+    let Some((item, derived)) = snapshot.get_with_derived(Kind::Flag, key) else {
         return with(None, Detail::err(EvalError::FlagNotFound));
     };
-    let Some(flag) = models.flag(snapshot, key, item) else {
+    let Some(flag) = models.flag(snapshot, key, item, derived) else {
         return with(None, Detail::err(EvalError::MalformedFlag));
     };
     let store = SnapshotStore::new(snapshot, models).with_view(view);

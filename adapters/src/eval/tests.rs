@@ -269,6 +269,36 @@ fn circular_segment_references_are_still_detected() {
 }
 
 #[test]
+fn a_model_is_kept_beside_its_item_and_found_there_first() {
+    let flag = json!({"key": "f", "version": 1, "on": true, "variations": [false, true],
+                      "fallthrough": {"variation": 1}});
+    let snap = snapshot(&[flag.clone()], &[]);
+    let models = ModelCache::default();
+    let a = models.live_flag(&snap, "f").unwrap();
+    let (_, derived) = snap
+        .get_with_derived(flagsync_core::Kind::Flag, "f")
+        .unwrap();
+    let kept = derived.get::<Option<Arc<super::engine::Flag>>>().unwrap();
+    assert!(Arc::ptr_eq(kept.as_ref().unwrap(), &a));
+    // Another cache (no shelf entry) still finds the model beside the item.
+    let b = ModelCache::default().live_flag(&snap, "f").unwrap();
+    assert!(Arc::ptr_eq(&a, &b));
+    // The same version stored again (a new stored item) comes from the shelf: no parse.
+    let again = snapshot(&[flag], &[]);
+    assert!(Arc::ptr_eq(&models.live_flag(&again, "f").unwrap(), &a));
+    // An item the engine cannot read is remembered as such beside it.
+    let bad = snapshot(&[json!({"key": "g", "version": 1, "variations": 3})], &[]);
+    assert!(models.live_flag(&bad, "g").is_none());
+    let (_, derived) = bad
+        .get_with_derived(flagsync_core::Kind::Flag, "g")
+        .unwrap();
+    assert!(matches!(
+        derived.get::<Option<Arc<super::engine::Flag>>>(),
+        Some(None)
+    ));
+}
+
+#[test]
 fn models_are_parsed_once_per_version_and_shared() {
     let flag = |v: u64, on: bool| {
         json!({"key": "f", "version": v, "on": on, "salt": "", "variations": [false, true],

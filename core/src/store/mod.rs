@@ -23,4 +23,4 @@ pub(crate) use scan::DataSetScan;
 pub(crate) use scan::patch as split_patch;
 pub(crate) use scan::put_object as split_put_object;
 pub use scan::{MAX_DEPTH, split_all_data};
-pub use snapshot::Snapshot;
+pub use snapshot::{Derived, Snapshot};

@@ -1,8 +1,9 @@
 //! Cheap immutable views of the store for readers in other threads.
 
+use std::any::Any;
 use std::borrow::Borrow;
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use imbl::shared_ptr::DefaultSharedPtr;
 use rustc_hash::FxBuildHasher;
@@ -21,24 +22,65 @@ pub(crate) struct ItemMap(imbl::GenericHashMap<Entry, (), FxBuildHasher, Default
 
 /// A stored key and item, shared between every map that holds them.
 #[derive(Clone)]
-struct Entry(Arc<(String, Item)>);
+struct Entry(Arc<Stored>);
+
+/// What an [`Entry`] points to.
+struct Stored {
+    key: String,
+    item: Item,
+    derived: Derived,
+}
+
+/// What a reader derives from one stored item — for the evaluation, the item's compiled
+/// model — kept beside it and shared by every snapshot that holds the item, so it is
+/// derived once per stored version and found with the item, without a lookup of its
+/// own. The store never reads it; it goes when the item leaves the last snapshot.
+///
+/// The first value kept stays ([`Derived::set`] after another reader kept one keeps
+/// theirs). Readers are threads of the adapters: `set` may wait the few nanoseconds
+/// another thread's `set` of the same item takes.
+#[derive(Default)]
+pub struct Derived(OnceLock<Box<dyn Any + Send + Sync>>);
+
+impl Derived {
+    /// The value kept here, if there is one and it is a `T`.
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        self.0.get()?.downcast_ref()
+    }
+
+    /// Keep `value` unless a value is kept already; then the value kept, if a `T`.
+    pub fn set<T: Any + Send + Sync>(&self, value: T) -> Option<&T> {
+        let _ = self.0.set(Box::new(value));
+        self.get()
+    }
+}
+
+impl std::fmt::Debug for Derived {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "Derived(kept)"
+        } else {
+            "Derived(empty)"
+        })
+    }
+}
 
 impl Borrow<str> for Entry {
     fn borrow(&self) -> &str {
-        &self.0.0
+        &self.0.key
     }
 }
 
 impl Hash for Entry {
     /// Hashes as the key's `str` does, so lookups by `&str` find the entry.
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.0.0.as_str().hash(state);
+        self.0.key.as_str().hash(state);
     }
 }
 
 impl PartialEq for Entry {
     fn eq(&self, other: &Self) -> bool {
-        self.0.0 == other.0.0
+        self.0.key == other.0.key
     }
 }
 
@@ -46,20 +88,38 @@ impl Eq for Entry {}
 
 impl ItemMap {
     pub(crate) fn get(&self, key: &str) -> Option<&Item> {
-        self.0.get_key_value(key).map(|(e, ())| &e.0.1)
+        self.0.get_key_value(key).map(|(e, ())| &e.0.item)
+    }
+
+    /// The item stored under `key` and what readers derived from it.
+    pub(crate) fn get_with_derived(&self, key: &str) -> Option<(&Item, &Derived)> {
+        self.0
+            .get_key_value(key)
+            .map(|(e, ())| (&e.0.item, &e.0.derived))
     }
 
     /// Store `item` under `key`, replacing any item stored there; true if one was.
     pub(crate) fn insert(&mut self, key: String, item: Item) -> bool {
-        self.0.insert(Entry(Arc::new((key, item))), ()).is_some()
+        let stored = Stored {
+            key,
+            item,
+            derived: Derived::default(),
+        };
+        self.0.insert(Entry(Arc::new(stored)), ()).is_some()
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &Item)> + '_ {
-        self.0.keys().map(|e| (e.0.0.as_str(), &e.0.1))
+        self.0.keys().map(|e| (e.0.key.as_str(), &e.0.item))
+    }
+
+    pub(crate) fn iter_with_derived(&self) -> impl Iterator<Item = (&str, &Item, &Derived)> + '_ {
+        self.0
+            .keys()
+            .map(|e| (e.0.key.as_str(), &e.0.item, &e.0.derived))
     }
 
     pub(crate) fn values(&self) -> impl Iterator<Item = &Item> + '_ {
-        self.0.keys().map(|e| &e.0.1)
+        self.0.keys().map(|e| &e.0.item)
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -106,6 +166,25 @@ impl Snapshot {
     /// The live item of `kind` named `key`; `None` if absent or deleted.
     pub fn get(&self, kind: Kind, key: &str) -> Option<&Item> {
         self.map(kind).get(key).filter(|i| !i.deleted)
+    }
+
+    /// The live item of `kind` named `key` and what readers derived from it (see
+    /// [`Derived`]); `None` if absent or deleted.
+    pub fn get_with_derived(&self, kind: Kind, key: &str) -> Option<(&Item, &Derived)> {
+        self.map(kind)
+            .get_with_derived(key)
+            .filter(|(i, _)| !i.deleted)
+    }
+
+    /// Every live item of `kind` with what readers derived from it, in no particular
+    /// order.
+    pub fn iter_with_derived(
+        &self,
+        kind: Kind,
+    ) -> impl Iterator<Item = (&str, &Item, &Derived)> + '_ {
+        self.map(kind)
+            .iter_with_derived()
+            .filter(|(_, i, _)| !i.deleted)
     }
 
     /// The stored item including tombstones, as the version rules see it.

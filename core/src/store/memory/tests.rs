@@ -268,6 +268,34 @@ fn snapshots_do_not_see_later_writes() {
     assert_eq!(version(&s, Kind::Flag, "a"), Some(2));
 }
 
+#[test]
+fn derived_values_are_shared_by_snapshots_and_go_with_their_item() {
+    let mut s = store_with(vec![flag("a", 1), flag("b", 1)]);
+    let first = s.snapshot();
+    let (_, derived) = first.get_with_derived(Kind::Flag, "a").unwrap();
+    assert!(derived.get::<u32>().is_none());
+    assert_eq!(derived.set(7u32), Some(&7));
+    // The first value kept stays; a value of another type reads as absent.
+    assert_eq!(derived.set(8u32), Some(&7));
+    assert!(derived.get::<String>().is_none());
+    s.apply(ChangeSet::fdv1_upsert(flag("b", 2)));
+    let second = s.snapshot();
+    // "a" is the same stored item in both snapshots: what was derived is there.
+    let (_, derived) = second.get_with_derived(Kind::Flag, "a").unwrap();
+    assert_eq!(derived.get::<u32>(), Some(&7));
+    // "b" was replaced: nothing derived from the new version yet.
+    let (item, derived) = second.get_with_derived(Kind::Flag, "b").unwrap();
+    assert_eq!(item.version, 2);
+    assert!(derived.get::<u32>().is_none());
+    let kept: Vec<_> = second
+        .iter_with_derived(Kind::Flag)
+        .filter_map(|(k, _, d)| d.get::<u32>().map(|v| (k, *v)))
+        .collect();
+    assert_eq!(kept, [("a", 7)]);
+    s.apply(ChangeSet::fdv1_upsert(delete(Kind::Flag, "a", 3)));
+    assert!(s.snapshot().get_with_derived(Kind::Flag, "a").is_none());
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Upsert(u8, u64),
