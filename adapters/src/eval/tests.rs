@@ -272,7 +272,7 @@ fn circular_segment_references_are_still_detected() {
 fn a_model_is_kept_beside_its_item_and_found_there_first() {
     let flag = json!({"key": "f", "version": 1, "on": true, "variations": [false, true],
                       "fallthrough": {"variation": 1}});
-    let snap = snapshot(&[flag.clone()], &[]);
+    let snap = snapshot(std::slice::from_ref(&flag), &[]);
     let models = ModelCache::default();
     let a = models.live_flag(&snap, "f").unwrap();
     let (_, derived) = snap
