@@ -834,7 +834,7 @@ impl Client {
         if let Some(view) = self.inner.published.view() {
             view.touch(Kind::Flag, key);
         }
-        let snapshot = self.inner.published.snapshot();
+        let snapshot = self.inner.published.read();
         snapshot
             .get(Kind::Flag, key)
             .map(|item| Flag::from_item(key, item))
@@ -845,7 +845,7 @@ impl Client {
         if let Some(view) = self.inner.published.view() {
             view.touch(Kind::Segment, key);
         }
-        let snapshot = self.inner.published.snapshot();
+        let snapshot = self.inner.published.read();
         snapshot
             .get(Kind::Segment, key)
             .map(|item| Segment::from_item(key, item))

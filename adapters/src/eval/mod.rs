@@ -128,7 +128,7 @@ impl Client {
         if let Some(view) = view {
             view.touch(Kind::Flag, key);
         }
-        let snapshot = self.inner.published.snapshot();
+        let snapshot = self.inner.published.read();
         let options = Options {
             recorder,
             big_segments: self.big_segment_lookup(),
