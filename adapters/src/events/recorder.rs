@@ -214,9 +214,10 @@ impl Recorder {
             if !exclude {
                 let flag = FlagRef {
                     key: r.key,
-                    // The id stands for the key it is counted under: only when that
-                    // is the flag's own (a store key and the JSON's may differ).
-                    id: r.flag.filter(|f| *f.key == *r.key).map(|f| f.id),
+                    // An id stands for one key: only for a flag known by one (its
+                    // JSON's `key` is its store key; evaluated directly it is counted
+                    // under the store key, as a prerequisite under the JSON's).
+                    id: r.flag.filter(|f| f.one_key).map(|f| f.id),
                 };
                 let (value, default) = (|| whole((r.value)()), || whole((r.default)()));
                 if r.context.is_multi() {
@@ -397,5 +398,40 @@ mod tests {
             total.merge(s);
         }
         assert_eq!(total.total(), 3);
+    }
+
+    #[test]
+    fn a_flag_known_by_two_keys_is_counted_under_each() {
+        // Stored under "s", its JSON says "j": evaluated directly it is "s", as a
+        // prerequisite it is "j" (as the SDKs report it).
+        let json = json!({"key": "j", "version": 1, "on": true, "variations": [true],
+                          "fallthrough": {"variation": 0}});
+        let flag = Flag::from_json(json.to_string().as_bytes(), "s").unwrap();
+        let same = Flag::from_json(json.to_string().as_bytes(), "j").unwrap();
+        assert!(!flag.one_key && same.one_key);
+        let (tx, _rx) = async_channel::bounded(100);
+        let recorder = Recorder::new(tx, 1_000);
+        let context = ContextBuilder::new("u").build().unwrap();
+        let reason = Reason::fallthrough();
+        for key in ["s", "j", "s"] {
+            recorder.evaluation(&EvalRecord {
+                key,
+                context: &context,
+                flag: Some(&flag),
+                variation: Some(0),
+                value: &|| json!(true),
+                default: &|| json!(false),
+                reason: &reason,
+                with_reason: false,
+                prereq_of: (key == "j").then_some("parent"),
+            });
+        }
+        let mut total = Summarizer::default();
+        for s in recorder.take_summaries() {
+            total.merge(s);
+        }
+        let event = total.to_event().unwrap();
+        assert_eq!(event["features"]["s"]["counters"][0]["count"], 2);
+        assert_eq!(event["features"]["j"]["counters"][0]["count"], 1);
     }
 }

@@ -47,6 +47,9 @@ pub struct Flag {
     using_mobile_key: bool,
     /// Unique to this compiled flag in the process: the events count by it.
     pub(crate) id: u64,
+    /// The JSON's `key` is the key the flag is stored under (or absent): the flag is
+    /// known by one key wherever it is evaluated, so the events may count it by `id`.
+    pub(crate) one_key: bool,
 }
 
 /// A new id for a compiled flag (see [`Flag::id`]).
@@ -226,6 +229,7 @@ impl Flag {
     }
 
     fn compile(raw: RawFlag, key: &str) -> Self {
+        let one_key = raw.key.as_deref().is_none_or(|k| k == key);
         let key: Arc<str> = raw.key.as_deref().unwrap_or(key).into();
         let salt = raw.salt;
         let serve = |s: RawServe| serve(s.variation, s.rollout, &key, &salt);
@@ -289,6 +293,7 @@ impl Flag {
             using_mobile_key: availability.as_ref().is_none_or(|a| a.using_mobile_key),
             key,
             id: next_id(),
+            one_key,
         }
     }
 
