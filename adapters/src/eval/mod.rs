@@ -50,6 +50,7 @@
 
 mod all_flags;
 mod cache;
+pub mod context;
 pub mod engine;
 mod equality;
 mod record;
@@ -67,10 +68,10 @@ pub use all_flags::{AllFlagsOptions, AllFlagsState, FlagState};
 pub use engine::{BigSegmentsStatus, Detail, EvalError, Reason};
 use engine::{Flag, Options, PrerequisiteRecorder};
 pub use equality::same_context;
-/// The official crate's context types (see the module docs).
-pub use launchdarkly_server_sdk_evaluation::{
-    AttributeValue, Context, ContextBuilder, FlagValue, Kind as ContextKind, MultiContextBuilder,
-    Reference,
+/// The context types, API-compatible with the official crate's (see [`context`]).
+pub use context::{
+    AttributeRef, AttributeValue, Context, ContextBuilder, FlagValue, Kind as ContextKind,
+    MultiContextBuilder, Reference,
 };
 
 pub(crate) use cache::ModelCache;

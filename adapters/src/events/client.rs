@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use flagsync_core::Config;
 use flagsync_core::events::{DiagnosticInfo, EventProcessor, EventsConfig};
-use launchdarkly_server_sdk_evaluation::Context;
+use crate::eval::Context;
 use serde_json::{Value, json};
 
 use super::{Command, DEFAULT_EVENTS_URI, EventsMachine, EventsOptions, EventsSink, Recorder};
