@@ -14,13 +14,13 @@ pub enum AttributeValue {
     /// A string.
     String(String),
     /// An array.
-    Array(Vec<AttributeValue>),
+    Array(Vec<Self>),
     /// A number (JSON does not tell integers from floats).
     Number(f64),
     /// A boolean.
     Bool(bool),
     /// An object.
-    Object(HashMap<String, AttributeValue>),
+    Object(HashMap<String, Self>),
     /// `null`: setting an attribute to it removes the attribute.
     Null,
 }

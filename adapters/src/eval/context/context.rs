@@ -32,7 +32,7 @@ pub struct Context {
     /// The old user format's `secondary` (deserialized only; never evaluated).
     pub(super) secondary: Option<String>,
     /// The contexts of a multi-kind context, sorted by kind.
-    pub(super) contexts: Option<Vec<Context>>,
+    pub(super) contexts: Option<Vec<Self>>,
 }
 
 /// The value of an attribute of a [`Context`], borrowed from it: what
