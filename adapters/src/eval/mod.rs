@@ -65,14 +65,14 @@ use std::sync::Arc;
 use flagsync_core::{Kind, Snapshot};
 
 pub use all_flags::{AllFlagsOptions, AllFlagsState, FlagState};
-pub use engine::{BigSegmentsStatus, Detail, EvalError, Reason};
-use engine::{Flag, Options, PrerequisiteRecorder};
-pub use equality::same_context;
 /// The context types, API-compatible with the official crate's (see [`context`]).
 pub use context::{
     AttributeRef, AttributeValue, Context, ContextBuilder, FlagValue, Kind as ContextKind,
     MultiContextBuilder, Reference,
 };
+pub use engine::{BigSegmentsStatus, Detail, EvalError, Reason};
+use engine::{Flag, Options, PrerequisiteRecorder};
+pub use equality::same_context;
 
 pub(crate) use cache::ModelCache;
 pub(crate) use record::Prerequisites;

@@ -1,7 +1,7 @@
 //! `Client::secure_mode_hash`: the hash a client-side SDK sends in secure mode.
 
-use hmac::{Hmac, Mac};
 use crate::eval::Context;
+use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use crate::Client;

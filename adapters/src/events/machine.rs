@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use flagsync_core::events::{Evaluation, Event, EventProcessor, Input, Output, Record};
 use crate::eval::Context;
+use flagsync_core::events::{Evaluation, Event, EventProcessor, Input, Output, Record};
 
 use super::Recorder;
 use crate::driver::{In, Machine, Msg, Out, Sink};

@@ -153,7 +153,9 @@ impl From<&Value> for AttributeValue {
             },
             Value::String(s) => Self::String(s.clone()),
             Value::Array(a) => Self::Array(a.iter().map(Self::from).collect()),
-            Value::Object(o) => Self::Object(o.iter().map(|(k, v)| (k.clone(), v.into())).collect()),
+            Value::Object(o) => {
+                Self::Object(o.iter().map(|(k, v)| (k.clone(), v.into())).collect())
+            }
         }
     }
 }

@@ -127,9 +127,7 @@ impl ContextBuilder {
             }
             ("kind" | "key" | "name" | "anonymous", _) => false,
             (name, value) => {
-                let at = self
-                    .attributes
-                    .binary_search_by(|(n, _)| (**n).cmp(name));
+                let at = self.attributes.binary_search_by(|(n, _)| (**n).cmp(name));
                 match (at, value) {
                     (Ok(i), AttributeValue::Null) => {
                         self.attributes.remove(i);

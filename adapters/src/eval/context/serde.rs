@@ -100,7 +100,10 @@ fn from_json(json: Value) -> Result<Context, String> {
                 builder.kind(kind).build()
             }
         },
-        Some(other) => Err(format!("invalid type: {}, expected a string", kind_of(&other))),
+        Some(other) => Err(format!(
+            "invalid type: {}, expected a string",
+            kind_of(&other)
+        )),
     }
 }
 
@@ -110,7 +113,10 @@ fn multi(fields: Map<String, Value>) -> Result<Context, String> {
     for (kind, value) in fields {
         let kind = Kind::try_from(kind)?;
         let Value::Object(fields) = value else {
-            return Err(format!("invalid type: {}, expected a context", kind_of(&value)));
+            return Err(format!(
+                "invalid type: {}, expected a context",
+                kind_of(&value)
+            ));
         };
         let mut single = single(fields)?;
         builder.add_context(single.kind(kind).build()?);
@@ -196,10 +202,16 @@ fn user(mut fields: Map<String, Value>) -> Result<Context, String> {
         Some(Value::Object(custom)) => custom,
         Some(other) => return Err(format!("invalid type: {}, expected a map", kind_of(&other))),
     };
-    let private = strings(fields.remove("privateAttributeNames"), "privateAttributeNames")?;
+    let private = strings(
+        fields.remove("privateAttributeNames"),
+        "privateAttributeNames",
+    )?;
     // After the top-level attributes: a custom one of the same name overrides them.
     for (name, value) in &custom {
-        if !matches!(name.as_str(), "kind" | "key" | "name" | "anonymous" | "_meta") {
+        if !matches!(
+            name.as_str(),
+            "kind" | "key" | "name" | "anonymous" | "_meta"
+        ) {
             builder.set_value(name, AttributeValue::from(value));
         }
     }

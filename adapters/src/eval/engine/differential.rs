@@ -24,8 +24,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use launchdarkly_server_sdk_evaluation as official;
 use crate::eval::{Context, ContextBuilder, FlagValue, MultiContextBuilder};
+use launchdarkly_server_sdk_evaluation as official;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use flagsync_core::bigseg::{BigSegmentLookup, BigSegmentsStatus, Membership};
 use crate::eval::{Context, FlagValue};
+use flagsync_core::bigseg::{BigSegmentLookup, BigSegmentsStatus, Membership};
 
 use super::bucket::{Bucketed, bucket};
 use super::clause::{Clause, Op, Values};
