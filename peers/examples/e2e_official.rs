@@ -70,9 +70,7 @@ fn main() {
     let t0 = Instant::now();
     let ok = runtime.block_on(async {
         client.start_with_default_executor();
-        client
-            .wait_for_initialization(Duration::from_secs(60))
-            .await
+        client.wait_for_initialization(Duration::from_secs(60)).await
     });
     assert_eq!(ok, Some(true), "initialized");
     let init = t0.elapsed();
@@ -83,17 +81,13 @@ fn main() {
     assert_eq!(value(), "initial");
     let t1 = Instant::now();
     let mut s = TcpStream::connect(url.strip_prefix("http://").unwrap_or(url)).unwrap();
-    s.write_all(b"GET /go HTTP/1.1\r\nHost: bench\r\n\r\n")
-        .unwrap();
+    s.write_all(b"GET /go HTTP/1.1\r\nHost: bench\r\n\r\n").unwrap();
     let _ = s.read(&mut [0u8; 128]);
     loop {
         if value() == "final" {
             break;
         }
-        assert!(
-            t1.elapsed() < Duration::from_secs(300),
-            "the marker never came"
-        );
+        assert!(t1.elapsed() < Duration::from_secs(300), "the marker never came");
         std::thread::sleep(Duration::from_micros(100));
     }
     let patch = t1.elapsed();
