@@ -20,7 +20,7 @@ mod engines;
 
 use std::hint::black_box;
 
-use engines::{ByValue, Compiled, by_value, compiled, floor_segments, typical};
+use engines::{ByValue, Compiled, by_value, compiled, floor_segments, official_context, typical};
 use flagsync::Client;
 use flagsync::eval::engine::{self, Options};
 use flagsync::eval::{Context, ContextBuilder, FlagValue};
@@ -47,21 +47,21 @@ fn run_engine(store: &Compiled, flag: &engine::Flag, ctx: &Context) -> usize {
 }
 
 #[inline(never)]
-fn run_official_floor(store: &ByValue, flag: &official::Flag, ctx: &Context) -> usize {
+fn run_official_floor(store: &ByValue, flag: &official::Flag, ctx: &official::Context) -> usize {
     (0..N)
         .filter(|_| {
             black_box(official::evaluate(store, flag, ctx, None)).value
-                == Some(&FlagValue::Bool(true))
+                == Some(&official::FlagValue::Bool(true))
         })
         .count()
 }
 
 #[inline(never)]
-fn run_official_by_value(store: &ByValue, flag: &official::Flag, ctx: &Context) -> usize {
+fn run_official_by_value(store: &ByValue, flag: &official::Flag, ctx: &official::Context) -> usize {
     (0..N / 100)
         .filter(|_| {
             black_box(official::evaluate(store, flag, ctx, None)).value
-                == Some(&FlagValue::Bool(true))
+                == Some(&official::FlagValue::Bool(true))
         })
         .count()
 }
@@ -75,7 +75,7 @@ fn main() {
         let (flags, ctx) = typical();
         let (o, t) = (compiled(&flags, &Map::new()), by_value(&flags, &Map::new()));
         let a = run_engine(&o, &o.flags["typical"], &ctx);
-        let b = run_official_floor(&t, &t.flags["typical"], &ctx);
+        let b = run_official_floor(&t, &t.flags["typical"], &official_context(&ctx));
         assert_eq!(a, b);
         println!("typical: {a} of {N} true");
         return;
@@ -98,13 +98,19 @@ fn main() {
     let member = member.then_some(segment_key.as_str());
     let floor = by_value(&flags, &floor_segments(&segments, member));
     let compiled_store = compiled(&flags, &segments);
+    // The official engine's context, converted once before counting.
+    let official_ctx = official_context(&ctx);
     let live = common::live(data);
     // Compile the flag and segments into the client's cache before counting.
     live.client.bool_variation_detail(&flag_key, &ctx, false);
     let a = run_flagsync(&live.client, &flag_key, &ctx);
     let e = run_engine(&compiled_store, &compiled_store.flags[&flag_key], &ctx);
-    let b = run_official_floor(&floor, &floor.flags[&flag_key], &ctx);
-    let c = run_official_by_value(&by_value_store, &by_value_store.flags[&flag_key], &ctx);
+    let b = run_official_floor(&floor, &floor.flags[&flag_key], &official_ctx);
+    let c = run_official_by_value(
+        &by_value_store,
+        &by_value_store.flags[&flag_key],
+        &official_ctx,
+    );
     assert_eq!((a, e, b, c * 100), (a, a, a, a));
     println!(
         "{which}: {a} of {N} true; flagsync, engine, official floor: {N} each; official by value: {}",

@@ -46,8 +46,8 @@
 //! - `server`: the `server` module, a local LaunchDarkly-compatible flag server for offline
 //!   development and tests (std threads only, any runtime).
 //! - `eval` (default): flag evaluation (the `eval` module, `Client::bool_variation` and friends)
-//!   with flagsync's own engine (`eval::engine`; the official crate supplies the context
-//!   types), the `migration` module, evaluation and track hooks (the `hooks` module), and
+//!   with flagsync's own engine (`eval::engine`) and context types (`eval::context`, the
+//!   official crate's API), the `migration` module, evaluation and track hooks (the `hooks` module), and
 //!   big segments (the `bigseg` module; with `redis` also `bigseg::RedisBigSegmentStore`).
 //! - `redis`: `persist::RedisStore`, a persistent store in Redis with the key layout
 //!   of every LaunchDarkly SDK and the Relay Proxy (with any runtime feature).

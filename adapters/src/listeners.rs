@@ -14,7 +14,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::task::{Context as TaskContext, Poll};
 
-use launchdarkly_server_sdk_evaluation::{Context, FlagValue};
+use crate::eval::{Context, FlagValue};
 use serde_json::Value;
 
 use futures_core::Stream;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use flagsync::eval::{AllFlagsOptions, ContextBuilder};
 use flagsync::server::Server;
-use flagsync_peers::{Sink, official};
+use flagsync_peers::{Sink, official, official_context};
 use launchdarkly_server_sdk::FlagDetailConfig;
 use serde_json::Value;
 
@@ -61,15 +61,18 @@ fn bench(c: &mut Criterion) {
         (ours, theirs)
     });
     let mut b = ContextBuilder::new("user-00012345");
-    b.set_string("country", "DE").set_string("email", "someone@example.com");
+    b.set_string("country", "DE")
+        .set_string("email", "someone@example.com");
     let ctx = b.build().unwrap();
+    // The official SDK's copy of the context, made before timing.
+    let official_ctx = official_context(&ctx);
     let options = AllFlagsOptions::new().with_reasons(true);
     let mut config = FlagDetailConfig::new();
     config.with_reasons();
 
     // Both evaluate every flag, with the same values.
     let state = ours.all_flags_state(&ctx, options);
-    let detail = theirs.all_flags_detail(&ctx, config);
+    let detail = theirs.all_flags_detail(&official_ctx, config);
     let ours_json: Value = serde_json::from_str(&state.to_json()).unwrap();
     let theirs_json = serde_json::to_value(&detail).unwrap();
     assert_eq!(state.len(), flags);
@@ -90,7 +93,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| ours.all_flags_state(&ctx, options))
     });
     g.bench_function("official/all_flags_detail", |b| {
-        b.iter(|| theirs.all_flags_detail(&ctx, config))
+        b.iter(|| theirs.all_flags_detail(&official_ctx, config))
     });
     g.finish();
     theirs.close();

@@ -25,8 +25,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use flagsync::eval::Context;
-use flagsync_peers::{Contenders, FLAG, context, context_pool};
+use flagsync_peers::{Contenders, Contexts, FLAG, context, context_pool};
 
 /// Rounds of the paired timing.
 const ROUNDS: usize = 101;
@@ -43,15 +42,16 @@ struct Evaluate<'a> {
 }
 
 impl Evaluate<'_> {
-    /// Evaluate with contender `who` (0 events off, 1 events on, 2 official).
+    /// Evaluate context `i` with contender `who` (0 events off, 1 events on, 2 official,
+    /// which reads the official copy of the context).
     #[inline(always)]
-    fn run(&self, who: usize, ctx: &Context) -> bool {
-        let (count, c) = ([&self.off, &self.on, &self.official][who], black_box(ctx));
+    fn run(&self, who: usize, contexts: &Contexts, i: usize) -> bool {
+        let count = [&self.off, &self.on, &self.official][who];
         count.set(count.get() + 1);
         match who {
-            0 => self.c.events_off.bool_variation(FLAG, c, false),
-            1 => self.c.events_on.bool_variation(FLAG, c, false),
-            _ => self.c.official.bool_variation(c, FLAG, false),
+            0 => (self.c.events_off).bool_variation(FLAG, black_box(&contexts.ours[i]), false),
+            1 => (self.c.events_on).bool_variation(FLAG, black_box(&contexts.ours[i]), false),
+            _ => (self.c.official).bool_variation(black_box(&contexts.official[i]), FLAG, false),
         }
     }
 }
@@ -71,7 +71,7 @@ fn median(v: &mut [f64]) -> f64 {
 
 /// The paired timing of one workload: median ns per evaluation of each contender and
 /// the medians of the per-round ratios on/off and official/on.
-fn paired(e: &Evaluate<'_>, workload: &str, contexts: &[Context]) {
+fn paired(e: &Evaluate<'_>, workload: &str, contexts: &Contexts) {
     let mut ns = [vec![], vec![], vec![]];
     let (mut on_off, mut official_on) = (vec![], vec![]);
     let mut i = 0;
@@ -82,7 +82,7 @@ fn paired(e: &Evaluate<'_>, workload: &str, contexts: &[Context]) {
             let start = Instant::now();
             for _ in 0..BATCH {
                 i = next(i, contexts.len());
-                black_box(e.run(who, &contexts[i]));
+                black_box(e.run(who, contexts, i));
             }
             this[who] = start.elapsed().as_nanos() as f64 / BATCH as f64;
         }
@@ -118,16 +118,17 @@ fn bench(c: &mut Criterion) {
             .trim()
     );
 
-    let one = [context(1)];
-    let pool = context_pool();
-    for (workload, contexts) in [("one_context", &one[..]), ("context_pool", &pool[..])] {
+    // The official copies are made here, before anything is timed.
+    let one = Contexts::new(vec![context(1)]);
+    let pool = Contexts::new(context_pool());
+    for (workload, contexts) in [("one_context", &one), ("context_pool", &pool)] {
         let mut g = c.benchmark_group(workload);
         for (who, name) in NAMES.iter().enumerate() {
             g.bench_function(*name, |b| {
                 let mut i = 0;
                 b.iter(|| {
                     i = next(i, contexts.len());
-                    e.run(who, &contexts[i])
+                    e.run(who, contexts, i)
                 })
             });
         }

@@ -18,7 +18,7 @@
 use std::hint::black_box;
 
 use flagsync::eval::Context;
-use flagsync_peers::{Contenders, FLAG, POOL, context, context_pool};
+use flagsync_peers::{Contenders, Contexts, FLAG, POOL, context, context_pool};
 
 /// Counted evaluations per contender.
 const N: usize = 20_000;
@@ -26,14 +26,14 @@ const N: usize = 20_000;
 /// Uncounted evaluations before them.
 const WARM_UP: usize = POOL;
 
-/// The contexts of evaluation `i`.
-fn pick(contexts: &[Context], i: usize) -> &Context {
+/// The context of evaluation `i`.
+fn pick<C>(contexts: &[C], i: usize) -> &C {
     &contexts[i % contexts.len()]
 }
 
 /// Evaluate `N` times, cycling through `contexts` (no division on the measured path).
 #[inline(always)]
-fn cycle(contexts: &[Context], mut evaluate: impl FnMut(&Context) -> bool) -> usize {
+fn cycle<C>(contexts: &[C], mut evaluate: impl FnMut(&C) -> bool) -> usize {
     let mut i = 0;
     let mut yes = 0;
     for _ in 0..N {
@@ -56,25 +56,30 @@ fn measured_flagsync_events_on(client: &flagsync::Client, contexts: &[Context]) 
 }
 
 #[inline(never)]
-fn measured_official(client: &launchdarkly_server_sdk::Client, contexts: &[Context]) -> usize {
+fn measured_official(
+    client: &launchdarkly_server_sdk::Client,
+    contexts: &[launchdarkly_server_sdk::Context],
+) -> usize {
     cycle(contexts, |c| client.bool_variation(c, FLAG, false))
 }
 
 fn main() {
     let which = std::env::args().nth(1).unwrap_or_else(|| "one".into());
-    let contexts = match which.as_str() {
+    let Contexts { ours, official } = Contexts::new(match which.as_str() {
         "pool" => context_pool(),
         "one" => vec![context(1)],
         other => panic!("unknown workload {other}: one or pool"),
-    };
+    });
+    // The official SDK reads its own copies, made above, before counting.
+    let contexts = ours;
     let c = Contenders::start();
     let warm = |f: &dyn Fn(usize) -> bool| (0..WARM_UP).filter(|&i| f(i)).count();
     warm(&|i| c.events_off.bool_variation(FLAG, pick(&contexts, i), false));
     let off = measured_flagsync_events_off(&c.events_off, &contexts);
     warm(&|i| c.events_on.bool_variation(FLAG, pick(&contexts, i), false));
     let on = measured_flagsync_events_on(&c.events_on, &contexts);
-    warm(&|i| c.official.bool_variation(pick(&contexts, i), FLAG, false));
-    let theirs = measured_official(&c.official, &contexts);
+    warm(&|i| c.official.bool_variation(pick(&official, i), FLAG, false));
+    let theirs = measured_official(&c.official, &official);
     assert_eq!((off, on), (theirs, theirs));
     println!("{which}: {off} of {N} true for each contender");
     for (agent, r) in c.close() {

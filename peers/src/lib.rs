@@ -99,6 +99,39 @@ pub fn context_pool() -> Vec<Context> {
     (0..POOL).map(context).collect()
 }
 
+/// The official SDK's copy of a flagsync context (the SDKs have context types of their
+/// own), through its JSON: made before anything is timed, never in a timed loop.
+pub fn official_context(context: &Context) -> launchdarkly_server_sdk::Context {
+    let json = serde_json::to_value(context).expect("a context serializes");
+    serde_json::from_value(json).expect("the official SDK reads every context")
+}
+
+/// The same contexts in both SDKs' types, index for index.
+pub struct Contexts {
+    /// flagsync's.
+    pub ours: Vec<Context>,
+    /// The official SDK's copies.
+    pub official: Vec<launchdarkly_server_sdk::Context>,
+}
+
+impl Contexts {
+    /// `contexts` and their official copies.
+    pub fn new(ours: Vec<Context>) -> Self {
+        let official = ours.iter().map(official_context).collect();
+        Self { ours, official }
+    }
+
+    /// How many contexts there are.
+    pub fn len(&self) -> usize {
+        self.ours.len()
+    }
+
+    /// True without contexts.
+    pub fn is_empty(&self) -> bool {
+        self.ours.is_empty()
+    }
+}
+
 /// What the sink received from one client (by `User-Agent`).
 #[derive(Debug, Default, Clone)]
 pub struct Received {
@@ -315,7 +348,9 @@ impl Contenders {
             c.checked += 1;
             let off = c.events_off.bool_variation_detail(FLAG, ctx, false);
             let on = c.events_on.bool_variation_detail(FLAG, ctx, false);
-            let theirs = c.official.bool_variation_detail(ctx, FLAG, false);
+            let theirs = c
+                .official
+                .bool_variation_detail(&official_context(ctx), FLAG, false);
             assert_eq!(off, on);
             assert_eq!(off.value, theirs.value);
             // flagsync's reason is its own type (it can carry bigSegmentsStatus): the

@@ -1,6 +1,6 @@
 //! Whether two contexts are the same context.
 
-use launchdarkly_server_sdk_evaluation::Context;
+use crate::eval::Context;
 use serde_json::Value;
 
 /// True when `a` and `b` are the same context: the same kinds, and for each kind the same

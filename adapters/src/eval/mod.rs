@@ -3,12 +3,13 @@
 //! [`crate::migration`]) the migration stage of a flag.
 //!
 //! Evaluation is flagsync's own engine ([`engine`]), which follows LaunchDarkly's Go
-//! evaluator and is checked by LaunchDarkly's sdk-test-harness. The official
-//! `launchdarkly-server-sdk-evaluation` crate provides only the context types
+//! evaluator and is checked by LaunchDarkly's sdk-test-harness. The context types
 //! ([`Context`], [`ContextBuilder`], [`MultiContextBuilder`], [`ContextKind`],
-//! [`Reference`], [`AttributeValue`], [`FlagValue`]), so code written for the official SDK
-//! builds contexts the same way; its engine is no longer called. [`Detail`], [`Reason`]
-//! and [`EvalError`] are flagsync's own: the reason also carries `bigSegmentsStatus`.
+//! [`Reference`], [`AttributeValue`], [`FlagValue`]) are flagsync's own ([`context`])
+//! with the API and JSON of the official `launchdarkly-server-sdk-evaluation` crate's,
+//! so code written for the official SDK builds contexts the same way; the engine reads
+//! their attributes borrowed ([`Context::attribute`]). [`Detail`], [`Reason`] and
+//! [`EvalError`] are flagsync's own too: the reason also carries `bigSegmentsStatus`.
 //!
 //! ```text
 //!  Client::bool_variation(key, context, default)
@@ -50,6 +51,7 @@
 
 mod all_flags;
 mod cache;
+pub mod context;
 pub mod engine;
 mod equality;
 mod record;
@@ -64,14 +66,14 @@ use std::sync::Arc;
 use flagsync_core::{Kind, Snapshot};
 
 pub use all_flags::{AllFlagsOptions, AllFlagsState, FlagState};
+/// The context types, API-compatible with the official crate's (see [`context`]).
+pub use context::{
+    AttributeRef, AttributeValue, Context, ContextBuilder, FlagValue, Kind as ContextKind,
+    MultiContextBuilder, Reference,
+};
 pub use engine::{BigSegmentsStatus, Detail, EvalError, Reason};
 use engine::{Flag, Options, PrerequisiteRecorder};
 pub use equality::same_context;
-/// The official crate's context types (see the module docs).
-pub use launchdarkly_server_sdk_evaluation::{
-    AttributeValue, Context, ContextBuilder, FlagValue, Kind as ContextKind, MultiContextBuilder,
-    Reference,
-};
 
 pub(crate) use cache::ModelCache;
 pub(crate) use record::Prerequisites;

@@ -1,7 +1,7 @@
 //! `Client::secure_mode_hash`: the hash a client-side SDK sends in secure mode.
 
+use crate::eval::Context;
 use hmac::{Hmac, Mac};
-use launchdarkly_server_sdk_evaluation::Context;
 use sha2::Sha256;
 
 use crate::Client;

@@ -62,9 +62,25 @@ impl official::Store for ByValue {
     }
 }
 
+/// The official crate's copy of `context` (through its JSON), for its engine.
+pub(super) fn official_context(context: &Context) -> official::Context {
+    let json = serde_json::to_value(context).expect("a context serializes");
+    serde_json::from_value(json).expect("the official crate reads every context")
+}
+
+/// The official crate's flag value as flagsync's.
+fn from_official_value(v: official::FlagValue) -> FlagValue {
+    match v {
+        official::FlagValue::Bool(b) => FlagValue::Bool(b),
+        official::FlagValue::Str(s) => FlagValue::Str(s),
+        official::FlagValue::Number(n) => FlagValue::Number(n),
+        official::FlagValue::Json(j) => FlagValue::Json(j),
+    }
+}
+
 /// The official engine's detail in flagsync's types (its reasons have no big segments
 /// status).
-pub(super) fn from_official(d: official::Detail<FlagValue>) -> Detail<FlagValue> {
+pub(super) fn from_official(d: official::Detail<official::FlagValue>) -> Detail<FlagValue> {
     let reason = match d.reason {
         official::Reason::Off => Reason::Off,
         official::Reason::TargetMatch => Reason::target_match(),
@@ -96,7 +112,7 @@ pub(super) fn from_official(d: official::Detail<FlagValue>) -> Detail<FlagValue>
     // A failed evaluation serves no variation (the official engine may keep one).
     let failed = reason.is_error();
     Detail {
-        value: d.value.filter(|_| !failed),
+        value: d.value.filter(|_| !failed).map(from_official_value),
         variation_index: d.variation_index.filter(|_| !failed),
         reason,
     }
@@ -225,7 +241,8 @@ fn projected_segments_evaluate_like_the_engine_with_full_segments() {
             let parsed = &reference.flags[key];
             for context in &contexts {
                 let expected = from_official(
-                    official::evaluate(&reference, parsed, context, None).map(Clone::clone),
+                    official::evaluate(&reference, parsed, &official_context(context), None)
+                        .map(Clone::clone),
                 );
                 seen.insert(match expected.reason {
                     Reason::Off => "off",

@@ -4,9 +4,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::eval::Context;
 use flagsync_core::Config;
 use flagsync_core::events::{DiagnosticInfo, EventProcessor, EventsConfig};
-use launchdarkly_server_sdk_evaluation::Context;
 use serde_json::{Value, json};
 
 use super::{Command, DEFAULT_EVENTS_URI, EventsMachine, EventsOptions, EventsSink, Recorder};

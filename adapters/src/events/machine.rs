@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::eval::Context;
 use flagsync_core::events::{Evaluation, Event, EventProcessor, Input, Output, Record};
-use launchdarkly_server_sdk_evaluation::Context;
 
 use super::Recorder;
 use crate::driver::{In, Machine, Msg, Out, Sink};

@@ -335,7 +335,7 @@ impl Recorder {
 
 #[cfg(test)]
 mod tests {
-    use launchdarkly_server_sdk_evaluation::ContextBuilder;
+    use crate::eval::ContextBuilder;
     use serde_json::json;
 
     use super::*;

@@ -1,9 +1,8 @@
 //! The `migration_op` analytics event (PROTOCOL.md B §6.6).
 
-use std::collections::HashSet;
 use std::time::Duration;
 
-use launchdarkly_server_sdk_evaluation::ContextAttributes;
+use flagsync_core::events::{ContextFormatter, EventContext};
 
 use crate::eval::{Context, Reason};
 use serde::ser::{Serialize, SerializeMap, SerializeStruct, Serializer};
@@ -112,11 +111,10 @@ impl Serialize for MigrationOpEvent {
         s.serialize_field("creationDate", &self.creation_date)?;
         s.serialize_field("operation", self.operation.as_str())?;
         // Event contexts hide the attributes of anonymous contexts (B §6.6).
-        let context = ContextAttributes::from_context_with_anonymous_redaction(
-            self.context.clone(),
-            false,
-            HashSet::new(),
-        );
+        let context = serde_json::to_value(&self.context)
+            .ok()
+            .and_then(|json| EventContext::parse(&json).ok())
+            .map(|c| ContextFormatter::default().format(&c, true));
         s.serialize_field("context", &context)?;
         s.serialize_field("evaluation", &Evaluation(self))?;
         if let Some(ratio) = sampled {

@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use launchdarkly_server_sdk_evaluation::Context;
+use crate::eval::Context;
 
 use super::tracker::sample;
 use super::{EventSink, ExecutionOrder, OpTracker, Operation, Origin, Stage};

@@ -2,7 +2,7 @@
 //! the flag was compiled) and the context's bucketing value; the first 15 hex digits
 //! of the digest over 0xFFFFFFFFFFFFFFF, in `f32` as LaunchDarkly's SDKs compute it.
 
-use launchdarkly_server_sdk_evaluation::{AttributeValue, Context, Kind};
+use crate::eval::{AttributeRef, AttributeValue, Context, ContextKind as Kind};
 use sha1::{Digest, Sha1};
 
 use super::compile::BucketBy;
@@ -45,9 +45,10 @@ pub(crate) fn bucket(
     match by {
         BucketBy::Invalid => return Err(()),
         BucketBy::Key => sha.update(c.key().as_bytes()),
-        BucketBy::Attr(r) => match c.get_value(r) {
-            Some(AttributeValue::String(s)) => sha.update(s.as_bytes()),
-            Some(AttributeValue::Number(n))
+        BucketBy::Attr(r) => match c.attribute(r) {
+            Some(AttributeRef::Str(s)) => sha.update(s.as_bytes()),
+            Some(AttributeRef::Value(AttributeValue::String(s))) => sha.update(s.as_bytes()),
+            Some(AttributeRef::Value(&AttributeValue::Number(n)))
                 if n.fract() == 0.0 && n.abs() < 9_007_199_254_740_992.0 =>
             {
                 sha.update((n as i64).to_string().as_bytes());
@@ -66,7 +67,7 @@ pub(crate) fn bucket(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use launchdarkly_server_sdk_evaluation::{ContextBuilder, Reference};
+    use crate::eval::{ContextBuilder, Reference};
 
     fn prefix(s: &str) -> Sha1 {
         let mut sha = Sha1::new();

@@ -5,9 +5,7 @@
 //! attribute (or a context without the clause's kind) never matches, negated or not.
 //! Values of the wrong type for the operator never match.
 
-use std::sync::Arc;
-
-use launchdarkly_server_sdk_evaluation::{AttributeValue, Context, Kind, Reference};
+use crate::eval::{AttributeRef, AttributeValue, Context, ContextKind as Kind, Reference};
 use regex::Regex;
 use rustc_hash::FxHashSet;
 use serde_json::Value;
@@ -21,9 +19,8 @@ pub(crate) enum Attr {
     Kind,
     /// `key`: read without copying.
     Key,
-    /// Any other attribute; the string is the reference's own (the key of the
-    /// evaluation's attribute cache).
-    Ref(Reference, Arc<str>),
+    /// Any other attribute: read borrowed ([`Context::attribute`]).
+    Ref(Reference),
     /// Empty or invalid: the clause is an error (`MALFORMED_FLAG`) unless it is a
     /// `segmentMatch`.
     Invalid,
@@ -196,14 +193,10 @@ impl Clause {
         match &self.attr {
             Attr::Invalid => Err(()),
             Attr::Kind => {
-                let any = if context.is_multi() {
-                    context
-                        .kinds()
-                        .into_iter()
-                        .any(|k| self.matches(&Val::Str(k.as_ref())))
-                } else {
-                    self.matches(&Val::Str(context.kind().as_ref()))
-                };
+                let any = context
+                    .singles()
+                    .iter()
+                    .any(|c| self.matches(&Val::Str(c.kind().as_ref())));
                 Ok(any != self.negate)
             }
             Attr::Key => {
@@ -212,24 +205,26 @@ impl Clause {
                 };
                 Ok(self.matches(&Val::Str(c.key())) != self.negate)
             }
-            Attr::Ref(r, _) => {
+            Attr::Ref(r) => {
                 let Some(c) = self.kind.as_ref().and_then(|k| context.as_kind(k)) else {
                     return Ok(false);
                 };
-                Ok(self.matches_value(c.get_value(r).as_ref()))
+                Ok(self.matches_value(c.attribute(r)))
             }
         }
     }
 
     /// Whether an attribute's value (`None`: missing) matches, negation applied; a
     /// missing attribute never matches.
-    pub(crate) fn matches_value(&self, value: Option<&AttributeValue>) -> bool {
+    pub(crate) fn matches_value(&self, value: Option<AttributeRef<'_>>) -> bool {
         let any = match value {
-            None | Some(AttributeValue::Null) => return false,
-            Some(AttributeValue::Array(items)) => {
+            None | Some(AttributeRef::Value(AttributeValue::Null)) => return false,
+            Some(AttributeRef::Str(s)) => self.matches(&Val::Str(s)),
+            Some(AttributeRef::Bool(b)) => self.matches(&Val::Bool(b)),
+            Some(AttributeRef::Value(AttributeValue::Array(items))) => {
                 items.iter().filter_map(Val::of).any(|v| self.matches(&v))
             }
-            Some(v) => Val::of(v).is_some_and(|v| self.matches(&v)),
+            Some(AttributeRef::Value(v)) => Val::of(v).is_some_and(|v| self.matches(&v)),
         };
         any != self.negate
     }

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use launchdarkly_server_sdk_evaluation::{FlagValue, Kind, Reference};
+use crate::eval::{ContextKind as Kind, FlagValue, Reference};
 use rustc_hash::FxHashSet;
 use sha1::{Digest, Sha1};
 
@@ -385,7 +385,6 @@ pub(super) fn clause(c: RawClause) -> Clause {
         Attr::Invalid
     } else {
         let r = reference(&c.attribute, has_kind);
-        let name: Arc<str> = r.to_string().into();
         if !r.is_valid() {
             Attr::Invalid
         } else if r.depth() == 1 && r.component(0) == Some("kind") {
@@ -393,7 +392,7 @@ pub(super) fn clause(c: RawClause) -> Clause {
         } else if r.depth() == 1 && r.component(0) == Some("key") {
             Attr::Key
         } else {
-            Attr::Ref(r, name)
+            Attr::Ref(r)
         }
     };
     Clause {

@@ -1,7 +1,8 @@
 //! Differential property test: random flags, segments and contexts evaluated by
 //! flagsync's engine and by the official `launchdarkly_server_sdk_evaluation::evaluate`
-//! (the reference, a dev-only use of that crate's engine). Values, variation indexes
-//! and reasons must agree.
+//! (the reference, a dev-only use of that crate's engine, given the official copy of
+//! each context, made through its JSON). Values, variation indexes and reasons must
+//! agree.
 //!
 //! Where the two engines differ, LaunchDarkly's Go evaluator (which the harness checks,
 //! and which flagsync follows) decides, and the generator stays out of the official
@@ -23,13 +24,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::eval::{Context, ContextBuilder, FlagValue, MultiContextBuilder};
 use launchdarkly_server_sdk_evaluation as official;
-use launchdarkly_server_sdk_evaluation::{Context, ContextBuilder, FlagValue, MultiContextBuilder};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::{Detail, Flag, Options, Segment, Store, evaluate};
-use crate::eval::tests::from_official;
+use crate::eval::tests::{from_official, official_context};
 
 const USERS: [&str; 5] = ["u0", "u1", "u2", "u3", "u4"];
 const ORGS: [&str; 3] = ["o0", "o1", "o2"];
@@ -256,9 +257,11 @@ proptest! {
                 (key.to_owned(), Arc::new(Segment::from_json(s.to_string().as_bytes(), key).unwrap()))
             }).collect(),
         };
+        // The official engine reads its own contexts: copies made once, through JSON.
+        let official_contexts: Vec<_> = contexts.iter().map(official_context).collect();
         for key in ["f0", "f1", "f2", "f3"] {
-            for context in &contexts {
-                let theirs = from_official(official::evaluate(&reference, &reference.flags[key], context, None).map(Clone::clone));
+            for (context, official_context) in contexts.iter().zip(&official_contexts) {
+                let theirs = from_official(official::evaluate(&reference, &reference.flags[key], official_context, None).map(Clone::clone));
                 let mine: Detail<FlagValue> = evaluate(&ours, &ours.flags[key], context, Options::default()).map(Clone::clone);
                 prop_assert_eq!(&mine, &theirs, "flag {} context {:?}\nflags {}\nsegments {}", key, context, json!(flags), json!(segments));
             }

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
+use crate::eval::{Context, FlagValue};
 use flagsync_core::bigseg::{BigSegmentLookup, BigSegmentsStatus, Membership};
-use launchdarkly_server_sdk_evaluation::{AttributeValue, Context, FlagValue, Reference};
 
 use super::bucket::{Bucketed, bucket};
-use super::clause::{Attr, Clause, Op, Values};
+use super::clause::{Clause, Op, Values};
 use super::compile::{ContextTarget, Flag, Segment, Serve, Target};
 use super::reason::{Detail, EvalError, Reason, VariationIndex, worse};
 
@@ -66,8 +66,6 @@ pub fn evaluate<'f>(
         options,
         memberships: Vec::new(),
         status: None,
-        attrs: Default::default(),
-        next_attr: 0,
     };
     let (mut detail, _) = state.flag(flag, None);
     if let Some(status) = state.status {
@@ -80,13 +78,6 @@ pub fn evaluate<'f>(
 /// LaunchDarkly data nests this deep; hostile data must not exhaust the stack).
 const MAX_DEPTH: usize = 64;
 
-/// Attribute values an evaluation keeps (rules often test the same attribute).
-const CACHED_ATTRIBUTES: usize = 4;
-
-/// One attribute read: the (single-kind) context's address, the reference's string,
-/// the value.
-type CachedAttribute = (usize, Arc<str>, Option<AttributeValue>);
-
 /// The state of one evaluation.
 struct State<'s> {
     store: &'s dyn Store,
@@ -96,9 +87,6 @@ struct State<'s> {
     memberships: Vec<(Box<str>, Option<Arc<Membership>>)>,
     /// The worst big segments status seen.
     status: Option<BigSegmentsStatus>,
-    /// The last attribute values read (`Context::get_value` copies each value).
-    attrs: [Option<CachedAttribute>; CACHED_ATTRIBUTES],
-    next_attr: usize,
 }
 
 /// The flags whose prerequisites are being evaluated, or the segments being matched:
@@ -239,15 +227,9 @@ impl State<'_> {
     }
 
     fn clause(&mut self, c: &Clause, segments: Option<&Chain<'_>>) -> Result<bool, Malformed> {
-        match (&c.attr, c.op) {
-            (_, Op::SegmentMatch) => {}
-            (Attr::Ref(r, name), _) => {
-                let Some(context) = c.kind.as_ref().and_then(|k| self.context.as_kind(k)) else {
-                    return Ok(false);
-                };
-                return Ok(c.matches_value(self.attribute(context, r, name)));
-            }
-            _ => return c.matches_context(self.context).map_err(|()| Malformed),
+        if c.op != Op::SegmentMatch {
+            // Attributes are read borrowed from the context: nothing to cache.
+            return c.matches_context(self.context).map_err(|()| Malformed);
         }
         let Values::Segments(keys) = &c.values else {
             return Ok(c.negate);
@@ -260,31 +242,6 @@ impl State<'_> {
             }
         }
         Ok(c.negate)
-    }
-
-    /// The value of attribute `r` (named `name`) of single-kind `context`, read once
-    /// per evaluation while it stays among the last few read.
-    fn attribute(
-        &mut self,
-        context: &Context,
-        r: &Reference,
-        name: &Arc<str>,
-    ) -> Option<&AttributeValue> {
-        let id = std::ptr::from_ref(context) as usize;
-        let hit = self.attrs.iter().position(|e| {
-            e.as_ref()
-                .is_some_and(|(c, n, _)| *c == id && (Arc::ptr_eq(n, name) || **n == **name))
-        });
-        let slot = match hit {
-            Some(slot) => slot,
-            None => {
-                let slot = self.next_attr % CACHED_ATTRIBUTES;
-                self.next_attr = self.next_attr.wrapping_add(1);
-                self.attrs[slot] = Some((id, name.clone(), context.get_value(r)));
-                slot
-            }
-        };
-        self.attrs[slot].as_ref().and_then(|(_, _, v)| v.as_ref())
     }
 
     fn segment(&mut self, s: &Segment, chain: Option<&Chain<'_>>) -> Result<bool, Malformed> {
@@ -412,7 +369,7 @@ impl State<'_> {
 /// `key` (of the `user` context) in `users`, or a context's key in its kind's target.
 fn is_in(context: &Context, users: &rustc_hash::FxHashSet<Box<str>>, targets: &[Target]) -> bool {
     if !users.is_empty()
-        && let Some(user) = context.as_kind(&launchdarkly_server_sdk_evaluation::Kind::user())
+        && let Some(user) = context.as_kind(&crate::eval::ContextKind::user())
         && users.contains(user.key())
     {
         return true;

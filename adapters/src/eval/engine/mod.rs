@@ -1,14 +1,13 @@
 //! flagsync's flag evaluation engine.
 //!
 //! It replaces the engine of the official `launchdarkly-server-sdk-evaluation` crate
-//! (its `evaluate`, `Flag` and `Segment`), which flagsync used until issue 16. The
-//! crate's **context types** stay: [`Context`](super::Context),
-//! [`ContextBuilder`](super::ContextBuilder), [`MultiContextBuilder`](super::MultiContextBuilder),
-//! [`ContextKind`](super::ContextKind), [`Reference`](super::Reference),
-//! [`AttributeValue`](super::AttributeValue) and [`FlagValue`](super::FlagValue) are
-//! what the public API takes and gives, so code written for the official SDK keeps
-//! working. Nothing in the default build calls the official engine any more; it remains
-//! a dev-dependency, the reference of the differential test and the benchmarks.
+//! (its `evaluate`, `Flag` and `Segment`), which flagsync used until issue 16. Since
+//! then the context types are flagsync's own too ([`super::context`]: the official
+//! API and JSON, attributes read borrowed with
+//! [`Context::attribute`](super::Context::attribute), so an evaluation copies and
+//! caches no attribute values). Nothing in flagsync calls the official crate any more;
+//! it remains a dev-dependency, the reference of the differential test and the
+//! benchmarks, which hand it a JSON copy of each context.
 //!
 //! ```text
 //!  raw JSON ──model.rs──► lenient serde model (missing/null fields: the SDKs' zero values)

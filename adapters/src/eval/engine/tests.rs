@@ -5,8 +5,8 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::eval::{Context, ContextBuilder, FlagValue, MultiContextBuilder};
 use flagsync_core::bigseg::{BigSegmentLookup, BigSegmentsStatus, LookupResult, Membership};
-use launchdarkly_server_sdk_evaluation::{Context, ContextBuilder, FlagValue, MultiContextBuilder};
 use serde_json::{Value, json};
 
 use super::*;
