@@ -6,8 +6,9 @@
 //! settings) and keeps the evaluation path cheap:
 //!
 //! ```text
-//!  variation() ── shard of this thread: Mutex<Summarizer + contexts seen>  (no shared lock,
-//!      │           no allocation for a flag/variation already counted)
+//!  variation() ── shard of this thread: spin lock<Summarizer + contexts seen>  (no shared
+//!      │           lock, no allocation for a flag/variation already counted, the
+//!      │           coarse wall clock: clock.rs)
 //!      │ only for a tracked or debugged flag, or a context the shard has not seen:
 //!      ▼
 //!  bounded inbox ──► driver ──► EventProcessor (core) ──► POST /bulk, /diagnostic
