@@ -559,17 +559,8 @@ impl Published {
         }
     }
 
-    /// What reads see: memory, or while reads come from the persistent store, what its
-    /// view holds.
-    pub(crate) fn snapshot(&self) -> Snapshot {
-        match self.view() {
-            Some(view) => view.snapshot(),
-            None => self.memory_snapshot(),
-        }
-    }
-
-    /// What reads see, as [`Published::snapshot`], lent rather than copied: for
-    /// one evaluation.
+    /// What reads see: memory's snapshot, lent; or while reads come from the
+    /// persistent store, a copy of what its view holds. For one read.
     pub(crate) fn read(&self) -> SnapshotRef {
         match self.view() {
             Some(view) => SnapshotRef::Owned(view.snapshot()),

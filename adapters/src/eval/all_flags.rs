@@ -246,7 +246,7 @@ impl Client {
                 view.touch_all(Kind::Flag);
                 view.listing()
             }
-            None => published.snapshot(),
+            None => published.memory_snapshot(),
         };
         flags_state(
             &snapshot,
