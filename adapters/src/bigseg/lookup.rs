@@ -3,7 +3,7 @@
 
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use flagsync_core::bigseg::{
     BigSegmentLookup, BigSegmentStoreStatus, BigSegmentsStatus, LookupResult, MembershipCache,
@@ -23,13 +23,6 @@ pub(crate) struct BigSegments {
     status: Mutex<Option<BigSegmentStoreStatus>>,
     stale_after: Duration,
     subs: Subscribers<BigSegmentStoreStatus>,
-}
-
-/// Wall-clock now in unix milliseconds (0 before 1970).
-fn unix_ms_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 impl BigSegments {
@@ -71,7 +64,7 @@ impl BigSegments {
         }
         let status = store_status(
             metadata.map(|m| m.last_up_to_date),
-            unix_ms_now(),
+            crate::events::clock::unix_ms(),
             self.stale_after,
         );
         let old = self

@@ -3,7 +3,6 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use flagsync_core::bigseg::BigSegmentLookup;
 use flagsync_core::{Kind, Snapshot};
@@ -235,9 +234,7 @@ impl Client {
                 flags: BTreeMap::new(),
             };
         }
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
+        let now_ms = crate::events::clock::unix_ms();
         let published = &self.inner.published;
         // As the reference reads every flag of a persistent store: whole, cached.
         let snapshot = match published.view() {

@@ -120,12 +120,7 @@ impl Client {
         let Some(events) = self.events() else {
             return;
         };
-        let prerequisites = if prerequisites.0.borrow().is_empty() {
-            Vec::new()
-        } else {
-            prerequisites.0.take()
-        };
-        for p in prerequisites {
+        for p in prerequisites.0.take() {
             let result = &p.result;
             events.recorder.evaluation(&EvalRecord {
                 key: &p.flag.key,
