@@ -64,7 +64,7 @@ impl Machine for EventsMachine {
             In::Command(Command::Record(record)) => Input::Record(*record),
             In::Command(Command::Evaluation(pending)) => {
                 let (context, mut evaluation) = *pending;
-                let Some(context) = super::recorder::event_context(&context) else {
+                let Some(context) = super::event_context(&context) else {
                     return;
                 };
                 evaluation.context = context;

@@ -31,7 +31,7 @@ use std::time::Duration;
 pub use flagsync_core::events::{Event as DeliveryEvent, EventContext};
 
 pub(crate) use machine::{Command, EventsMachine, EventsSink};
-pub(crate) use recorder::{EvalRecord, Recorder};
+pub(crate) use recorder::{EvalRecord, Recorder, event_context};
 pub(crate) use stream_inits::StreamInits;
 
 /// The events section of a client's settings. `Default` gives LaunchDarkly's defaults.

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use flagsync_core::events::{ContextFormatter, EventContext};
+use flagsync_core::events::ContextFormatter;
 
 use crate::eval::{Context, Reason};
 use serde::ser::{Serialize, SerializeMap, SerializeStruct, Serializer};
@@ -111,9 +111,7 @@ impl Serialize for MigrationOpEvent {
         s.serialize_field("creationDate", &self.creation_date)?;
         s.serialize_field("operation", self.operation.as_str())?;
         // Event contexts hide the attributes of anonymous contexts (B §6.6).
-        let context = serde_json::to_value(&self.context)
-            .ok()
-            .and_then(|json| EventContext::parse(&json).ok())
+        let context = crate::events::event_context(&self.context)
             .map(|c| ContextFormatter::default().format(&c, true));
         s.serialize_field("context", &context)?;
         s.serialize_field("evaluation", &Evaluation(self))?;
