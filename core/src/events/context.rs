@@ -44,31 +44,50 @@ impl AttrRef {
                 path: vec![text.to_owned()],
             });
         };
-        let mut path = Vec::new();
-        for part in rest.split('/') {
-            if part.is_empty() {
-                return None;
-            }
-            let mut out = String::with_capacity(part.len());
-            let mut chars = part.chars();
-            while let Some(c) = chars.next() {
-                if c == '~' {
-                    match chars.next() {
-                        Some('0') => out.push('~'),
-                        Some('1') => out.push('/'),
-                        _ => return None,
-                    }
-                } else {
-                    out.push(c);
-                }
-            }
-            path.push(out);
-        }
+        let path = rest
+            .split('/')
+            .map(unescape_component)
+            .collect::<Result<Vec<_>, _>>()
+            .ok()?;
         Some(Self {
             text: text.to_owned(),
             path,
         })
     }
+}
+
+/// Why a component of an attribute reference's path is invalid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ComponentError {
+    /// An empty component: a double or trailing `/`.
+    Empty,
+    /// A `~` not followed by `0` or `1`.
+    InvalidEscape,
+}
+
+/// One component of an attribute reference's path (`/a~1b/c` has `a~1b` and `c`) with
+/// `~0` and `~1` replaced by `~` and `/`.
+pub fn unescape_component(part: &str) -> Result<String, ComponentError> {
+    if part.is_empty() {
+        return Err(ComponentError::Empty);
+    }
+    if !part.contains('~') {
+        return Ok(part.to_owned());
+    }
+    let mut out = String::with_capacity(part.len());
+    let mut chars = part.chars();
+    while let Some(c) = chars.next() {
+        if c != '~' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('0') => out.push('~'),
+            Some('1') => out.push('/'),
+            _ => return Err(ComponentError::InvalidEscape),
+        }
+    }
+    Ok(out)
 }
 
 /// One single-kind context.

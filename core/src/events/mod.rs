@@ -49,7 +49,9 @@ mod summary;
 mod tests;
 
 pub use config::{DiagnosticInfo, EventsConfig};
-pub use context::{ContextError, ContextFormatter, EventContext};
+pub use context::{
+    ComponentError, ContextError, ContextFormatter, EventContext, unescape_component,
+};
 pub use processor::{Event, EventProcessor, Input, Output};
 pub use record::{Custom, Evaluation, Identify, MigrationOp, Record};
 pub use summary::{FlagRef, Summarizer};

@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use flagsync_core::events::ComponentError;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Why a reference is invalid.
@@ -150,28 +151,13 @@ impl Reference {
     }
 }
 
-/// A path component with `~0` and `~1` replaced by `~` and `/`.
+/// A path component with `~0` and `~1` replaced by `~` and `/` (the grammar the
+/// events' redaction reads too).
 fn unescape(part: &str) -> Result<String, Error> {
-    if part.is_empty() {
-        return Err(Error::DoubleOrTrailingSlash);
-    }
-    if !part.contains('~') {
-        return Ok(part.to_owned());
-    }
-    let mut out = String::with_capacity(part.len());
-    let mut chars = part.chars();
-    while let Some(c) = chars.next() {
-        if c != '~' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('0') => out.push('~'),
-            Some('1') => out.push('/'),
-            _ => return Err(Error::InvalidEscapeSequence),
-        }
-    }
-    Ok(out)
+    flagsync_core::events::unescape_component(part).map_err(|e| match e {
+        ComponentError::Empty => Error::DoubleOrTrailingSlash,
+        ComponentError::InvalidEscape => Error::InvalidEscapeSequence,
+    })
 }
 
 impl Default for Reference {
