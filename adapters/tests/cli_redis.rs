@@ -280,6 +280,13 @@ fn snapshot_warns_about_undecodable_items() {
 #[test]
 fn daemon_snapshot_started_while_redis_is_down_waits_for_it() {
     let mut redis = RedisServer::start_with_password(Some(PASSWORD));
+    // What Redis holds when it is back, saved now so that the restart loads it: were it
+    // written after the restart, a read in between would find no data, and that "no"
+    // is not asked again within the cache TTL (15 s, as the SDKs cache it).
+    let good = r#"{"key":"good","version":1,"on":true,"variations":[true,false]}"#;
+    redis.cli(&["HSET", "launchdarkly:features", "good", good]);
+    redis.cli(&["SET", "launchdarkly:$inited", ""]);
+    redis.cli(&["SAVE"]);
     redis.stop();
     let url = format!("redis://:{PASSWORD}@127.0.0.1:{}/0", redis.port());
     let started = Instant::now();
@@ -292,9 +299,6 @@ fn daemon_snapshot_started_while_redis_is_down_waits_for_it() {
         .unwrap();
     std::thread::sleep(Duration::from_secs(2));
     redis.restart();
-    let good = r#"{"key":"good","version":1,"on":true,"variations":[true,false]}"#;
-    redis.cli(&["HSET", "launchdarkly:features", "good", good]);
-    redis.cli(&["SET", "launchdarkly:$inited", ""]);
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{err}");
