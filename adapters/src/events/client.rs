@@ -86,8 +86,14 @@ impl ClientEvents {
         events.events_uri = events_uri;
         let processor =
             EventProcessor::new(events, seed ^ EVENTS_STREAM, now, super::clock::unix_ms());
-        let (tx, rx) = async_channel::bounded(options.capacity.clamp(1, 1 << 20));
-        let recorder = Arc::new(Recorder::new(tx.clone(), options.context_keys_capacity));
+        // Unbounded: the recorder bounds the records in it (a flush or close always
+        // gets in behind them).
+        let (tx, rx) = async_channel::unbounded();
+        let recorder = Arc::new(Recorder::new(
+            tx.clone(),
+            options.capacity.clamp(1, 1 << 20),
+            options.context_keys_capacity,
+        ));
         Some(Self {
             recorder,
             tx,

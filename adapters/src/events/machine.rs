@@ -32,6 +32,17 @@ pub(crate) enum Command {
     },
 }
 
+impl Command {
+    /// Whether it is a record, which takes a place in the bounded inbox (flushes and
+    /// closes do not: they always get in).
+    pub(crate) fn is_record(&self) -> bool {
+        matches!(
+            self,
+            Self::Record(_) | Self::Evaluation(_) | Self::StreamInit { .. }
+        )
+    }
+}
+
 /// [`EventProcessor`] with the recorder's shards: their summaries are merged in before
 /// anything that may flush.
 #[derive(Debug)]
@@ -60,6 +71,11 @@ impl Machine for EventsMachine {
     type Event = Event;
 
     fn handle(&mut self, now: Instant, input: In<'_, Command>) {
+        if let In::Command(command) = &input
+            && command.is_record()
+        {
+            self.recorder.received();
+        }
         let input = match input {
             In::Command(Command::Record(record)) => Input::Record(*record),
             In::Command(Command::Evaluation(pending)) => {

@@ -93,6 +93,12 @@ pub(crate) struct Recorder {
     /// (its unlock is a release store: 10.6 ns). Contended, it yields the thread.
     shards: Box<[SpinMutex<Shard, Yield>]>,
     seen_capacity: usize,
+    /// Records sent and not yet received by the processor: the inbox's bound. The
+    /// channel itself is unbounded so that a flush or a close always gets in behind
+    /// the records sent before it, however full the inbox is.
+    queued: AtomicUsize,
+    /// At most this many records queued; more are dropped.
+    limit: usize,
     warned_full: AtomicBool,
 }
 
@@ -138,8 +144,13 @@ pub(crate) fn event_context(context: &Context) -> Option<Arc<EventContext>> {
 }
 
 impl Recorder {
-    /// A recorder sending to `tx`; `seen_capacity` bounds each shard's set of contexts.
-    pub(crate) fn new(tx: async_channel::Sender<Msg<Command>>, seen_capacity: usize) -> Self {
+    /// A recorder sending to `tx` at most `limit` records not yet received;
+    /// `seen_capacity` bounds each shard's set of contexts.
+    pub(crate) fn new(
+        tx: async_channel::Sender<Msg<Command>>,
+        limit: usize,
+        seen_capacity: usize,
+    ) -> Self {
         let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
         let shards = (0..(threads * 2).clamp(4, 64).next_power_of_two())
             .map(|_| SpinMutex::new(Shard::default()))
@@ -148,8 +159,35 @@ impl Recorder {
             tx,
             shards,
             seen_capacity: seen_capacity.max(1),
+            queued: AtomicUsize::new(0),
+            limit: limit.max(1),
             warned_full: AtomicBool::new(false),
         }
+    }
+
+    /// Whether the inbox holds as many records as it may.
+    fn is_full(&self) -> bool {
+        self.queued.load(Ordering::Relaxed) >= self.limit
+    }
+
+    /// Take a place in the inbox for one record; false if there is none.
+    fn reserve(&self) -> bool {
+        if self.is_full() {
+            return false;
+        }
+        if self.queued.fetch_add(1, Ordering::Relaxed) >= self.limit {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// The processor received a record ([`Command::is_record`]): its place is free.
+    pub(crate) fn received(&self) {
+        // Saturating: a record sent before this recorder counted cannot underflow it.
+        let _ = self
+            .queued
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
     }
 
     fn shard(&self) -> SpinMutexGuard<'_, Shard, Yield> {
@@ -171,15 +209,24 @@ impl Recorder {
             .collect()
     }
 
-    /// Send a command to the processor; false if its inbox is full or closed.
+    /// Send a command to the processor; false if it is a record and the inbox is
+    /// full, or if the processor is gone. Flushes and closes are never refused.
     pub(crate) fn command(&self, command: Command) -> bool {
+        let record = command.is_record();
+        if record && !self.reserve() {
+            if !self.tx.is_closed() {
+                self.dropped();
+            }
+            return false;
+        }
         match self.tx.try_send(Msg::Command(command)) {
             Ok(()) => true,
-            Err(async_channel::TrySendError::Full(_)) => {
-                self.dropped();
+            Err(_) => {
+                if record {
+                    self.received();
+                }
                 false
             }
-            Err(async_channel::TrySendError::Closed(_)) => false,
         }
     }
 
@@ -240,7 +287,7 @@ impl Recorder {
         // form (serialized, then parsed) is most of the cost of a record on this
         // thread, and while evaluations outpace the processor almost every record
         // would be built only to be dropped.
-        if self.tx.is_full() {
+        if self.is_full() {
             if !self.tx.is_closed() {
                 self.dropped();
             }
@@ -370,8 +417,8 @@ mod tests {
             "f",
         )
         .unwrap();
-        let (tx, rx) = async_channel::bounded(1);
-        let recorder = Recorder::new(tx, 1_000);
+        let (tx, rx) = async_channel::unbounded();
+        let recorder = Recorder::new(tx, 1, 1_000);
         // An unseen context goes to the processor; the second finds the inbox full.
         evaluate(&recorder, &flag, "a");
         evaluate(&recorder, &flag, "b");
@@ -387,6 +434,7 @@ mod tests {
             ("f", Some(3))
         );
         assert!(evaluation.summarized);
+        recorder.received();
         // Room again: the next unseen context gets through and the warning is re-armed.
         evaluate(&recorder, &flag, "c");
         assert_eq!(rx.len(), 1);
@@ -401,6 +449,35 @@ mod tests {
     }
 
     #[test]
+    fn a_full_inbox_keeps_the_first_records_and_still_takes_a_flush_behind_them() {
+        let (tx, rx) = async_channel::unbounded();
+        let recorder = Recorder::new(tx, 2, 1_000);
+        for key in ["a", "b", "c"] {
+            recorder.identify(&ContextBuilder::new(key).build().unwrap());
+        }
+        recorder.command(Command::Flush);
+        let mut got = Vec::new();
+        while let Ok(Msg::Command(command)) = rx.try_recv() {
+            if command.is_record() {
+                recorder.received();
+            }
+            got.push(match command {
+                Command::Record(r) => match *r {
+                    Record::Identify(i) => i.context.fully_qualified_key().to_owned(),
+                    other => panic!("an identify, not {other:?}"),
+                },
+                Command::Flush => "flush".to_owned(),
+                other => panic!("unexpected {other:?}"),
+            });
+        }
+        assert_eq!(got, ["a", "b", "flush"]);
+        // Received, the places are free again; a close is never refused either.
+        recorder.identify(&ContextBuilder::new("d").build().unwrap());
+        assert!(recorder.command(Command::Close));
+        assert_eq!(rx.len(), 2);
+    }
+
+    #[test]
     fn a_flag_known_by_two_keys_is_counted_under_each() {
         // Stored under "s", its JSON says "j": evaluated directly it is "s", as a
         // prerequisite it is "j" (as the SDKs report it).
@@ -409,8 +486,8 @@ mod tests {
         let flag = Flag::from_json(json.to_string().as_bytes(), "s").unwrap();
         let same = Flag::from_json(json.to_string().as_bytes(), "j").unwrap();
         assert!(!flag.one_key && same.one_key);
-        let (tx, _rx) = async_channel::bounded(100);
-        let recorder = Recorder::new(tx, 1_000);
+        let (tx, _rx) = async_channel::unbounded();
+        let recorder = Recorder::new(tx, 100, 1_000);
         let context = ContextBuilder::new("u").build().unwrap();
         let reason = Reason::fallthrough();
         for key in ["s", "j", "s"] {

@@ -129,7 +129,7 @@ mod tests {
     #[test]
     fn each_stream_attempt_is_reported_once_with_its_outcome() {
         let (tx, rx) = async_channel::bounded(16);
-        let mut sink = StreamInits::new(Null, Arc::new(Recorder::new(tx, 10)));
+        let mut sink = StreamInits::new(Null, Arc::new(Recorder::new(tx, 16, 10)));
         let stream = b"GET /all HTTP/1.1\r\nAccept: text/event-stream\r\n\r\n";
         let poll = b"GET /sdk/latest-all HTTP/1.1\r\n\r\n";
         let s: &mut dyn Sink<EventsMachine> = &mut sink;
