@@ -140,11 +140,16 @@ impl Client {
                 prereq_of: Some(&p.of),
             });
         }
-        events.recorder.evaluation(&EvalRecord {
+        let (flag, variation) = (flag.map(|f| &**f), index(variation));
+        // The common case first, before the record is even put together.
+        if events.recorder.count_repeat(flag, variation, context) {
+            return;
+        }
+        events.recorder.count_through_shard(&EvalRecord {
             key,
             context,
-            flag: flag.map(|f| &**f),
-            variation: index(variation),
+            flag,
+            variation,
             value,
             default,
             reason,

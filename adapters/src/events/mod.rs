@@ -22,6 +22,7 @@
 
 pub(crate) mod client;
 pub(crate) mod clock;
+mod counts;
 mod machine;
 mod recorder;
 mod stream_inits;

@@ -16,6 +16,7 @@ use spin::relax::Yield;
 
 use super::Command;
 use super::clock::{coarse_unix_ms, unix_ms};
+use super::counts::{CellSpec, Counts};
 use crate::driver::Msg;
 
 /// A number that is whole written as an integer (`10`, not `10.0`), as LaunchDarkly's
@@ -92,6 +93,8 @@ pub(crate) struct Recorder {
     /// project's VM, half of what events added to an evaluation); a spin lock one
     /// (its unlock is a release store: 10.6 ns). Contended, it yields the thread.
     shards: Box<[SpinMutex<Shard, Yield>]>,
+    /// Each thread's counters of the repeats (no lock at all; see `counts.rs`).
+    counts: Arc<Counts>,
     seen_capacity: usize,
     /// Records sent and not yet received by the processor: the inbox's bound. The
     /// channel itself is unbounded so that a flush or a close always gets in behind
@@ -101,6 +104,9 @@ pub(crate) struct Recorder {
     limit: usize,
     warned_full: AtomicBool,
 }
+
+/// Per thread, at most this many (flag version, variation, kind) counters of its own.
+const MAX_CELLS: usize = 1_024;
 
 static NEXT_THREAD: AtomicUsize = AtomicUsize::new(0);
 
@@ -158,6 +164,7 @@ impl Recorder {
         Self {
             tx,
             shards,
+            counts: Arc::new(Counts::new(MAX_CELLS)),
             seen_capacity: seen_capacity.max(1),
             queued: AtomicUsize::new(0),
             limit: limit.max(1),
@@ -196,9 +203,11 @@ impl Recorder {
         self.shards[i].lock()
     }
 
-    /// Every shard's summary since the last call (and their contexts forgotten).
+    /// Every shard's summary since the last call (and their contexts forgotten), and
+    /// what the threads' own counters added.
     pub(crate) fn take_summaries(&self) -> Vec<Summarizer> {
-        self.shards
+        let mut summaries: Vec<_> = self
+            .shards
             .iter()
             .filter_map(|s| {
                 let mut shard = s.lock();
@@ -206,7 +215,13 @@ impl Recorder {
                 shard.last_seen.clear();
                 (!shard.summary.is_empty()).then(|| std::mem::take(&mut shard.summary))
             })
-            .collect()
+            .collect();
+        // After the seen sets are cleared (see `counts.rs`).
+        let counted = self.counts.take();
+        if !counted.is_empty() {
+            summaries.push(counted);
+        }
+        summaries
     }
 
     /// Send a command to the processor; false if it is a record and the inbox is
@@ -247,6 +262,34 @@ impl Recorder {
 
     /// Count an evaluation; hand it to the processor when it needs more than a count.
     pub(crate) fn evaluation(&self, r: &EvalRecord<'_>) {
+        if !self.count_repeat(r.flag, r.variation, r.context) {
+            self.count_through_shard(r);
+        }
+    }
+
+    /// Count an evaluation that is a repeat of a counter this thread counted, for the
+    /// context it counted last, of a flag that needs nothing but counts: in its own
+    /// cell, without a lock (see `counts.rs`). False: [`Recorder::count_through_shard`].
+    #[inline]
+    pub(crate) fn count_repeat(
+        &self,
+        flag: Option<&Flag>,
+        variation: Option<usize>,
+        context: &Context,
+    ) -> bool {
+        flag.is_some_and(|f| {
+            f.summary_only
+                && !context.is_multi()
+                && self
+                    .counts
+                    .try_count(f.id, variation, context.canonical_key(), context.kind())
+        })
+    }
+
+    /// Count an evaluation in this thread's shard (and its cell for the repeats), and
+    /// hand it to the processor when it needs more than a count.
+    pub(crate) fn count_through_shard(&self, r: &EvalRecord<'_>) {
+        let cell = r.flag.filter(|f| f.summary_only && !r.context.is_multi());
         let now = coarse_unix_ms();
         let experiment = r
             .flag
@@ -256,6 +299,7 @@ impl Recorder {
         let debugging = debug_until.is_some_and(|d| d > now);
         let exclude = r.flag.is_some_and(|f| f.exclude_from_summaries);
         let version = r.flag.map(|f| f.version);
+        let epoch = self.counts.epoch();
         let unseen = {
             let mut shard = self.shard();
             if !exclude {
@@ -280,6 +324,22 @@ impl Recorder {
             }
             shard.first_sight(r.context.canonical_key(), self.seen_capacity)
         };
+        if !r.context.is_multi() {
+            let (value, default) = (|| whole((r.value)()), || whole((r.default)()));
+            self.counts.remember(
+                epoch,
+                r.context.canonical_key(),
+                cell.map(|f| CellSpec {
+                    flag_key: r.key,
+                    flag_id: f.id,
+                    kind: r.context.kind(),
+                    variation: r.variation,
+                    version,
+                    value: &value,
+                    default: &default,
+                }),
+            );
+        }
         if !(track || debugging || unseen) {
             return;
         }
@@ -475,6 +535,83 @@ mod tests {
         recorder.identify(&ContextBuilder::new("d").build().unwrap());
         assert!(recorder.command(Command::Close));
         assert_eq!(rx.len(), 2);
+    }
+
+    #[test]
+    fn every_evaluation_is_counted_once_whatever_the_flushes_in_between() {
+        let flag = |key: &str| {
+            let json = json!({"key": key, "version": 3, "on": true, "variations": [true, false],
+                              "fallthrough": {"variation": 0}, "offVariation": 1});
+            Flag::from_json(json.to_string().as_bytes(), key).unwrap()
+        };
+        let flags = [flag("f"), flag("g")];
+        let (tx, rx) = async_channel::unbounded();
+        let recorder = Recorder::new(tx, 100_000, 1_000);
+        let contexts: Vec<Context> = ["a", "b"]
+            .iter()
+            .map(|k| ContextBuilder::new(*k).build().unwrap())
+            .chain([ContextBuilder::new("a").kind("org").build().unwrap()])
+            .collect();
+        let reason = Reason::fallthrough();
+        const THREADS: usize = 4;
+        const EACH: usize = 20_000;
+        let done = AtomicUsize::new(0);
+        let mut total = Summarizer::default();
+        std::thread::scope(|scope| {
+            for t in 0..THREADS {
+                let (recorder, flags, contexts, reason, done) =
+                    (&recorder, &flags, &contexts, &reason, &done);
+                scope.spawn(move || {
+                    for i in 0..EACH {
+                        // Runs of repeats, then a change of flag or context.
+                        let flag = &flags[(i / 7 + t) % 2];
+                        let context = &contexts[(i / 50) % 3];
+                        recorder.evaluation(&EvalRecord {
+                            key: &flag.key,
+                            context,
+                            flag: Some(flag),
+                            variation: Some(0),
+                            value: &|| json!(true),
+                            default: &|| json!(false),
+                            reason,
+                            with_reason: false,
+                            prereq_of: None,
+                        });
+                    }
+                    done.fetch_add(1, Ordering::Release);
+                });
+            }
+            let mut flushes = 0;
+            while done.load(Ordering::Acquire) < THREADS {
+                for s in recorder.take_summaries() {
+                    total.merge(s);
+                }
+                flushes += 1;
+                std::thread::yield_now();
+            }
+            assert!(flushes > 0);
+        });
+        for s in recorder.take_summaries() {
+            total.merge(s);
+        }
+        assert_eq!(total.total(), (THREADS * EACH) as u64);
+        let event = total.to_event().unwrap();
+        for key in ["f", "g"] {
+            let mut kinds: Vec<_> = event["features"][key]["contextKinds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|k| k.as_str().unwrap().to_owned())
+                .collect();
+            kinds.sort();
+            assert_eq!(kinds, ["org", "user"]);
+        }
+        // Every context was handed over at least once for its index event.
+        let mut handed = FxHashSet::default();
+        while let Ok(Msg::Command(Command::Evaluation(pending))) = rx.try_recv() {
+            handed.insert(pending.0.canonical_key().to_owned());
+        }
+        assert_eq!(handed.len(), 3, "{handed:?}");
     }
 
     #[test]

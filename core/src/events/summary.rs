@@ -134,6 +134,29 @@ impl Summarizer {
         value: impl FnOnce() -> Value,
         default: impl FnOnce() -> Value,
     ) {
+        self.record_many(at, flag, kinds, variation, version, 1, value, default);
+    }
+
+    /// Count `count` evaluations as [`Summarizer::record`] counts one, all at `at` (for
+    /// counts kept elsewhere and added at once). Nothing changes if `count` is 0.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the fields of one summary counter"
+    )]
+    pub fn record_many<'a, 'k>(
+        &mut self,
+        at: u64,
+        flag: impl Into<FlagRef<'k>>,
+        kinds: impl IntoIterator<Item = &'a str>,
+        variation: Option<usize>,
+        version: Option<u64>,
+        count: u64,
+        value: impl FnOnce() -> Value,
+        default: impl FnOnce() -> Value,
+    ) {
+        if count == 0 {
+            return;
+        }
         if self.start == 0 || at < self.start {
             self.start = at;
         }
@@ -152,12 +175,12 @@ impl Summarizer {
             .iter_mut()
             .find(|c| c.variation == variation && c.version == version)
         {
-            Some(counter) => counter.count += 1,
+            Some(counter) => counter.count = counter.count.saturating_add(count),
             None => flag.counters.push(Counter {
                 variation,
                 version,
                 value: value(),
-                count: 1,
+                count,
             }),
         }
     }
@@ -256,6 +279,22 @@ impl Summarizer {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn many_at_once_count_as_as_many_and_none_changes_nothing() {
+        let mut s = Summarizer::new();
+        let (v, d) = (|| json!(true), || json!(false));
+        s.record_many(30, "f", ["user"], Some(0), Some(1), 0, v, d);
+        assert!(s.is_empty());
+        s.record_many(30, "f", ["user"], Some(0), Some(1), 5, v, d);
+        s.record(20, "f", ["user"], Some(0), Some(1), v, d);
+        let mut one_by_one = Summarizer::new();
+        for at in [30, 30, 30, 30, 30, 20] {
+            one_by_one.record(at, "f", ["user"], Some(0), Some(1), v, d);
+        }
+        assert_eq!(s, one_by_one);
+        assert_eq!(s.total(), 6);
+    }
 
     #[test]
     fn counts_per_variation_and_version_with_kinds_and_dates() {

@@ -50,6 +50,10 @@ pub struct Flag {
     /// The JSON's `key` is the key the flag is stored under (or absent): the flag is
     /// known by one key wherever it is evaluated, so the events may count it by `id`.
     pub(crate) one_key: bool,
+    /// Known by one key, and no evaluation of it can need more than a summary count:
+    /// no `trackEvents` (flag, rule or fallthrough), no experiment, no debugging, not
+    /// excluded from summaries. The events count its repeats without a record.
+    pub(crate) summary_only: bool,
 }
 
 /// A new id for a compiled flag (see [`Flag::id`]).
@@ -260,7 +264,7 @@ impl Flag {
             })
             .collect();
         let availability = raw.client_side_availability;
-        Self {
+        let mut flag = Self {
             version: u64::try_from(raw.version).unwrap_or(0),
             on: raw.on,
             variations: raw.variations.into_iter().map(FlagValue::from).collect(),
@@ -294,7 +298,20 @@ impl Flag {
             key,
             id: next_id(),
             one_key,
-        }
+            summary_only: false,
+        };
+        let experiment = |s: &Serve| matches!(s, Serve::Rollout(r) if r.experiment);
+        flag.summary_only = flag.one_key
+            && !flag.track_events
+            && !flag.track_events_fallthrough
+            && flag.debug_events_until_date.is_none()
+            && !flag.exclude_from_summaries
+            && !experiment(&flag.fallthrough)
+            && flag
+                .rules
+                .iter()
+                .all(|r| !r.track_events && !experiment(&r.serve));
+        flag
     }
 
     /// Available to client-side SDKs using the environment id
