@@ -6,13 +6,17 @@
 //! settings) and keeps the evaluation path cheap:
 //!
 //! ```text
-//!  variation() ── shard of this thread: spin lock<Summarizer + contexts seen>  (no shared
+//!  variation() ── a repeat (same flag version, variation, kind, last context, a flag
+//!      │           that needs only counts): this thread's own cell, a plain store, no
+//!      │           lock (counts.rs)
+//!      │  else ── shard of this thread: spin lock<Summarizer + contexts seen>  (no shared
 //!      │           lock, no allocation for a flag/variation already counted, the
 //!      │           coarse wall clock: clock.rs)
 //!      │ only for a tracked or debugged flag, or a context the shard has not seen:
 //!      ▼
 //!  bounded inbox ──► driver ──► EventProcessor (core) ──► POST /bulk, /diagnostic
-//!                      ▲ before each flush, the shards' summaries are merged in
+//!                      ▲ before each flush, the shards' summaries and what the cells
+//!                        added are merged in
 //! ```
 //!
 //! Configure it with [`crate::ClientBuilder::events`]; the defaults are LaunchDarkly's
