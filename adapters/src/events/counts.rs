@@ -329,10 +329,6 @@ mod tests {
         counts.remember(epoch, context, Some(spec(1, &kind, 0)));
     }
 
-    fn total(s: &Summarizer) -> u64 {
-        s.total()
-    }
-
     #[test]
     fn repeats_are_counted_by_the_cell_and_reported_once() {
         let counts = Arc::new(Counts::new(8));
@@ -341,9 +337,9 @@ mod tests {
         for _ in 1..=5 {
             count(&counts, &mut shard, "u", "user");
         }
-        assert_eq!(total(&shard), 1, "only the first goes through the shard");
+        assert_eq!(shard.total(), 1, "only the first goes through the shard");
         let first = counts.take();
-        assert_eq!(total(&first), 4);
+        assert_eq!(first.total(), 4);
         let event = first.to_event().unwrap();
         let end = event["endDate"].as_u64().unwrap();
         assert!(
@@ -355,8 +351,8 @@ mod tests {
         assert!(counts.take().is_empty());
         count(&counts, &mut shard, "u", "user");
         count(&counts, &mut shard, "u", "user");
-        assert_eq!(total(&shard), 2);
-        assert_eq!(total(&counts.take()), 1);
+        assert_eq!(shard.total(), 2);
+        assert_eq!(counts.take().total(), 1);
     }
 
     #[test]
@@ -368,9 +364,9 @@ mod tests {
         // The same canonical key as another kind's: its own counter.
         count(&counts, &mut shard, "v", "org");
         count(&counts, &mut shard, "v", "org");
-        assert_eq!(total(&shard), 3);
+        assert_eq!(shard.total(), 3);
         let cells = counts.take();
-        assert_eq!(total(&cells), 1);
+        assert_eq!(cells.total(), 1);
         assert_eq!(
             cells.to_event().unwrap()["features"]["f"]["contextKinds"],
             json!(["org"])
@@ -390,7 +386,7 @@ mod tests {
         .join()
         .unwrap();
         assert_eq!(counts.registered(), 1);
-        assert_eq!(total(&counts.take()), 9);
+        assert_eq!(counts.take().total(), 9);
         assert_eq!(counts.registered(), 0);
     }
 
@@ -474,7 +470,7 @@ mod tests {
             count(&a, &mut sa, "u", "user");
             count(&b, &mut sb, "u", "user");
         }
-        assert_eq!((total(&a.take()), total(&b.take())), (2, 2));
+        assert_eq!((a.take().total(), b.take().total()), (2, 2));
         drop(a);
         // A new client on this thread lets the gone one's cells go.
         let c = Arc::new(Counts::new(8));

@@ -105,6 +105,12 @@ pub(crate) struct Recorder {
     warned_full: AtomicBool,
 }
 
+/// The flag, if an evaluation of it for `context` can be counted as a repeat in the
+/// thread's own cell: a flag that needs only counts, and a single-kind context.
+fn repeatable<'f>(flag: Option<&'f Flag>, context: &Context) -> Option<&'f Flag> {
+    flag.filter(|f| f.summary_only && !context.is_multi())
+}
+
 /// Per thread, at most this many (flag version, variation, kind) counters of its own.
 const MAX_CELLS: usize = 1_024;
 
@@ -277,19 +283,16 @@ impl Recorder {
         variation: Option<usize>,
         context: &Context,
     ) -> bool {
-        flag.is_some_and(|f| {
-            f.summary_only
-                && !context.is_multi()
-                && self
-                    .counts
-                    .try_count(f.id, variation, context.canonical_key(), context.kind())
+        repeatable(flag, context).is_some_and(|f| {
+            self.counts
+                .try_count(f.id, variation, context.canonical_key(), context.kind())
         })
     }
 
     /// Count an evaluation in this thread's shard (and its cell for the repeats), and
     /// hand it to the processor when it needs more than a count.
     pub(crate) fn count_through_shard(&self, r: &EvalRecord<'_>) {
-        let cell = r.flag.filter(|f| f.summary_only && !r.context.is_multi());
+        let cell = repeatable(r.flag, r.context);
         let now = coarse_unix_ms();
         let experiment = r
             .flag
@@ -300,6 +303,7 @@ impl Recorder {
         let exclude = r.flag.is_some_and(|f| f.exclude_from_summaries);
         let version = r.flag.map(|f| f.version);
         let epoch = self.counts.epoch();
+        let (value, default) = (|| whole((r.value)()), || whole((r.default)()));
         let unseen = {
             let mut shard = self.shard();
             if !exclude {
@@ -310,7 +314,6 @@ impl Recorder {
                     // under the store key, as a prerequisite under the JSON's).
                     id: r.flag.filter(|f| f.one_key).map(|f| f.id),
                 };
-                let (value, default) = (|| whole((r.value)()), || whole((r.default)()));
                 if r.context.is_multi() {
                     let kinds = r.context.kinds();
                     let kinds = kinds.iter().map(|k| k.as_ref());
@@ -325,7 +328,6 @@ impl Recorder {
             shard.first_sight(r.context.canonical_key(), self.seen_capacity)
         };
         if !r.context.is_multi() {
-            let (value, default) = (|| whole((r.value)()), || whole((r.default)()));
             self.counts.remember(
                 epoch,
                 r.context.canonical_key(),
