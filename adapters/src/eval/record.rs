@@ -104,7 +104,12 @@ impl Client {
     }
 
     /// Report one evaluation (after its prerequisites) to the events, if they are on.
+    ///
+    /// The common case — a repeat that only adds to a count, with no prerequisite
+    /// evaluated — is decided here, inlined into the evaluation; the rest is
+    /// [`Client::record_evaluation_in_full`].
     #[allow(clippy::too_many_arguments, reason = "the facts of one evaluation")]
+    #[inline]
     pub(crate) fn record_evaluation(
         &self,
         key: &str,
@@ -120,7 +125,49 @@ impl Client {
         let Some(events) = self.events() else {
             return;
         };
-        for p in prerequisites.0.take() {
+        if prerequisites.0.borrow().is_empty()
+            && events
+                .recorder
+                .count_repeat(flag.map(|f| &**f), index(variation), context)
+        {
+            return;
+        }
+        self.record_evaluation_in_full(
+            key,
+            context,
+            flag,
+            variation,
+            reason,
+            value,
+            default,
+            with_reason,
+            prerequisites,
+        );
+    }
+
+    /// [`Client::record_evaluation`] past its common case: the prerequisites' records,
+    /// then the evaluation's.
+    #[allow(clippy::too_many_arguments, reason = "the facts of one evaluation")]
+    #[inline(never)]
+    fn record_evaluation_in_full(
+        &self,
+        key: &str,
+        context: &Context,
+        flag: Option<&Arc<Flag>>,
+        variation: Option<isize>,
+        reason: &Reason,
+        value: &dyn Fn() -> Value,
+        default: &dyn Fn() -> Value,
+        with_reason: bool,
+        prerequisites: &Prerequisites,
+    ) {
+        let Some(events) = self.events() else {
+            return;
+        };
+        let prerequisites = prerequisites.0.take();
+        // Without prerequisites, `record_evaluation` tried the repeat already.
+        let try_repeat = !prerequisites.is_empty();
+        for p in prerequisites {
             let result = &p.result;
             events.recorder.evaluation(&EvalRecord {
                 key: &p.flag.key,
@@ -142,7 +189,7 @@ impl Client {
         }
         let (flag, variation) = (flag.map(|f| &**f), index(variation));
         // The common case first, before the record is even put together.
-        if events.recorder.count_repeat(flag, variation, context) {
+        if try_repeat && events.recorder.count_repeat(flag, variation, context) {
             return;
         }
         events.recorder.count_through_shard(&EvalRecord {

@@ -87,6 +87,9 @@ pub(crate) struct Counts {
 /// A thread's side of one client's counters.
 struct Local {
     counts: Weak<Counts>,
+    /// The address of `counts`, which is this client's while `counts` keeps the
+    /// allocation (a `Weak` does): found with one comparison.
+    owner: usize,
     /// The epoch in which `context` was counted through the shard.
     epoch: u64,
     /// The canonical key of the context this thread last counted through the shard.
@@ -140,6 +143,7 @@ impl Counts {
     /// canonical key `context` and kind `kind` now, if this thread counted the same
     /// context through its shard in this epoch and has a cell for the counter. False: it
     /// goes through the shard.
+    #[inline]
     pub(crate) fn try_count(
         &self,
         flag_id: u64,
@@ -152,7 +156,8 @@ impl Counts {
                 let Ok(locals) = locals.try_borrow() else {
                     return false;
                 };
-                let Some(local) = locals.iter().find(|l| ptr::eq(l.counts.as_ptr(), self)) else {
+                let owner = ptr::from_ref(self).addr();
+                let Some(local) = locals.iter().find(|l| l.owner == owner) else {
                     return false;
                 };
                 if local.epoch != self.epoch.load(Ordering::Acquire) || local.context != context {
@@ -194,7 +199,7 @@ impl Counts {
             };
             let i = match locals
                 .iter()
-                .position(|l| ptr::eq(l.counts.as_ptr(), Arc::as_ptr(self)))
+                .position(|l| l.owner == Arc::as_ptr(self).addr())
             {
                 Some(i) => i,
                 None => {
@@ -202,6 +207,7 @@ impl Counts {
                     locals.retain(|l| l.counts.strong_count() > 0);
                     locals.push(Local {
                         counts: Arc::downgrade(self),
+                        owner: Arc::as_ptr(self).addr(),
                         epoch,
                         context: String::new(),
                         cells: Box::default(),

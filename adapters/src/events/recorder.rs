@@ -145,8 +145,7 @@ fn placeholder_context() -> Arc<EventContext> {
 
 /// The context as the event processor reads it.
 pub(crate) fn event_context(context: &Context) -> Option<Arc<EventContext>> {
-    let json = serde_json::to_value(context).ok()?;
-    match EventContext::parse(&json) {
+    match context.to_event_context() {
         Ok(c) => Some(Arc::new(c)),
         Err(e) => {
             tracing::warn!(error = %e, "a context that cannot be reported in events");

@@ -101,6 +101,23 @@ pub(crate) struct Single {
     pub(crate) private: Vec<AttrRef>,
 }
 
+/// One individual context of an [`EventContext`] made with [`EventContext::from_kinds`]:
+/// what its JSON form would hold, already read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ContextKind {
+    /// Its kind (`user`, `org`, …).
+    pub kind: String,
+    /// Its key.
+    pub key: String,
+    /// `anonymous`.
+    pub anonymous: bool,
+    /// `name` and the custom attributes, in any order (a `null` is the same as none; of
+    /// a name given twice, the first is kept).
+    pub attributes: Vec<(String, Value)>,
+    /// `_meta.privateAttributes`, as written (invalid references are ignored).
+    pub private_attributes: Vec<String>,
+}
+
 /// A context for analytics events: single-kind or multi-kind.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventContext {
@@ -198,6 +215,49 @@ impl EventContext {
         };
         parts.sort_by(|a, b| a.kind.cmp(&b.kind));
         Ok(Self::from_parts(multi, parts))
+    }
+
+    /// A context from its individual contexts, without going through its JSON: the
+    /// same as [`EventContext::parse`] of the JSON they stand for (a multi-kind context
+    /// when there are several).
+    ///
+    /// # Errors
+    /// [`ContextError::NotAnObject`] without any part, [`ContextError::InvalidKind`] for a
+    /// kind `parse` refuses (or `multi`, or a kind twice).
+    pub fn from_kinds(kinds: Vec<ContextKind>) -> Result<Self, ContextError> {
+        if kinds.is_empty() {
+            return Err(ContextError::NotAnObject);
+        }
+        let mut parts = Vec::with_capacity(kinds.len());
+        for k in kinds {
+            if !valid_kind(&k.kind) || k.kind == "multi" {
+                return Err(ContextError::InvalidKind);
+            }
+            let mut attributes: Vec<_> = k
+                .attributes
+                .into_iter()
+                .filter(|(_, v)| !v.is_null())
+                .collect();
+            // In name order, as a JSON object is read; a name twice counts once.
+            attributes.sort_by(|a, b| a.0.cmp(&b.0));
+            attributes.dedup_by(|b, a| a.0 == b.0);
+            parts.push(Single {
+                kind: k.kind,
+                key: k.key,
+                anonymous: k.anonymous,
+                attributes,
+                private: k
+                    .private_attributes
+                    .iter()
+                    .filter_map(|p| AttrRef::parse(p))
+                    .collect(),
+            });
+        }
+        parts.sort_by(|a, b| a.kind.cmp(&b.kind));
+        if parts.windows(2).any(|w| w[0].kind == w[1].kind) {
+            return Err(ContextError::InvalidKind);
+        }
+        Ok(Self::from_parts(parts.len() > 1, parts))
     }
 
     fn from_parts(multi: bool, parts: Vec<Single>) -> Self {
@@ -411,6 +471,71 @@ mod tests {
 
     fn ctx(v: Value) -> EventContext {
         EventContext::parse(&v).expect("a valid context")
+    }
+
+    fn kind(kind: &str, key: &str) -> ContextKind {
+        ContextKind {
+            kind: kind.into(),
+            key: key.into(),
+            ..ContextKind::default()
+        }
+    }
+
+    #[test]
+    fn a_context_from_its_kinds_is_the_context_its_json_gives() {
+        let single = ContextKind {
+            anonymous: true,
+            attributes: vec![
+                ("name".into(), json!("Ann")),
+                ("email".into(), json!("a@x")),
+                ("gone".into(), Value::Null),
+                ("address".into(), json!({"city": "Oslo"})),
+            ],
+            private_attributes: vec!["email".into(), "/address/city".into(), "".into()],
+            ..kind("user", "u:1")
+        };
+        assert_eq!(
+            EventContext::from_kinds(vec![single.clone()]),
+            Ok(ctx(
+                json!({"kind": "user", "key": "u:1", "anonymous": true, "name": "Ann",
+                "email": "a@x", "gone": null, "address": {"city": "Oslo"},
+                "_meta": {"privateAttributes": ["email", "/address/city", ""]}})
+            ))
+        );
+        let multi = EventContext::from_kinds(vec![kind("org", "o%1"), single]).unwrap();
+        assert_eq!(
+            multi,
+            ctx(json!({"kind": "multi",
+                "user": {"key": "u:1", "anonymous": true, "name": "Ann", "email": "a@x",
+                    "address": {"city": "Oslo"},
+                    "_meta": {"privateAttributes": ["email", "/address/city"]}},
+                "org": {"key": "o%1"}}))
+        );
+        assert_eq!(multi.fully_qualified_key(), "org:o%251:user:u%3A1");
+        // One kind in a multi-kind JSON is a single-kind context.
+        assert_eq!(
+            EventContext::from_kinds(vec![kind("org", "o")]),
+            Ok(ctx(json!({"kind": "multi", "org": {"key": "o"}})))
+        );
+    }
+
+    #[test]
+    fn a_context_from_kinds_refuses_what_its_json_would() {
+        assert_eq!(
+            EventContext::from_kinds(vec![]),
+            Err(ContextError::NotAnObject)
+        );
+        for bad in ["", "kind", "multi", "a b", "é"] {
+            assert_eq!(
+                EventContext::from_kinds(vec![kind(bad, "k")]),
+                Err(ContextError::InvalidKind),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            EventContext::from_kinds(vec![kind("org", "a"), kind("org", "b")]),
+            Err(ContextError::InvalidKind)
+        );
     }
 
     #[test]

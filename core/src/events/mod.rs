@@ -50,7 +50,7 @@ mod tests;
 
 pub use config::{DiagnosticInfo, EventsConfig};
 pub use context::{
-    ComponentError, ContextError, ContextFormatter, EventContext, unescape_component,
+    ComponentError, ContextError, ContextFormatter, ContextKind, EventContext, unescape_component,
 };
 pub use processor::{Event, EventProcessor, Input, Output};
 pub use record::{Custom, Evaluation, Identify, MigrationOp, Record};

@@ -39,6 +39,7 @@ mod attribute_value;
 mod builder;
 #[allow(clippy::module_inception)] // The module of the `Context` type itself.
 mod context;
+mod event_form;
 mod flag_value;
 mod kind;
 mod multi;
