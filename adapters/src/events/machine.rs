@@ -17,6 +17,8 @@ pub(crate) enum Command {
     /// An evaluation and the context it was made for: the context's event form is
     /// made here, on the driver's task, rather than on the evaluating thread.
     Evaluation(Box<(Context, Evaluation)>),
+    /// Take the records waiting in the recorder's shards (see [`Recorder::command`]).
+    Drain,
     /// Send what is queued now.
     Flush,
     /// Send what is queued, then end the driver.
@@ -59,7 +61,18 @@ impl EventsMachine {
         }
     }
 
+    /// The records waiting in the recorder's shards, in their order.
+    fn drain(&mut self, now: Instant) {
+        for command in self.recorder.take_pending() {
+            if let Some(input) = record_input(command) {
+                self.processor.handle_input(now, input);
+            }
+        }
+    }
+
+    /// The waiting records, then the shards' and threads' summaries.
     fn merge(&mut self, now: Instant) {
+        self.drain(now);
         for summary in self.recorder.take_summaries() {
             self.processor.handle_input(now, Input::Summary(summary));
         }
@@ -77,14 +90,15 @@ impl Machine for EventsMachine {
             self.recorder.received();
         }
         let input = match input {
-            In::Command(Command::Record(record)) => Input::Record(*record),
-            In::Command(Command::Evaluation(pending)) => {
-                let (context, mut evaluation) = *pending;
-                let Some(context) = super::event_context(&context) else {
+            In::Command(command @ (Command::Record(_) | Command::Evaluation(_))) => {
+                let Some(input) = record_input(command) else {
                     return;
                 };
-                evaluation.context = context;
-                Input::Record(Record::Evaluation(evaluation))
+                input
+            }
+            In::Command(Command::Drain) => {
+                self.drain(now);
+                return;
             }
             In::Command(Command::Flush) => {
                 self.merge(now);
@@ -129,6 +143,20 @@ impl Machine for EventsMachine {
 
     fn stop(&mut self, _now: Instant) {
         // The driver cancels every connection it opened; nothing else is held.
+    }
+}
+
+/// The processor's input for a record ([`Command::Record`], [`Command::Evaluation`]):
+/// an evaluation's context is put in its event form here, on the processor's task.
+fn record_input(command: Command) -> Option<Input<'static>> {
+    match command {
+        Command::Record(record) => Some(Input::Record(*record)),
+        Command::Evaluation(pending) => {
+            let (context, mut evaluation) = *pending;
+            evaluation.context = super::event_context(&context)?;
+            Some(Input::Record(Record::Evaluation(evaluation)))
+        }
+        _ => None,
     }
 }
 

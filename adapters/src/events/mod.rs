@@ -14,9 +14,11 @@
 //!      │           coarse wall clock: clock.rs)
 //!      │ only for a tracked or debugged flag, or a context the shard has not seen:
 //!      ▼
-//!  bounded inbox ──► driver ──► EventProcessor (core) ──► POST /bulk, /diagnostic
-//!                      ▲ before each flush, the shards' summaries and what the cells
-//!                        added are merged in
+//!  the records' queue (lock-free, in order with `track`, `identify` and migration
+//!      │ operations; the context shared, not copied; at most `capacity`) ── taken by
+//!      ▼ the driver at half the capacity and before each flush or close: no wake-up
+//!  driver ──► EventProcessor (core) ──► POST /bulk, /diagnostic
+//!    ▲ before each flush, the shards' summaries and what the cells added are merged in
 //! ```
 //!
 //! Configure it with [`crate::ClientBuilder::events`]; the defaults are LaunchDarkly's

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::eval::engine::Flag;
 use crate::eval::{Context, Reason};
+use concurrent_queue::ConcurrentQueue;
 use flagsync_core::events::{
     Custom, Evaluation, EventContext, FlagRef, Identify, MigrationOp, Record, Summarizer,
 };
@@ -103,6 +104,11 @@ pub(crate) struct Recorder {
     /// At most this many records queued; more are dropped.
     limit: usize,
     warned_full: AtomicBool,
+    /// Records in the order they were made, until the processor takes them
+    /// ([`Recorder::take_pending`]); at most `limit` (`queued` counts them).
+    pending: ConcurrentQueue<Command>,
+    /// A [`Command::Drain`] is on its way: the records queued reached half the limit.
+    drain_asked: AtomicBool,
 }
 
 /// The flag, if an evaluation of it for `context` can be counted as a repeat in the
@@ -174,6 +180,8 @@ impl Recorder {
             queued: AtomicUsize::new(0),
             limit: limit.max(1),
             warned_full: AtomicBool::new(false),
+            pending: ConcurrentQueue::unbounded(),
+            drain_asked: AtomicBool::new(false),
         }
     }
 
@@ -182,16 +190,18 @@ impl Recorder {
         self.queued.load(Ordering::Relaxed) >= self.limit
     }
 
-    /// Take a place in the inbox for one record; false if there is none.
-    fn reserve(&self) -> bool {
+    /// Take a place in the inbox for one record: the records queued with it, or `None`
+    /// if there is no place.
+    fn reserve(&self) -> Option<usize> {
         if self.is_full() {
-            return false;
+            return None;
         }
-        if self.queued.fetch_add(1, Ordering::Relaxed) >= self.limit {
+        let before = self.queued.fetch_add(1, Ordering::Relaxed);
+        if before >= self.limit {
             self.queued.fetch_sub(1, Ordering::Relaxed);
-            return false;
+            return None;
         }
-        true
+        Some(before + 1)
     }
 
     /// The processor received a record ([`Command::is_record`]): its place is free.
@@ -229,11 +239,20 @@ impl Recorder {
         summaries
     }
 
-    /// Send a command to the processor; false if it is a record and the inbox is
+    /// Hand a command to the processor; false if it is a record and the inbox is
     /// full, or if the processor is gone. Flushes and closes are never refused.
+    ///
+    /// Records wait in a queue of their own, in order, and are not sent one by one:
+    /// waking the processor's task for each would cost the evaluating thread a system
+    /// call per record whenever the task is idle. The processor takes them before
+    /// anything that may flush ([`Command::Flush`], [`Command::Close`], its timers), and
+    /// is asked to ([`Command::Drain`]) once half the limit is queued.
     pub(crate) fn command(&self, command: Command) -> bool {
+        if matches!(command, Command::Record(_) | Command::Evaluation(_)) {
+            return self.hold(command);
+        }
         let record = command.is_record();
-        if record && !self.reserve() {
+        if record && self.reserve().is_none() {
             if !self.tx.is_closed() {
                 self.dropped();
             }
@@ -248,6 +267,41 @@ impl Recorder {
                 false
             }
         }
+    }
+
+    /// Queue a record (see [`Recorder::command`]).
+    fn hold(&self, record: Command) -> bool {
+        if self.tx.is_closed() {
+            return false;
+        }
+        let Some(queued) = self.reserve() else {
+            self.dropped();
+            return false;
+        };
+        if self.pending.push(record).is_err() {
+            // Only a closed queue refuses, and this one is never closed.
+            self.received();
+            return false;
+        }
+        if queued >= (self.limit / 2).max(1) && !self.drain_asked.swap(true, Ordering::AcqRel) {
+            // Never refused while the processor runs (the channel is unbounded).
+            let _ = self.tx.try_send(Msg::Command(Command::Drain));
+        }
+        true
+    }
+
+    /// Every record queued, in order, their places in the inbox freed.
+    pub(crate) fn take_pending(&self) -> Vec<Command> {
+        // Before taking: a record queued after this asks again.
+        self.drain_asked.store(false, Ordering::Release);
+        let taken: Vec<_> = self.pending.try_iter().collect();
+        let n = taken.len();
+        let _ = self
+            .queued
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |q| {
+                Some(q.saturating_sub(n))
+            });
+        taken
     }
 
     /// A record is dropped because the inbox is full: warn once until one gets through.
@@ -480,12 +534,16 @@ mod tests {
         .unwrap();
         let (tx, rx) = async_channel::unbounded();
         let recorder = Recorder::new(tx, 1, 1_000);
-        // An unseen context goes to the processor; the second finds the inbox full.
+        // An unseen context goes to the processor (the processor is asked to take it:
+        // half the limit is queued); the second finds the inbox full.
         evaluate(&recorder, &flag, "a");
         evaluate(&recorder, &flag, "b");
-        assert_eq!(rx.len(), 1);
         assert!(recorder.warned_full.load(Ordering::Relaxed));
-        let Ok(Msg::Command(Command::Evaluation(pending))) = rx.try_recv() else {
+        assert!(matches!(rx.try_recv(), Ok(Msg::Command(Command::Drain))));
+        assert!(rx.is_empty());
+        let mut pending = recorder.take_pending();
+        assert_eq!(pending.len(), 1);
+        let Some(Command::Evaluation(pending)) = pending.pop() else {
             panic!("an evaluation");
         };
         let (context, evaluation) = *pending;
@@ -495,11 +553,12 @@ mod tests {
             ("f", Some(3))
         );
         assert!(evaluation.summarized);
-        recorder.received();
-        // Room again: the next unseen context gets through and the warning is re-armed.
+        // Room again: the next unseen context gets through, the warning is re-armed,
+        // and the processor is asked again.
         evaluate(&recorder, &flag, "c");
-        assert_eq!(rx.len(), 1);
+        assert_eq!(recorder.take_pending().len(), 1);
         assert!(!recorder.warned_full.load(Ordering::Relaxed));
+        assert!(matches!(rx.try_recv(), Ok(Msg::Command(Command::Drain))));
         // The summaries count all three.
         let summaries = recorder.take_summaries();
         let mut total = Summarizer::default();
@@ -510,6 +569,45 @@ mod tests {
     }
 
     #[test]
+    fn records_wait_in_the_shards_and_the_processor_is_asked_once_at_half_the_limit() {
+        let (tx, rx) = async_channel::unbounded();
+        let recorder = Recorder::new(tx, 10, 1_000);
+        let identify = |n: usize| {
+            for i in 0..n {
+                recorder.identify(&ContextBuilder::new(format!("u{i}")).build().unwrap());
+            }
+        };
+        identify(4);
+        assert!(rx.is_empty(), "no message per record");
+        identify(4);
+        assert!(matches!(rx.try_recv(), Ok(Msg::Command(Command::Drain))));
+        assert!(rx.is_empty(), "asked once");
+        assert_eq!(recorder.take_pending().len(), 8);
+        assert_eq!(recorder.queued.load(Ordering::Relaxed), 0);
+        // One after the other from two threads: taken in that order.
+        std::thread::scope(|s| {
+            s.spawn(|| recorder.identify(&ContextBuilder::new("first").build().unwrap()));
+        });
+        recorder.identify(&ContextBuilder::new("second").build().unwrap());
+        let order: Vec<_> = recorder
+            .take_pending()
+            .into_iter()
+            .map(|c| match c {
+                Command::Record(r) => match *r {
+                    Record::Identify(i) => i.context.fully_qualified_key().to_owned(),
+                    other => panic!("an identify, not {other:?}"),
+                },
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        assert_eq!(order, ["first", "second"]);
+        // Gone, the processor is handed nothing more.
+        drop(rx);
+        identify(1);
+        assert!(recorder.take_pending().is_empty());
+    }
+
+    #[test]
     fn a_full_inbox_keeps_the_first_records_and_still_takes_a_flush_behind_them() {
         let (tx, rx) = async_channel::unbounded();
         let recorder = Recorder::new(tx, 2, 1_000);
@@ -517,25 +615,31 @@ mod tests {
             recorder.identify(&ContextBuilder::new(key).build().unwrap());
         }
         recorder.command(Command::Flush);
+        // What the processor sees: the records taken at a drain and before a flush.
         let mut got = Vec::new();
         while let Ok(Msg::Command(command)) = rx.try_recv() {
-            if command.is_record() {
-                recorder.received();
+            for record in recorder.take_pending() {
+                got.push(match record {
+                    Command::Record(r) => match *r {
+                        Record::Identify(i) => i.context.fully_qualified_key().to_owned(),
+                        other => panic!("an identify, not {other:?}"),
+                    },
+                    other => panic!("unexpected {other:?}"),
+                });
             }
-            got.push(match command {
-                Command::Record(r) => match *r {
-                    Record::Identify(i) => i.context.fully_qualified_key().to_owned(),
-                    other => panic!("an identify, not {other:?}"),
-                },
-                Command::Flush => "flush".to_owned(),
+            match command {
+                Command::Drain => {}
+                Command::Flush => got.push("flush".to_owned()),
                 other => panic!("unexpected {other:?}"),
-            });
+            }
         }
         assert_eq!(got, ["a", "b", "flush"]);
-        // Received, the places are free again; a close is never refused either.
+        // Taken, the places are free again; a close is never refused either.
         recorder.identify(&ContextBuilder::new("d").build().unwrap());
         assert!(recorder.command(Command::Close));
-        assert_eq!(rx.len(), 2);
+        assert_eq!(recorder.take_pending().len(), 1);
+        assert!(matches!(rx.try_recv(), Ok(Msg::Command(Command::Drain))));
+        assert!(matches!(rx.try_recv(), Ok(Msg::Command(Command::Close))));
     }
 
     #[test]
@@ -609,9 +713,12 @@ mod tests {
         }
         // Every context was handed over at least once for its index event.
         let mut handed = FxHashSet::default();
-        while let Ok(Msg::Command(Command::Evaluation(pending))) = rx.try_recv() {
-            handed.insert(pending.0.canonical_key().to_owned());
+        for record in recorder.take_pending() {
+            if let Command::Evaluation(pending) = record {
+                handed.insert(pending.0.canonical_key().to_owned());
+            }
         }
+        drop(rx);
         assert_eq!(handed.len(), 3, "{handed:?}");
     }
 

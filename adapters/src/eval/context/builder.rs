@@ -1,5 +1,6 @@
 //! [`ContextBuilder`]: builds a single-kind context and checks it.
 
+use super::context::Data;
 use super::{AttributeValue, Context, Kind, Reference};
 
 /// Builds a single-kind [`Context`]; [`MultiContextBuilder`](super::MultiContextBuilder)
@@ -184,7 +185,7 @@ impl ContextBuilder {
         if !self.allow_empty_key && self.key.is_empty() {
             return Err("key cannot be empty".to_owned());
         }
-        Ok(Context {
+        Ok(Context::new(Data {
             canonical_key: canonical_key(&kind, &self.key, true),
             kind,
             key: self.key.clone(),
@@ -195,7 +196,7 @@ impl ContextBuilder {
                 .then(|| self.private_attributes.clone()),
             secondary: self.secondary.clone(),
             contexts: None,
-        })
+        }))
     }
 }
 

@@ -2,6 +2,7 @@
 //! for, and [`AttributeRef`], an attribute read without copying.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::{AttributeValue, Kind, MultiContextBuilder, Reference};
 
@@ -15,9 +16,15 @@ use super::{AttributeValue, Kind, MultiContextBuilder, Reference};
 /// The API is that of the official `launchdarkly-server-sdk-evaluation` crate's
 /// `Context`. Its representation is made for evaluations: the built-in attributes
 /// (`kind`, `key`, `name`, `anonymous`) are fields, the others a list sorted by name,
-/// and [`Context::attribute`] reads any of them without copying.
+/// and [`Context::attribute`] reads any of them without copying. It is shared, not
+/// copied: a clone is a reference count (the analytics events keep the contexts they
+/// report that way).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Context {
+pub struct Context(pub(super) Arc<Data>);
+
+/// What a [`Context`] holds (its fields read through it).
+#[derive(Debug, PartialEq)]
+pub(super) struct Data {
     /// `multi` for a multi-kind context.
     pub(super) kind: Kind,
     /// Empty for a multi-kind context.
@@ -32,7 +39,14 @@ pub struct Context {
     /// The old user format's `secondary` (deserialized only; never evaluated).
     pub(super) secondary: Option<String>,
     /// The contexts of a multi-kind context, sorted by kind.
-    pub(super) contexts: Option<Vec<Self>>,
+    pub(super) contexts: Option<Vec<Context>>,
+}
+
+impl Context {
+    /// The context holding `data`.
+    pub(super) fn new(data: Data) -> Self {
+        Self(Arc::new(data))
+    }
 }
 
 /// The value of an attribute of a [`Context`], borrowed from it: what
@@ -100,16 +114,20 @@ const SCAN_LIMIT: usize = 8;
 impl Context {
     /// True for a multi-kind context.
     pub fn is_multi(&self) -> bool {
-        self.contexts.is_some()
+        self.0.contexts.is_some()
     }
 
     /// This context without its anonymous contexts: a multi-kind context of the
     /// others (a single-kind one if one is left), the context itself if it is a
     /// single-kind context that is not anonymous. `Err` when nothing is left.
     pub fn without_anonymous_contexts(&self) -> Result<Self, String> {
-        let kept = match &self.contexts {
-            Some(contexts) => contexts.iter().filter(|c| !c.anonymous).cloned().collect(),
-            None if self.anonymous => Vec::new(),
+        let kept = match &self.0.contexts {
+            Some(contexts) => contexts
+                .iter()
+                .filter(|c| !c.0.anonymous)
+                .cloned()
+                .collect(),
+            None if self.0.anonymous => Vec::new(),
             None => vec![self.clone()],
         };
         MultiContextBuilder::of(kept).build()
@@ -145,10 +163,10 @@ impl Context {
             return (rest.is_empty() && first == "kind").then_some(AttributeRef::Str("multi"));
         }
         let top = match first {
-            "kind" => AttributeRef::Str(self.kind.as_ref()),
-            "key" => AttributeRef::Str(&self.key),
-            "name" => AttributeRef::Str(self.name.as_deref()?),
-            "anonymous" => AttributeRef::Bool(self.anonymous),
+            "kind" => AttributeRef::Str(self.0.kind.as_ref()),
+            "key" => AttributeRef::Str(&self.0.key),
+            "name" => AttributeRef::Str(self.0.name.as_deref()?),
+            "anonymous" => AttributeRef::Bool(self.0.anonymous),
             other => AttributeRef::Value(self.custom(other)?),
         };
         if rest.is_empty() {
@@ -168,7 +186,7 @@ impl Context {
 
     /// The attribute (not a built-in one) named `name`.
     fn custom(&self, name: &str) -> Option<&AttributeValue> {
-        let attributes = &*self.attributes;
+        let attributes = &*self.0.attributes;
         let found = if attributes.len() <= SCAN_LIMIT {
             attributes.iter().find(|(n, _)| **n == *name)
         } else {
@@ -182,60 +200,63 @@ impl Context {
 
     /// The `key` attribute; empty for a multi-kind context (see [`Context::as_kind`]).
     pub fn key(&self) -> &str {
-        &self.key
+        &self.0.key
     }
 
     /// The canonical key: the key for a `user`, `kind:key` for another kind (with `%`
     /// and `:` in the key escaped as `%25` and `%3A`), and for a multi-kind context the
     /// `kind:key` of each context, sorted by kind, joined with `:` (`user` included).
     pub fn canonical_key(&self) -> &str {
-        &self.canonical_key
+        &self.0.canonical_key
     }
 
     /// The `kind` attribute: `multi` for a multi-kind context.
     pub fn kind(&self) -> &Kind {
-        &self.kind
+        &self.0.kind
     }
 
     /// The `name` attribute, if it is set (never for a multi-kind context).
     pub fn name(&self) -> Option<&str> {
-        self.name.as_deref()
+        self.0.name.as_deref()
     }
 
     /// The `anonymous` attribute (false for a multi-kind context).
     pub fn anonymous(&self) -> bool {
-        self.anonymous
+        self.0.anonymous
     }
 
     /// The single-kind context of `kind`: this one if it has that kind, or the one of
     /// a multi-kind context that has it.
     pub fn as_kind(&self, kind: &Kind) -> Option<&Self> {
-        match &self.contexts {
-            None => (self.kind == *kind).then_some(self),
-            Some(contexts) => contexts.iter().find(|c| c.kind == *kind),
+        match &self.0.contexts {
+            None => (self.0.kind == *kind).then_some(self),
+            Some(contexts) => contexts.iter().find(|c| c.0.kind == *kind),
         }
     }
 
     /// The key of each kind.
     pub fn context_keys(&self) -> HashMap<&Kind, &str> {
-        match &self.contexts {
-            None => HashMap::from([(&self.kind, self.key.as_str())]),
-            Some(contexts) => contexts.iter().map(|c| (&c.kind, c.key.as_str())).collect(),
+        match &self.0.contexts {
+            None => HashMap::from([(&self.0.kind, self.0.key.as_str())]),
+            Some(contexts) => contexts
+                .iter()
+                .map(|c| (&c.0.kind, c.0.key.as_str()))
+                .collect(),
         }
     }
 
     /// The kinds of the context: one for a single-kind context, each context's for a
     /// multi-kind one.
     pub fn kinds(&self) -> Vec<&Kind> {
-        match &self.contexts {
-            None => vec![&self.kind],
-            Some(contexts) => contexts.iter().map(|c| &c.kind).collect(),
+        match &self.0.contexts {
+            None => vec![&self.0.kind],
+            Some(contexts) => contexts.iter().map(|c| &c.0.kind).collect(),
         }
     }
 
     /// The single-kind contexts: this one, or those of a multi-kind context.
     pub(crate) fn singles(&self) -> &[Self] {
-        match &self.contexts {
+        match &self.0.contexts {
             None => std::slice::from_ref(self),
             Some(contexts) => contexts,
         }

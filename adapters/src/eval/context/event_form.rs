@@ -29,7 +29,7 @@ impl AttributeValue {
 impl Context {
     /// This context in the event processor's form.
     pub(crate) fn to_event_context(&self) -> Result<EventContext, ContextError> {
-        let kinds = match &self.contexts {
+        let kinds = match &self.0.contexts {
             Some(contexts) => contexts.iter().map(Self::event_kind).collect(),
             None => vec![self.event_kind()],
         };
@@ -39,22 +39,25 @@ impl Context {
     /// A single-kind context's part of its event form.
     fn event_kind(&self) -> ContextKind {
         let name = self
+            .0
             .name
             .as_ref()
             .map(|n| ("name".to_owned(), Value::String(n.clone())));
         ContextKind {
-            kind: self.kind.as_ref().to_owned(),
-            key: self.key.clone(),
-            anonymous: self.anonymous,
+            kind: self.0.kind.as_ref().to_owned(),
+            key: self.0.key.clone(),
+            anonymous: self.0.anonymous,
             attributes: name
                 .into_iter()
                 .chain(
-                    self.attributes
+                    self.0
+                        .attributes
                         .iter()
                         .map(|(n, v)| (n.to_string(), v.to_json())),
                 )
                 .collect(),
             private_attributes: self
+                .0
                 .private_attributes
                 .iter()
                 .flatten()

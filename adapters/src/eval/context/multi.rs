@@ -1,6 +1,7 @@
 //! [`MultiContextBuilder`]: combines single-kind contexts into a multi-kind one.
 
 use super::builder::canonical_key;
+use super::context::Data;
 use super::{Context, Kind};
 
 /// Builds a multi-kind [`Context`] out of single-kind ones, at most one per kind.
@@ -41,8 +42,8 @@ impl MultiContextBuilder {
     /// Add `context`; a multi-kind context adds each of its contexts. Two contexts of
     /// the same kind make [`MultiContextBuilder::build`] fail.
     pub fn add_context(&mut self, context: Context) -> &mut Self {
-        match context.contexts {
-            Some(contexts) => self.contexts.extend(contexts),
+        match &context.0.contexts {
+            Some(contexts) => self.contexts.extend(contexts.iter().cloned()),
             None => self.contexts.push(context),
         }
         self
@@ -57,16 +58,16 @@ impl MultiContextBuilder {
             _ => {}
         }
         let mut contexts = self.contexts.clone();
-        contexts.sort_by(|a, b| a.kind.cmp(&b.kind));
-        if contexts.windows(2).any(|w| w[0].kind == w[1].kind) {
+        contexts.sort_by(|a, b| a.0.kind.cmp(&b.0.kind));
+        if contexts.windows(2).any(|w| w[0].0.kind == w[1].0.kind) {
             return Err("multi-kind context cannot have same kind more than once".into());
         }
         let canonical_key = contexts
             .iter()
-            .map(|c| canonical_key(&c.kind, &c.key, false))
+            .map(|c| canonical_key(&c.0.kind, &c.0.key, false))
             .collect::<Vec<_>>()
             .join(":");
-        Ok(Context {
+        Ok(Context::new(Data {
             kind: Kind::multi(),
             key: String::new(),
             canonical_key,
@@ -76,6 +77,6 @@ impl MultiContextBuilder {
             private_attributes: None,
             secondary: None,
             contexts: Some(contexts),
-        })
+        }))
     }
 }

@@ -20,13 +20,13 @@ use super::{AttributeValue, Context, ContextBuilder, Kind, MultiContextBuilder, 
 
 impl Serialize for Context {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let Some(contexts) = &self.contexts else {
+        let Some(contexts) = &self.0.contexts else {
             return Single(self, true).serialize(serializer);
         };
         let mut map = serializer.serialize_map(Some(contexts.len() + 1))?;
         map.serialize_entry("kind", "multi")?;
         for c in contexts {
-            map.serialize_entry(c.kind.as_ref(), &Single(c, false))?;
+            map.serialize_entry(c.0.kind.as_ref(), &Single(c, false))?;
         }
         map.end()
     }
@@ -40,21 +40,21 @@ impl Serialize for Single<'_> {
         let Self(c, with_kind) = *self;
         let mut map = serializer.serialize_map(None)?;
         if with_kind {
-            map.serialize_entry("kind", &c.kind)?;
+            map.serialize_entry("kind", &c.0.kind)?;
         }
-        map.serialize_entry("key", &c.key)?;
-        if let Some(name) = &c.name {
+        map.serialize_entry("key", &c.0.key)?;
+        if let Some(name) = &c.0.name {
             map.serialize_entry("name", name)?;
         }
-        if c.anonymous {
+        if c.0.anonymous {
             map.serialize_entry("anonymous", &true)?;
         }
-        for (name, value) in &c.attributes {
+        for (name, value) in &c.0.attributes {
             map.serialize_entry(&**name, value)?;
         }
-        let private = c.private_attributes.as_deref().unwrap_or_default();
-        if c.secondary.is_some() || !private.is_empty() {
-            map.serialize_entry("_meta", &Meta(c.secondary.as_deref(), private))?;
+        let private = c.0.private_attributes.as_deref().unwrap_or_default();
+        if c.0.secondary.is_some() || !private.is_empty() {
+            map.serialize_entry("_meta", &Meta(c.0.secondary.as_deref(), private))?;
         }
         map.end()
     }
