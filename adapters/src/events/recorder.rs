@@ -569,7 +569,7 @@ mod tests {
     }
 
     #[test]
-    fn records_wait_in_the_shards_and_the_processor_is_asked_once_at_half_the_limit() {
+    fn records_wait_in_their_queue_and_the_processor_is_asked_once_at_half_the_limit() {
         let (tx, rx) = async_channel::unbounded();
         let recorder = Recorder::new(tx, 10, 1_000);
         let identify = |n: usize| {
