@@ -190,7 +190,15 @@ impl Store {
         let nothing_stored = old.flags.is_empty() && old.segments.is_empty();
         let mut repeated = false;
         let mut edges = Vec::new();
-        for c in cs.changes {
+        // Taken in order from the back of the reversed list, which gives its memory
+        // back as it empties: the list (a hundred bytes an item) and the map it
+        // becomes are not both whole at the end of a large put.
+        let mut changes = cs.changes;
+        changes.reverse();
+        while let Some(c) = changes.pop() {
+            if changes.capacity() >= 1024 && changes.len() <= changes.capacity() / 4 {
+                changes.shrink_to_fit();
+            }
             // The index was just cleared: only items with references need an entry.
             if !c.item.deleted && !c.depends_on.is_empty() {
                 edges.push(((c.kind, c.key.clone()), c.depends_on));

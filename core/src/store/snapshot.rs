@@ -26,7 +26,9 @@ struct Entry(Arc<Stored>);
 
 /// What an [`Entry`] points to.
 struct Stored {
-    key: String,
+    /// Boxed rather than a `String`: 8 bytes less per item, which puts `Stored` in a
+    /// smaller size class of the allocator (16 bytes less per stored item).
+    key: Box<str>,
     item: Item,
     derived: Derived,
 }
@@ -74,7 +76,7 @@ impl Borrow<str> for Entry {
 impl Hash for Entry {
     /// Hashes as the key's `str` does, so lookups by `&str` find the entry.
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.0.key.as_str().hash(state);
+        self.0.key.hash(state);
     }
 }
 
@@ -101,7 +103,7 @@ impl ItemMap {
     /// Store `item` under `key`, replacing any item stored there; true if one was.
     pub(crate) fn insert(&mut self, key: String, item: Item) -> bool {
         let stored = Stored {
-            key,
+            key: key.into_boxed_str(),
             item,
             derived: Derived::default(),
         };
@@ -109,13 +111,11 @@ impl ItemMap {
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &Item)> + '_ {
-        self.0.keys().map(|e| (e.0.key.as_str(), &e.0.item))
+        self.0.keys().map(|e| (&*e.0.key, &e.0.item))
     }
 
     pub(crate) fn iter_with_derived(&self) -> impl Iterator<Item = (&str, &Item, &Derived)> + '_ {
-        self.0
-            .keys()
-            .map(|e| (e.0.key.as_str(), &e.0.item, &e.0.derived))
+        self.0.keys().map(|e| (&*e.0.key, &e.0.item, &e.0.derived))
     }
 
     pub(crate) fn values(&self) -> impl Iterator<Item = &Item> + '_ {

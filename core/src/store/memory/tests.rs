@@ -399,3 +399,16 @@ proptest! {
         prop_assert_eq!(a.changed_flags.keys(), expected);
     }
 }
+
+#[test]
+fn a_large_put_keeps_every_item_in_order_while_its_list_is_given_back() {
+    // Enough changes for the list to shrink several times as it is taken.
+    let mut changes: Vec<Change> = (0..5_000).map(|i| flag(&format!("f{i}"), 1)).collect();
+    changes.push(flag("f0", 9));
+    changes.push(flag("f4999", 3));
+    let s = store_with(changes);
+    assert_eq!(s.data().flags.len(), 5_000);
+    assert_eq!(version(&s, Kind::Flag, "f0"), Some(9));
+    assert_eq!(version(&s, Kind::Flag, "f4999"), Some(3));
+    assert_eq!(version(&s, Kind::Flag, "f2500"), Some(1));
+}
