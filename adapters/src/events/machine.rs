@@ -12,12 +12,12 @@ use crate::driver::{In, Machine, Msg, Out, Sink};
 /// What the client asks of the event processor.
 #[derive(Debug)]
 pub(crate) enum Command {
-    /// Something to report.
+    /// Something to report (queued by the recorder, not sent: see [`Recorder::command`]).
     Record(Box<Record>),
     /// An evaluation and the context it was made for: the context's event form is
     /// made here, on the driver's task, rather than on the evaluating thread.
     Evaluation(Box<(Context, Evaluation)>),
-    /// Take the records waiting in the recorder's shards (see [`Recorder::command`]).
+    /// Take the records waiting in the recorder's queue (see [`Recorder::command`]).
     Drain,
     /// Send what is queued now.
     Flush,
@@ -61,7 +61,7 @@ impl EventsMachine {
         }
     }
 
-    /// The records waiting in the recorder's shards, in their order.
+    /// The records waiting in the recorder's queue, in their order.
     fn drain(&mut self, now: Instant) {
         for command in self.recorder.take_pending() {
             if let Some(input) = record_input(command) {
