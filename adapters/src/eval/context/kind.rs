@@ -8,8 +8,28 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The kind of entity a [`Context`](super::Context) describes. Its meaning is up to the
 /// application; [`Kind::user`] is the default, and [`Kind::try_from`] makes any other.
-#[derive(Debug, Clone, Hash, Eq, PartialEq)]
+#[derive(Debug, Clone, Eq)]
 pub struct Kind(Cow<'static, str>);
+
+impl std::hash::Hash for Kind {
+    /// The name's hash (as `str`), consistent with equality.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        str::hash(&self.0, state);
+    }
+}
+
+/// The one `user` name every `user` kind borrows (a `static`, so one address).
+static USER: &str = "user";
+
+impl PartialEq for Kind {
+    /// Equal names. Every `user` kind shares one static name (the constructors give it),
+    /// so the common comparison is two pointers, not a `memcmp`.
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        let (a, b): (&str, &str) = (&self.0, &other.0);
+        a.len() == b.len() && (std::ptr::eq(a.as_ptr(), b.as_ptr()) || a == b)
+    }
+}
 
 impl Kind {
     /// True for the kind `user`, the default kind of [`ContextBuilder`](super::ContextBuilder).
@@ -25,7 +45,7 @@ impl Kind {
 
     /// The kind `user`.
     pub fn user() -> Self {
-        Self(Cow::Borrowed("user"))
+        Self(Cow::Borrowed(USER))
     }
 
     /// The kind of a multi-kind context.

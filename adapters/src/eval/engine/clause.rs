@@ -19,6 +19,8 @@ pub(crate) enum Attr {
     Kind,
     /// `key`: read without copying.
     Key,
+    /// A top-level attribute that is not a built-in one: found by name directly.
+    Custom(Box<str>),
     /// Any other attribute: read borrowed ([`Context::attribute`]).
     Ref(Reference),
     /// Empty or invalid: the clause is an error (`MALFORMED_FLAG`) unless it is a
@@ -205,6 +207,12 @@ impl Clause {
                 };
                 Ok(self.matches(&Val::Str(c.key())) != self.negate)
             }
+            Attr::Custom(name) => {
+                let Some(c) = self.kind.as_ref().and_then(|k| context.as_kind(k)) else {
+                    return Ok(false);
+                };
+                Ok(self.matches_value(c.custom_attribute(name).map(AttributeRef::Value)))
+            }
             Attr::Ref(r) => {
                 let Some(c) = self.kind.as_ref().and_then(|k| context.as_kind(k)) else {
                     return Ok(false);
@@ -216,6 +224,7 @@ impl Clause {
 
     /// Whether an attribute's value (`None`: missing) matches, negation applied; a
     /// missing attribute never matches.
+    #[inline(always)]
     pub(crate) fn matches_value(&self, value: Option<AttributeRef<'_>>) -> bool {
         let any = match value {
             None | Some(AttributeRef::Value(AttributeValue::Null)) => return false,
@@ -230,6 +239,7 @@ impl Clause {
     }
 
     /// Whether one (non-array) context value matches any clause value.
+    #[inline(always)]
     fn matches(&self, v: &Val<'_>) -> bool {
         match (&self.values, v) {
             (Values::In(set), v) => match v {

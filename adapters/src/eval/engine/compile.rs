@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use crate::eval::{ContextKind as Kind, FlagValue, Reference};
 use rustc_hash::FxHashSet;
-use sha1::{Digest, Sha1};
 
+use super::bucket::Prefix;
 use super::clause::{Attr, Clause, Op, Values};
 use super::model::{
     RawClause, RawFlag, RawRollout, RawSegment, RawSegmentRule, RawServe, RawTarget,
@@ -119,8 +119,8 @@ pub(crate) struct Rollout {
     pub experiment: bool,
     pub kind: Option<Kind>,
     pub by: BucketBy,
-    /// SHA-1 state after the prefix (`key.salt.` or `seed.`).
-    pub prefix: Sha1,
+    /// The bucketing prefix (`key.salt.` or `seed.`), hashed ahead.
+    pub prefix: Prefix,
     pub buckets: Vec<Bucket>,
 }
 
@@ -174,7 +174,7 @@ pub(crate) struct SegmentRule {
     pub weight: Option<i64>,
     pub kind: Option<Kind>,
     pub by: BucketBy,
-    pub prefix: Sha1,
+    pub prefix: Prefix,
 }
 
 /// A context kind as flag data names it: missing or `""` is `user`; a name no context
@@ -200,13 +200,8 @@ fn index(i: i64) -> VariationIndex {
     VariationIndex::try_from(i).unwrap_or(VariationIndex::MIN)
 }
 
-fn prefix(head: &[&str]) -> Sha1 {
-    let mut sha = Sha1::new();
-    for part in head {
-        sha.update(part.as_bytes());
-        sha.update(b".");
-    }
-    sha
+fn prefix(head: &[&str]) -> Prefix {
+    Prefix::new(head)
 }
 
 fn bucket_by(by: Option<&str>, has_kind: bool) -> BucketBy {
@@ -408,6 +403,11 @@ pub(super) fn clause(c: RawClause) -> Clause {
             Attr::Kind
         } else if r.depth() == 1 && r.component(0) == Some("key") {
             Attr::Key
+        } else if r.depth() == 1
+            && let Some(name) = r.component(0)
+            && !matches!(name, "name" | "anonymous")
+        {
+            Attr::Custom(name.into())
         } else {
             Attr::Ref(r)
         }
