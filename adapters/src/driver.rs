@@ -400,7 +400,8 @@ fn handle<M: Machine, S: Sink<M>>(
     }
 }
 
-/// Spawn [`run`] on `rt`; the guard's `Finished` is marked once it, all its
+/// Start [`run`] with [`Runtime::spawn_driver`] (a task of `rt`, or a thread of its
+/// own on a runtime that moves tasks between threads); the guard's `Finished` is marked once it, all its
 /// connections and every other holder of `guard` (the store tasks) end.
 pub(crate) fn spawn<M: Machine, S: Sink<M>>(
     rt: Arc<dyn Runtime>,
@@ -411,13 +412,12 @@ pub(crate) fn spawn<M: Machine, S: Sink<M>>(
     inbox: async_channel::Receiver<Msg<M::Command>>,
     guard: Arc<TaskGuard>,
 ) {
-    rt.clone().spawn(Box::pin(run(
-        rt,
-        conn_config,
-        machine,
-        sink,
-        tx,
-        inbox,
-        guard,
-    )));
+    let this = rt.clone();
+    rt.spawn_driver(
+        this,
+        Box::new(move |rt| {
+            Box::pin(run(rt, conn_config, machine, sink, tx, inbox, guard))
+                as crate::runtime::BoxFuture<'static, ()>
+        }),
+    );
 }

@@ -107,6 +107,11 @@ use publish::{Clock, DataSink, Published, StoreLink};
 use runtime::Runtime;
 use transport::{Transport, transport_methods};
 
+/// Messages the driver's inbox holds: reads of up to 64 KiB from connection tasks, and
+/// commands. A connection reading faster than the driver handles what it read waits
+/// once this many are queued, so a read-ahead holds at most about 1 MiB.
+const INBOX_CAPACITY: usize = 8;
+
 /// Why a client could not be built or started.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -468,7 +473,7 @@ impl ClientBuilder {
             hands_over,
             self.subscription_capacity,
         ));
-        let (tx, rx) = async_channel::bounded(64);
+        let (tx, rx) = async_channel::bounded(INBOX_CAPACITY);
         Ok(Client {
             inner: Arc::new(Inner {
                 published,

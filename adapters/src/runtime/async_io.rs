@@ -7,6 +7,11 @@
 use std::io;
 use std::time::Instant;
 
+#[cfg(feature = "async-std")]
+use std::sync::Arc;
+
+#[cfg(feature = "async-std")]
+use super::DriverFn;
 use super::{BoxFuture, BoxIo, Runtime};
 
 fn connect(host: &str, port: u16) -> BoxFuture<'static, io::Result<BoxIo>> {
@@ -61,5 +66,38 @@ impl Runtime for AsyncStdRuntime {
     }
     fn spawn(&self, future: BoxFuture<'static, ()>) {
         drop(async_std::task::spawn(future));
+    }
+
+    /// A thread of its own (see [`Runtime::spawn_driver`]): async-std's executor moves
+    /// tasks between its worker threads. Its timers and I/O are async-io's, which any
+    /// thread can wait on.
+    fn spawn_driver(&self, this: Arc<dyn Runtime>, driver: DriverFn) {
+        super::on_own_thread(driver(this), async_std::task::block_on, |future| {
+            drop(async_std::task::spawn(future))
+        });
+    }
+}
+
+#[cfg(all(test, feature = "async-std"))]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn async_std_runs_the_driver_on_a_thread_of_its_own() {
+        let this: Arc<dyn Runtime> = Arc::new(AsyncStdRuntime);
+        let (tx, rx) = std::sync::mpsc::channel();
+        this.spawn_driver(
+            this.clone(),
+            Box::new(move |rt| {
+                Box::pin(async move {
+                    rt.sleep_until(rt.now() + Duration::from_millis(10)).await;
+                    tx.send(std::thread::current().name().map(str::to_owned))
+                        .unwrap();
+                })
+            }),
+        );
+        let name = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(name.as_deref(), Some("flagsync-driver"));
     }
 }

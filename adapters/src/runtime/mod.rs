@@ -28,6 +28,10 @@ pub use self::tokio::TokioRuntime;
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// The data system's driver, made for the runtime it is given (see
+/// [`Runtime::spawn_driver`]).
+pub type DriverFn = Box<dyn FnOnce(Arc<dyn Runtime>) -> BoxFuture<'static, ()> + Send>;
+
 /// A byte stream: `futures-io` read and write halves in one object.
 pub trait AsyncIo: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> AsyncIo for T {}
@@ -46,9 +50,52 @@ pub trait Runtime: Send + Sync + Debug + 'static {
     /// Run `future` in the background to completion (or until the runtime ends).
     fn spawn(&self, future: BoxFuture<'static, ()>);
 
+    /// Run the data system's driver: `driver` makes it for the runtime its timers and
+    /// connections should use, `this` being this runtime. By default it is spawned like
+    /// any task.
+    ///
+    /// A runtime whose executor moves tasks between worker threads runs it on a thread
+    /// of its own instead (tokio's multi-thread runtime, async-std). The driver
+    /// allocates every item the store keeps; moved from thread to thread, it spreads the
+    /// store over the allocator's per-thread arenas (glibc keeps one per thread), and
+    /// an arena does not reuse what another one freed: under a flood of patches the
+    /// process grew by about the size of the store.
+    fn spawn_driver(&self, this: Arc<dyn Runtime>, driver: DriverFn) {
+        self.spawn(driver(this));
+    }
+
     /// The current time. Override it to fake the clock.
     fn now(&self) -> Instant {
         Instant::now()
+    }
+}
+
+/// Run `future` on a thread of its own named `flagsync-driver`, with `block_on`; if no
+/// thread can be started, hand it to `fallback` instead.
+#[cfg(any(feature = "tokio", feature = "async-std"))]
+pub(crate) fn on_own_thread<F>(
+    future: BoxFuture<'static, ()>,
+    block_on: F,
+    fallback: impl FnOnce(BoxFuture<'static, ()>),
+) where
+    F: FnOnce(BoxFuture<'static, ()>) + Send + 'static,
+{
+    let slot = Arc::new(std::sync::Mutex::new(Some(future)));
+    let theirs = slot.clone();
+    let started = std::thread::Builder::new()
+        .name("flagsync-driver".into())
+        .spawn(move || {
+            let future = theirs.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(future) = future {
+                block_on(future);
+            }
+        });
+    if let Err(e) = started {
+        tracing::warn!(error = %e, "no thread for the driver: it runs as a task");
+        let future = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(future) = future {
+            fallback(future);
+        }
     }
 }
 
