@@ -93,32 +93,31 @@ impl DependencyIndex {
         if to.is_empty() {
             return;
         }
-        self.add_parents(from, &to);
+        add_parents(&mut self.parents, from, &to);
         self.children.insert(from.clone(), to);
-    }
-
-    /// Record `from` as a parent of each of `to`.
-    fn add_parents(&mut self, from: &ItemRef, to: &[ItemRef]) {
-        for child in to {
-            // Clone the child's key only for a new entry.
-            match self.parents.get_mut(child) {
-                Some(parents) => parents.insert(from),
-                None => {
-                    self.parents
-                        .insert(child.clone(), Parents::One(from.clone()));
-                }
-            }
-        }
     }
 
     /// Add the edges of items that have none yet (`from` must not be in the index: a
     /// full data set into a cleared index), with room made for all of them at once.
-    pub(crate) fn extend_new(&mut self, items: Vec<(ItemRef, Vec<ItemRef>)>) {
+    ///
+    /// At the end of a large put the heap peaks here, so the work is ordered for
+    /// memory: the list is moved into the outgoing edges from its back, shrunk each time
+    /// three quarters of it are taken, and the incoming edges are built only then, from
+    /// the outgoing ones, when the list is gone. Adding a parent twice changes nothing,
+    /// so edges already in the index are harmless.
+    pub(crate) fn extend_new(&mut self, mut items: Vec<(ItemRef, Vec<ItemRef>)>) {
         self.children.reserve(items.len());
-        self.parents.reserve(items.len() / 2);
-        for (from, to) in items {
-            self.add_parents(&from, &to);
+        while let Some((from, to)) = items.pop() {
+            if items.capacity() >= 1024 && items.len() <= items.capacity() / 4 {
+                items.shrink_to_fit();
+            }
             self.children.insert(from, to);
+        }
+        drop(items);
+        let Self { children, parents } = self;
+        parents.reserve(children.len() / 2);
+        for (from, to) in children.iter() {
+            add_parents(parents, from, to);
         }
     }
 
@@ -146,6 +145,19 @@ impl DependencyIndex {
     /// What `item` depends on directly.
     pub fn dependencies(&self, item: &ItemRef) -> &[ItemRef] {
         self.children.get(item).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// Record `from` as a parent of each of `to` in `parents`.
+fn add_parents(parents: &mut HashMap<ItemRef, Parents>, from: &ItemRef, to: &[ItemRef]) {
+    for child in to {
+        // Clone the child's key only for a new entry.
+        match parents.get_mut(child) {
+            Some(p) => p.insert(from),
+            None => {
+                parents.insert(child.clone(), Parents::One(from.clone()));
+            }
+        }
     }
 }
 

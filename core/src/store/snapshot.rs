@@ -3,7 +3,7 @@
 use std::any::Any;
 use std::borrow::Borrow;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use imbl::shared_ptr::DefaultSharedPtr;
 use rustc_hash::FxBuildHasher;
@@ -26,11 +26,72 @@ struct Entry(Arc<Stored>);
 
 /// What an [`Entry`] points to.
 struct Stored {
-    /// Boxed rather than a `String`: 8 bytes less per item, which puts `Stored` in a
-    /// smaller size class of the allocator (16 bytes less per stored item).
-    key: Box<str>,
+    key: StoredKey,
     item: Item,
     derived: Derived,
+}
+
+/// Where a stored key's bytes are: in the item's own JSON when they appear there (they
+/// do in the `key` field of every item a flag service sends), so that a stored item
+/// costs no allocation for its key (at 50,000 flags, 50,000 blocks and 1.9 MB fewer);
+/// otherwise in a box of its own (a key JSON escapes, a hand-made item).
+enum StoredKey {
+    InRaw { start: u32, len: u32 },
+    Own(Box<str>),
+}
+
+/// The JSON of a `key` field with a plain string value, as flag services write it.
+const KEY_FIELD: &[u8] = b"\"key\":\"";
+
+/// Its finder, made once.
+static KEY_FIELD_FINDER: LazyLock<memchr::memmem::Finder<'static>> =
+    LazyLock::new(|| memchr::memmem::Finder::new(KEY_FIELD));
+
+/// Where `key`'s bytes are in `raw`: after the first `"key":"` (every item of a flag
+/// service: first in a put, among sorted fields in a patch), else anywhere.
+fn find_key(raw: &[u8], key: &[u8]) -> Option<usize> {
+    if let Some(at) = KEY_FIELD_FINDER.find(raw) {
+        let start = at + KEY_FIELD.len();
+        if raw.get(start..start + key.len()) == Some(key) {
+            return Some(start);
+        }
+    }
+    memchr::memmem::find(raw, key)
+}
+
+impl Stored {
+    fn new(key: String, item: Item) -> Self {
+        let found = find_key(&item.raw, key.as_bytes());
+        let key = match found {
+            Some(start) => match (u32::try_from(start), u32::try_from(key.len())) {
+                (Ok(start), Ok(len)) => StoredKey::InRaw { start, len },
+                _ => StoredKey::Own(key.into_boxed_str()),
+            },
+            None => StoredKey::Own(key.into_boxed_str()),
+        };
+        Self {
+            key,
+            item,
+            derived: Derived::default(),
+        }
+    }
+
+    /// The key's bytes (UTF-8: equal to the key's when it was stored).
+    fn key_bytes(&self) -> &[u8] {
+        match &self.key {
+            StoredKey::InRaw { start, len } => {
+                let start = *start as usize;
+                &self.item.raw[start..start + *len as usize]
+            }
+            StoredKey::Own(key) => key.as_bytes(),
+        }
+    }
+
+    /// The key. The bytes of a key found in the item were checked equal to the key's
+    /// own, so they are UTF-8 and `""` is never given for a key that is not empty.
+    fn key(&self) -> &str {
+        std::str::from_utf8(self.key_bytes()).unwrap_or_default()
+    }
 }
 
 /// What a reader derives from one stored item — for the evaluation, the item's compiled
@@ -67,22 +128,22 @@ impl std::fmt::Debug for Derived {
     }
 }
 
-impl Borrow<str> for Entry {
-    fn borrow(&self) -> &str {
-        &self.0.key
+impl Borrow<[u8]> for Entry {
+    fn borrow(&self) -> &[u8] {
+        self.0.key_bytes()
     }
 }
 
 impl Hash for Entry {
-    /// Hashes as the key's `str` does, so lookups by `&str` find the entry.
+    /// Hashes as the key's bytes do, so lookups by `key.as_bytes()` find the entry.
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.0.key.hash(state);
+        self.0.key_bytes().hash(state);
     }
 }
 
 impl PartialEq for Entry {
     fn eq(&self, other: &Self) -> bool {
-        self.0.key == other.0.key
+        self.0.key_bytes() == other.0.key_bytes()
     }
 }
 
@@ -90,32 +151,31 @@ impl Eq for Entry {}
 
 impl ItemMap {
     pub(crate) fn get(&self, key: &str) -> Option<&Item> {
-        self.0.get_key_value(key).map(|(e, ())| &e.0.item)
+        self.0
+            .get_key_value(key.as_bytes())
+            .map(|(e, ())| &e.0.item)
     }
 
     /// The item stored under `key` and what readers derived from it.
     pub(crate) fn get_with_derived(&self, key: &str) -> Option<(&Item, &Derived)> {
         self.0
-            .get_key_value(key)
+            .get_key_value(key.as_bytes())
             .map(|(e, ())| (&e.0.item, &e.0.derived))
     }
 
     /// Store `item` under `key`, replacing any item stored there; true if one was.
     pub(crate) fn insert(&mut self, key: String, item: Item) -> bool {
-        let stored = Stored {
-            key: key.into_boxed_str(),
-            item,
-            derived: Derived::default(),
-        };
-        self.0.insert(Entry(Arc::new(stored)), ()).is_some()
+        self.0
+            .insert(Entry(Arc::new(Stored::new(key, item))), ())
+            .is_some()
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &Item)> + '_ {
-        self.0.keys().map(|e| (&*e.0.key, &e.0.item))
+        self.0.keys().map(|e| (e.0.key(), &e.0.item))
     }
 
     pub(crate) fn iter_with_derived(&self) -> impl Iterator<Item = (&str, &Item, &Derived)> + '_ {
-        self.0.keys().map(|e| (&*e.0.key, &e.0.item, &e.0.derived))
+        self.0.keys().map(|e| (e.0.key(), &e.0.item, &e.0.derived))
     }
 
     pub(crate) fn values(&self) -> impl Iterator<Item = &Item> + '_ {
@@ -250,5 +310,62 @@ impl std::fmt::Debug for Snapshot {
             .field("flags", &self.flags.len())
             .field("segments", &self.segments.len())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn item(raw: &str, version: u64) -> Item {
+        Item {
+            version,
+            deleted: false,
+            raw: Bytes::copy_from_slice(raw.as_bytes()),
+        }
+    }
+
+    #[test]
+    fn a_key_in_its_item_is_read_from_there_and_any_other_has_its_own_box() {
+        let mut map = ItemMap::default();
+        map.insert("flag-a".into(), item(r#"{"key":"flag-a","version":1}"#, 1));
+        // JSON escapes this key: its bytes are not in the item.
+        map.insert(
+            "say \"hi\"".into(),
+            item(r#"{"key":"say \"hi\"","version":2}"#, 2),
+        );
+        // A key the item does not name at all (a hand-made item).
+        map.insert("other".into(), item(r#"{"version":3}"#, 3));
+        map.insert(String::new(), item("{}", 4));
+
+        let kinds: Vec<bool> = ["flag-a", "say \"hi\"", "other", ""]
+            .iter()
+            .map(|k| {
+                let (e, ()) = map.0.get_key_value(k.as_bytes()).unwrap();
+                assert_eq!(e.0.key(), *k);
+                matches!(e.0.key, StoredKey::InRaw { .. })
+            })
+            .collect();
+        assert_eq!(kinds, [true, false, false, true]);
+        assert_eq!(map.get("say \"hi\"").map(|i| i.version), Some(2));
+        assert_eq!(map.get("other").map(|i| i.version), Some(3));
+        assert_eq!(map.get("").map(|i| i.version), Some(4));
+        assert!(map.get("flag").is_none());
+
+        let mut keys: Vec<&str> = map.iter().map(|(k, _)| k).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["", "flag-a", "other", "say \"hi\""]);
+
+        // A new item for a key replaces the old one wherever its key sits.
+        assert!(map.insert("flag-a".into(), item(r#"{"version":5,"key":"flag-a"}"#, 5)));
+        assert_eq!(map.get("flag-a").map(|i| i.version), Some(5));
+        assert_eq!(map.len(), 4);
+    }
+
+    #[test]
+    fn a_stored_item_stays_in_its_allocator_size_class() {
+        // 104 bytes: with the `Arc` counts, a 112-byte block (see `StoredKey`).
+        assert!(std::mem::size_of::<Stored>() <= 104);
     }
 }
