@@ -401,8 +401,8 @@ fn handle<M: Machine, S: Sink<M>>(
 }
 
 /// Start [`run`] with [`Runtime::spawn_driver`] (a task of `rt`, or a thread of its
-/// own on a runtime that moves tasks between threads); the guard's `Finished` is marked once it, all its
-/// connections and every other holder of `guard` (the store tasks) end.
+/// own on a runtime that moves tasks between threads); the guard's `Finished` is marked
+/// once it, all its connections and every other holder of `guard` (the store tasks) end.
 pub(crate) fn spawn<M: Machine, S: Sink<M>>(
     rt: Arc<dyn Runtime>,
     conn_config: Arc<ConnConfig>,

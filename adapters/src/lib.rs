@@ -109,7 +109,7 @@ use transport::{Transport, transport_methods};
 
 /// Messages the driver's inbox holds: reads of up to 64 KiB from connection tasks, and
 /// commands. A connection reading faster than the driver handles what it read waits
-/// once this many are queued, so a read-ahead holds at most about 1 MiB.
+/// once this many are queued, so a read-ahead holds at most 512 KiB.
 const INBOX_CAPACITY: usize = 8;
 
 /// Why a client could not be built or started.

@@ -3,7 +3,7 @@
 use std::any::Any;
 use std::borrow::Borrow;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, LazyLock, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use imbl::shared_ptr::DefaultSharedPtr;
 use rustc_hash::FxBuildHasher;
@@ -43,14 +43,16 @@ enum StoredKey {
 /// The JSON of a `key` field with a plain string value, as flag services write it.
 const KEY_FIELD: &[u8] = b"\"key\":\"";
 
-/// Its finder, made once.
-static KEY_FIELD_FINDER: LazyLock<memchr::memmem::Finder<'static>> =
-    LazyLock::new(|| memchr::memmem::Finder::new(KEY_FIELD));
-
 /// Where `key`'s bytes are in `raw`: after the first `"key":"` (every item of a flag
 /// service: first in a put, among sorted fields in a patch), else anywhere.
 fn find_key(raw: &[u8], key: &[u8]) -> Option<usize> {
-    if let Some(at) = KEY_FIELD_FINDER.find(raw) {
+    let first = raw.first() == Some(&b'{') && raw[1..].starts_with(KEY_FIELD);
+    let field = if first {
+        Some(1)
+    } else {
+        memchr::memmem::find(raw, KEY_FIELD)
+    };
+    if let Some(at) = field {
         let start = at + KEY_FIELD.len();
         if raw.get(start..start + key.len()) == Some(key) {
             return Some(start);

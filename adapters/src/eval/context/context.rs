@@ -186,13 +186,8 @@ impl Context {
 
     /// The attribute (not a built-in one: not `kind`, `key`, `name` or `anonymous`)
     /// named `name` of a single-kind context, as [`Context::attribute`] finds it.
-    pub(crate) fn custom_attribute(&self, name: &str) -> Option<&AttributeValue> {
-        self.custom(name)
-    }
-
-    /// The attribute (not a built-in one) named `name`.
     #[inline]
-    fn custom(&self, name: &str) -> Option<&AttributeValue> {
+    pub(crate) fn custom(&self, name: &str) -> Option<&AttributeValue> {
         let attributes = &*self.0.attributes;
         let found = if attributes.len() <= SCAN_LIMIT {
             attributes.iter().find(|(n, _)| **n == *name)

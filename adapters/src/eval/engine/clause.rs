@@ -211,7 +211,7 @@ impl Clause {
                 let Some(c) = self.kind.as_ref().and_then(|k| context.as_kind(k)) else {
                     return Ok(false);
                 };
-                Ok(self.matches_value(c.custom_attribute(name).map(AttributeRef::Value)))
+                Ok(self.matches_value(c.custom(name).map(AttributeRef::Value)))
             }
             Attr::Ref(r) => {
                 let Some(c) = self.kind.as_ref().and_then(|k| context.as_kind(k)) else {

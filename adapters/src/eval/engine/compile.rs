@@ -200,10 +200,6 @@ fn index(i: i64) -> VariationIndex {
     VariationIndex::try_from(i).unwrap_or(VariationIndex::MIN)
 }
 
-fn prefix(head: &[&str]) -> Prefix {
-    Prefix::new(head)
-}
-
 fn bucket_by(by: Option<&str>, has_kind: bool) -> BucketBy {
     match by {
         None | Some("") => BucketBy::Key,
@@ -363,9 +359,9 @@ fn serve(variation: Option<i64>, rollout: Option<RawRollout>, key: &str, salt: &
     let prefix = match r.seed {
         Some(s) => {
             seed = s.to_string();
-            prefix(&[&seed])
+            Prefix::new(&[&seed])
         }
-        None => prefix(&[key, salt]),
+        None => Prefix::new(&[key, salt]),
     };
     let experiment = r.kind == "experiment";
     Serve::Rollout(Rollout {
@@ -440,7 +436,7 @@ impl Segment {
                 weight: r.weight,
                 kind: kind(r.rollout_context_kind.as_deref()),
                 by: bucket_by(r.bucket_by.as_deref(), has_kind),
-                prefix: prefix(&[&key, &salt]),
+                prefix: Prefix::new(&[&key, &salt]),
             }
         };
         let rules = raw.rules.into_iter().map(rule).collect();
