@@ -21,10 +21,9 @@ impl Store {
     pub fn persist_order(&self) -> Vec<(Kind, String, Item)> {
         let deps: &DependencyIndex = self.dependencies();
         order_with(self.data(), |key, _| {
-            deps.dependencies(&(Kind::Flag, key.to_owned()))
-                .iter()
+            deps.dependencies(Kind::Flag, key)
                 .filter(|(k, _)| *k == Kind::Flag)
-                .map(|(_, key)| key.clone())
+                .map(|(_, key)| key.to_owned())
                 .collect()
         })
         .into_iter()

@@ -1,8 +1,6 @@
 //! The in-memory store: versioned items, tombstones, snapshots and the dependency
 //! index, under FDv1 or FDv2 rules.
 
-use std::collections::BTreeSet;
-
 use super::change_set::{ApplyMode, ChangeSet, Selector, Transfer};
 use super::deps::{DependencyIndex, ItemRef};
 use super::snapshot::{ItemMap, Snapshot};
@@ -225,7 +223,7 @@ impl Store {
                 written,
             };
         }
-        let mut affected = BTreeSet::new();
+        let mut affected = self.deps.affected();
         for kind in Kind::ALL {
             let (old_map, new_map) = (old.map(kind), new.map(kind));
             for (key, n) in new_map.iter().filter(|(_, i)| visible_new(i)) {
@@ -237,14 +235,12 @@ impl Store {
                     },
                 };
                 if changed {
-                    self.deps
-                        .add_affected(&(kind, key.to_owned()), &mut affected);
+                    self.deps.add_affected(kind, key, &mut affected);
                 }
             }
             for (key, _) in old_map.iter().filter(|(_, i)| !i.deleted) {
                 if !new_map.get(key).is_some_and(visible_new) {
-                    self.deps
-                        .add_affected(&(kind, key.to_owned()), &mut affected);
+                    self.deps.add_affected(kind, key, &mut affected);
                 }
             }
         }
@@ -253,7 +249,7 @@ impl Store {
             self.selector = sel;
         }
         Applied {
-            changed_flags: ChangedFlags::Keys(flags_of(affected)),
+            changed_flags: ChangedFlags::Keys(affected.into_flags()),
             written,
         }
     }
@@ -261,7 +257,7 @@ impl Store {
     fn apply_changes(&mut self, cs: ChangeSet) -> Applied {
         // Items nothing depends on (most of them) go straight to `direct`; the index
         // walk and its set are only for the others.
-        let mut affected = BTreeSet::new();
+        let mut affected = self.deps.affected();
         let mut direct = Vec::new();
         let mut written = 0;
         for c in cs.changes {
@@ -278,8 +274,8 @@ impl Store {
                     c.depends_on
                 },
             );
-            if self.deps.has_dependents(&r) {
-                self.deps.add_affected(&r, &mut affected);
+            if self.deps.has_dependents(r.0, &r.1) {
+                self.deps.add_affected(r.0, &r.1, &mut affected);
             } else if r.0 == Kind::Flag {
                 direct.push(r.1.clone());
             }
@@ -290,7 +286,7 @@ impl Store {
             self.selector = sel;
         }
         if !affected.is_empty() {
-            direct.extend(flags_of(affected));
+            direct.extend(affected.into_flags());
         }
         if direct.len() > 1 {
             direct.sort_unstable();
@@ -334,14 +330,6 @@ fn sort_prefix(key: &str) -> u128 {
     let n = key.len().min(16);
     prefix[..n].copy_from_slice(&key.as_bytes()[..n]);
     u128::from_be_bytes(prefix)
-}
-
-fn flags_of(affected: BTreeSet<ItemRef>) -> Vec<String> {
-    affected
-        .into_iter()
-        .filter(|(k, _)| *k == Kind::Flag)
-        .map(|(_, key)| key)
-        .collect()
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ mod scan;
 mod snapshot;
 
 pub use change_set::{ApplyMode, Change, ChangeSet, Selector, Transfer};
-pub use deps::{DependencyIndex, ItemRef};
+pub use deps::{Affected, DependencyIndex, ItemRef};
 pub use init_order::init_order;
 pub use item::{DecodeError, Decoded, Item, decode};
 pub use kind::Kind;

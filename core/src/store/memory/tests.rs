@@ -358,8 +358,9 @@ fn a_repeated_key_takes_the_references_of_its_last_item() {
     };
     let deps = |s: &Store| {
         s.dependencies()
-            .dependencies(&(Kind::Flag, "a".into()))
-            .to_vec()
+            .dependencies(Kind::Flag, "a")
+            .map(|(kind, key)| (kind, key.to_owned()))
+            .collect::<Vec<_>>()
     };
     let dropped = store_with(vec![with_prereq(), flag("b", 1), flag("a", 2)]);
     assert_eq!(deps(&dropped), []);
