@@ -109,8 +109,10 @@ use transport::{Transport, transport_methods};
 
 /// Messages the driver's inbox holds: reads of up to 64 KiB from connection tasks, and
 /// commands. A connection reading faster than the driver handles what it read waits
-/// once this many are queued, so a read-ahead holds at most 512 KiB.
-const INBOX_CAPACITY: usize = 8;
+/// once this many are queued, so a read-ahead holds at most 128 KiB; the socket's own
+/// buffer holds the rest. Every read held is memory a patch flood needs beyond the
+/// store (more reads here did not raise the rate, BENCHMARKS.md).
+const INBOX_CAPACITY: usize = 2;
 
 /// Why a client could not be built or started.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
