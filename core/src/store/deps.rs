@@ -76,6 +76,14 @@ fn hash(kind: Kind, key: &str) -> u64 {
     FxBuildHasher.hash_one((kind, key))
 }
 
+/// The hash of an id's node, for the id table when it grows.
+fn rehash(nodes: &[Node]) -> impl Fn(&u32) -> u64 + '_ {
+    |&id| {
+        let n = &nodes[id as usize];
+        hash(n.kind, &n.key)
+    }
+}
+
 impl DependencyIndex {
     /// An empty index.
     pub fn new() -> Self {
@@ -125,18 +133,14 @@ impl DependencyIndex {
                 id
             }
             None => {
-                // More than 4 billion items cannot come from one flag service's
-                // payloads within the memory limits; saturating keeps this total.
+                // Unreachable: 4 billion nodes of 72 bytes each would take 300 GB
+                // first. Saturating keeps this function total.
                 let id = u32::try_from(self.nodes.len()).unwrap_or(u32::MAX);
                 self.nodes.push(node);
                 id
             }
         };
-        let nodes = &self.nodes;
-        self.ids.insert_unique(h, id, |&i| {
-            let n = &nodes[i as usize];
-            hash(n.kind, &n.key)
-        });
+        self.ids.insert_unique(h, id, rehash(&self.nodes));
         id
     }
 
@@ -219,11 +223,7 @@ impl DependencyIndex {
     /// from its back and shrunk each time three quarters of it are taken.
     pub(crate) fn extend_new(&mut self, mut items: Vec<(ItemRef, Vec<ItemRef>)>) {
         self.nodes.reserve(items.len());
-        let nodes = &self.nodes;
-        self.ids.reserve(items.len(), |&i| {
-            let n = &nodes[i as usize];
-            hash(n.kind, &n.key)
-        });
+        self.ids.reserve(items.len(), rehash(&self.nodes));
         while let Some((from, to)) = items.pop() {
             if items.capacity() >= 1024 && items.len() <= items.capacity() / 4 {
                 items.shrink_to_fit();
