@@ -35,6 +35,13 @@
 //! put), the patch time (the `GET /go` → the last patch applied), and its peak RSS
 //! (`VmHWM`) once initialized and at the end. The table gives medians (min–max) and the
 //! medians of the per-round ratios.
+//!
+//! Profiling one client by hand (`--serve --flags N` prints its command line): with
+//! `E2E_THREADS=1` it also prints, on stderr, each thread's CPU time and run-queue wait
+//! during the patches; with `E2E_PERF_CTL=FIFO` it samples only the patches under
+//! `perf record --control=fifo:FIFO -D -1`; with `E2E_CALLGRIND=1` it counts only them
+//! under `valgrind --tool=callgrind --instr-atstart=no`; with `E2E_INIT_ONLY=1` it ends
+//! once initialized (a heap profile of the start).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -523,10 +530,10 @@ fn load_average() -> String {
 mod client {
     use std::io::{Read, Write};
     use std::net::TcpStream;
-    use std::sync::Arc;
     use std::sync::atomic::AtomicU64;
     use std::sync::atomic::Ordering::Relaxed;
     use std::sync::mpsc;
+    use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
     use flagsync::runtime::Runtime;
@@ -562,6 +569,51 @@ mod client {
         );
     }
 
+    /// Each thread's name, CPU time and time spent runnable but waiting for a CPU
+    /// (`/proc/self/task/*/{comm,schedstat}`), in ns.
+    fn threads() -> Vec<(String, u64, u64)> {
+        let mut out = Vec::new();
+        for task in std::fs::read_dir("/proc/self/task")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            let stat = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
+            let mut f = stat
+                .split_whitespace()
+                .map(|v| v.parse::<u64>().unwrap_or(0));
+            let (run, wait) = (f.next().unwrap_or(0), f.next().unwrap_or(0));
+            let name = format!("{}:{}", comm.trim(), task.file_name().to_string_lossy());
+            out.push((name, run, wait));
+        }
+        out
+    }
+
+    /// The threads' CPU and run-queue wait at initialization (`E2E_THREADS=1`).
+    static THREADS_INIT: Mutex<Vec<(String, u64, u64)>> = Mutex::new(Vec::new());
+
+    /// With `E2E_THREADS=1`: each thread's CPU time and run-queue wait during the
+    /// patches, on stderr.
+    fn report_threads() {
+        if std::env::var_os("E2E_THREADS").is_none() {
+            return;
+        }
+        let before = THREADS_INIT.lock().unwrap().clone();
+        let mut line = String::from("THREADS");
+        for (name, run, wait) in threads() {
+            let (r0, w0) = before
+                .iter()
+                .find(|t| t.0 == name)
+                .map_or((0, 0), |t| (t.1, t.2));
+            let (run, wait) = (run.saturating_sub(r0), wait.saturating_sub(w0));
+            if run > 1_000_000 {
+                line += &format!(" {name}={:.1}/{:.1}ms", run as f64 / 1e6, wait as f64 / 1e6);
+            }
+        }
+        eprintln!("{line}");
+    }
+
     static HWM_INIT: AtomicU64 = AtomicU64::new(0);
     static CPU_INIT: AtomicU64 = AtomicU64::new(0);
     static CPU_END: AtomicU64 = AtomicU64::new(0);
@@ -570,12 +622,16 @@ mod client {
     /// may end with it, taking their CPU time out of the sum).
     fn patched() {
         CPU_END.store(cpu_ns(), Relaxed);
+        report_threads();
     }
 
     /// Called once initialized, before the patches are asked for.
     fn initialized() {
         HWM_INIT.store(status_kb("VmHWM"), Relaxed);
         CPU_INIT.store(cpu_ns(), Relaxed);
+        if std::env::var_os("E2E_THREADS").is_some() {
+            *THREADS_INIT.lock().unwrap() = threads();
+        }
     }
 
     /// CPU time of this process so far, every thread (`/proc/self/task/*/schedstat`):
@@ -645,9 +701,11 @@ mod client {
         assert!(system.initialized());
         let init = t0.elapsed();
         initialized();
+        callgrind_collect(true);
         let t1 = Instant::now();
         measured_core_patches(&mut system, conn, &patches, &mut drain);
         let patch = t1.elapsed();
+        callgrind_collect(false);
         patched();
         let marker = system
             .snapshot()
@@ -678,7 +736,16 @@ mod client {
 
     /// With `E2E_CALLGRIND=1`, under `valgrind --tool=callgrind --collect-atstart=no`:
     /// count the patch phase only (`callgrind_control -i on|off`).
+    /// With `E2E_PERF_CTL=FIFO`, under `perf record --control=fifo:FIFO -D -1`:
+    /// sample the patch phase only.
     fn callgrind_collect(on: bool) {
+        if let Some(fifo) = std::env::var_os("E2E_PERF_CTL") {
+            let cmd: &[u8] = if on { b"enable\n" } else { b"disable\n" };
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .open(fifo)
+                .and_then(|mut f| f.write_all(cmd));
+        }
         if std::env::var_os("E2E_CALLGRIND").is_some() {
             let _ = std::process::Command::new("callgrind_control")
                 .args(["-i", if on { "on" } else { "off" }])
