@@ -299,6 +299,16 @@ impl<T: Coalesce> Queue<T> {
         if state.dropped {
             return false;
         }
+        let values = values.into_iter();
+        // A large batch (a first data set: one change per flag) is given its room at
+        // once, not by doubling: growing would copy the queue and rehash its index,
+        // each with the old and the new table alive.
+        let room = values
+            .size_hint()
+            .0
+            .min(self.capacity.saturating_sub(state.items.len()));
+        state.items.reserve(room);
+        state.keyed.reserve(room);
         for value in values {
             let hash = value.key().map(|key| self.hasher.hash_one(key));
             state.push(value, hash, self.capacity, self.key_of);
@@ -1083,6 +1093,29 @@ mod tests {
         // The keys of dropped items merge nothing any more.
         subs.send_all(vec![change("a"), change("e")]);
         assert_eq!(unread(&s), ["a", "e"]);
+    }
+
+    #[test]
+    fn a_large_batch_gets_its_room_at_once_within_the_capacity() {
+        // 1,025 changes: grown by doubling, the queue would hold room for 2,048.
+        let keys: Vec<String> = (0..1025).map(|i| format!("flag-{i}")).collect();
+        let changes = || keys.iter().map(|k| change(k)).collect::<Vec<_>>();
+        let queue = Queue::<FlagChange>::new(100_000);
+        assert!(queue.push_all(changes()));
+        {
+            let state = queue.lock();
+            assert_eq!(state.items.len(), 1025);
+            assert!(state.items.capacity() < 1100, "{}", state.items.capacity());
+            assert!(state.keyed.capacity() >= 1025);
+        }
+        // Never more room than the capacity allows: the oldest are dropped as before.
+        let small = Queue::<FlagChange>::new(100);
+        assert!(small.push_all(changes()));
+        let state = small.lock();
+        assert_eq!(state.items.len(), 100);
+        assert!(state.items.capacity() < 200, "{}", state.items.capacity());
+        assert_eq!(state.lagged, 925);
+        assert_eq!(state.items.front().map(|(c, _)| c.key.as_str()), Some("flag-925"));
     }
 
     #[test]
