@@ -1115,7 +1115,10 @@ mod tests {
         assert_eq!(state.items.len(), 100);
         assert!(state.items.capacity() < 200, "{}", state.items.capacity());
         assert_eq!(state.lagged, 925);
-        assert_eq!(state.items.front().map(|(c, _)| c.key.as_str()), Some("flag-925"));
+        assert_eq!(
+            state.items.front().map(|(c, _)| c.key.as_str()),
+            Some("flag-925")
+        );
     }
 
     #[test]
