@@ -637,13 +637,7 @@ mod client {
     /// CPU time of this process so far, every thread (`/proc/self/task/*/schedstat`):
     /// less disturbed by other processes on the machine than the wall clock.
     pub(super) fn cpu_ns() -> u64 {
-        std::fs::read_dir("/proc/self/task")
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
-            .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-            .sum()
+        threads().iter().map(|(_, run, _)| run).sum()
     }
 
     pub(super) fn status_kb(field: &str) -> u64 {
@@ -701,11 +695,11 @@ mod client {
         assert!(system.initialized());
         let init = t0.elapsed();
         initialized();
-        callgrind_collect(true);
+        profile_patches(true);
         let t1 = Instant::now();
         measured_core_patches(&mut system, conn, &patches, &mut drain);
         let patch = t1.elapsed();
-        callgrind_collect(false);
+        profile_patches(false);
         patched();
         let marker = system
             .snapshot()
@@ -734,11 +728,11 @@ mod client {
         }
     }
 
-    /// With `E2E_CALLGRIND=1`, under `valgrind --tool=callgrind --collect-atstart=no`:
-    /// count the patch phase only (`callgrind_control -i on|off`).
-    /// With `E2E_PERF_CTL=FIFO`, under `perf record --control=fifo:FIFO -D -1`:
-    /// sample the patch phase only.
-    fn callgrind_collect(on: bool) {
+    /// Profile the patch phase only: with `E2E_CALLGRIND=1`, under
+    /// `valgrind --tool=callgrind --collect-atstart=no`, count it
+    /// (`callgrind_control -i on|off`); with `E2E_PERF_CTL=FIFO`, under
+    /// `perf record --control=fifo:FIFO -D -1`, sample it.
+    fn profile_patches(on: bool) {
         if let Some(fifo) = std::env::var_os("E2E_PERF_CTL") {
             let cmd: &[u8] = if on { b"enable\n" } else { b"disable\n" };
             let _ = std::fs::OpenOptions::new()
@@ -841,7 +835,7 @@ mod client {
             // For a heap profile of the start alone.
             return (init, Duration::ZERO);
         }
-        callgrind_collect(true);
+        profile_patches(true);
         let t1 = Instant::now();
         go(url);
         let end = if sub {
@@ -862,7 +856,7 @@ mod client {
         };
         let patch = end - t1;
         patched();
-        callgrind_collect(false);
+        profile_patches(false);
         run(Box::pin(async {
             client.close().await;
         }));

@@ -235,6 +235,15 @@ impl Hasher for HashIsKey {
 }
 
 impl<T> QueueState<T> {
+    /// Wake the reader waiting for an item, if one waits and an item is there.
+    fn wake_reader(&mut self) {
+        if !self.items.is_empty()
+            && let Some(w) = self.waker.take()
+        {
+            w.wake();
+        }
+    }
+
     fn pop(&mut self) -> Option<T> {
         let item = self.items.pop_front()?;
         if let Some(hash) = self.hashes.pop_front().flatten()
@@ -317,20 +326,22 @@ impl<T: Coalesce> Queue<T> {
         state.hashes.reserve(room);
         state.keyed.reserve(room);
         for value in values {
-            let hash = value.key().map(|key| self.hasher.hash_one(key));
+            let hash = self.hash_of(&value);
             state.push(value, hash, self.capacity, self.key_of);
         }
-        if !state.items.is_empty()
-            && let Some(w) = state.waker.take()
-        {
-            w.wake();
-        }
+        state.wake_reader();
         true
     }
 
+    /// The hash of `value`'s key, if it has one ([`QueueState::keyed`]).
+    fn hash_of(&self, value: &T) -> Option<u64> {
+        value.key().map(|key| self.hasher.hash_one(key))
+    }
+
     /// [`Queue::push_all`] for values given by value: a batch that an empty queue can
-    /// hold whole, with no key twice, becomes the queue's items as it is (a first data
-    /// set at 50,000 flags: 1.2 MB not copied). Anything else is pushed one by one.
+    /// hold whole but has no room for yet, with no key twice, becomes the queue's items
+    /// as it is (a first data set at 50,000 flags: 1.2 MB not copied). Anything else is
+    /// pushed one by one, into the room the queue has.
     fn push_batch(&self, values: Vec<T>) -> bool {
         {
             let mut state = self.lock();
@@ -338,16 +349,13 @@ impl<T: Coalesce> Queue<T> {
                 return false;
             }
             if state.items.is_empty()
+                && values.len() > state.items.capacity()
                 && values.len() <= self.capacity
                 && let Some(hashes) = self.index_batch(&mut state, &values)
             {
                 state.items = VecDeque::from(values);
                 state.hashes = hashes;
-                if !state.items.is_empty()
-                    && let Some(w) = state.waker.take()
-                {
-                    w.wake();
-                }
+                state.wake_reader();
                 return true;
             }
         }
@@ -365,7 +373,7 @@ impl<T: Coalesce> Queue<T> {
         let mut hashes = VecDeque::with_capacity(values.len());
         state.keyed.reserve(values.len());
         for (i, value) in values.iter().enumerate() {
-            let hash = value.key().map(|key| self.hasher.hash_one(key));
+            let hash = self.hash_of(value);
             if let Some(hash) = hash {
                 let number = state.head + i as u64;
                 if let Some(earlier) = state.keyed.insert(hash, number)
