@@ -43,15 +43,18 @@
 //!   in favour of smol; it is kept working through the async-io path it shares with smol.
 //! - `rustls` (default): `https` with rustls and the webpki roots; `native-roots` also
 //!   trusts the platform's certificates.
-//! - `server`: the `server` module, a local LaunchDarkly-compatible flag server for offline
-//!   development and tests (std threads only, any runtime).
-//! - `eval` (default): flag evaluation (the `eval` module, `Client::bool_variation` and friends)
-//!   with flagsync's own engine (`eval::engine`) and context types (`eval::context`, the
-//!   official crate's API), the `migration` module, evaluation and track hooks (the `hooks` module), and
-//!   big segments (the `bigseg` module; with `redis` also `bigseg::RedisBigSegmentStore`).
-//! - `redis`: `persist::RedisStore`, a persistent store in Redis with the key layout
-//!   of every LaunchDarkly SDK and the Relay Proxy (with any runtime feature).
-//! - `cli`: the `flagsync` command-line tool (`serve`, `demo`, `watch`, `snapshot`).
+//! - `server`: `flagsync::server`, the local LaunchDarkly-compatible flag server of the
+//!   `flagsync-server` crate, for offline development and tests (std threads only, any
+//!   runtime).
+//! - `eval` (default): flag evaluation (the `eval` module, `Client::bool_variation` and
+//!   friends) with flagsync's own engine and context types (crate `flagsync-eval`,
+//!   re-exported as `eval::engine` and `eval::context`, the official crate's API), the
+//!   `migration` module, evaluation and track hooks (the `hooks` module), and big
+//!   segments (the `bigseg` module).
+//!
+//! Elsewhere: Redis stores in LaunchDarkly's layout are the `flagsync-redis` crate
+//! (`RedisStore`, `RedisBigSegmentStore`); the `flagsync` command-line tool (`serve`,
+//! `demo`, `watch`, `snapshot`) is `flagsync-cli`.
 //!
 //! Nothing is logged above `debug`, and the SDK key is never logged.
 #![forbid(unsafe_code)]
@@ -77,8 +80,9 @@ pub mod persist;
 mod proxy;
 mod publish;
 pub mod runtime;
+/// The local flag server of crate `flagsync-server` (feature `server`), for tests.
 #[cfg(feature = "server")]
-pub mod server;
+pub use flagsync_server as server;
 pub mod sse_client;
 #[cfg(feature = "rustls")]
 mod tls;
@@ -326,7 +330,7 @@ impl ClientBuilder {
     /// use std::sync::Arc;
     /// use flagsync::persist::{CacheConfig, InMemoryStore, StoreMode};
     ///
-    /// let store = Arc::new(InMemoryStore::new()); // or a persist::RedisStore
+    /// let store = Arc::new(InMemoryStore::new()); // or a flagsync_redis::RedisStore
     /// let client = flagsync::Client::builder("sdk-key")
     ///     .persistent_store(store, StoreMode::ReadWrite, CacheConfig::default())
     ///     .build()?;

@@ -17,8 +17,8 @@
 //! is a plain synchronous call ([`crate::Client::bool_variation`] and friends) that may
 //! run on any thread, inside any runtime or none, so there is no executor to await an
 //! async store on. [`BigSegmentStore`] is therefore synchronous, as in LaunchDarkly's
-//! Go SDK, and each implementation bounds its own calls: [`RedisBigSegmentStore`]
-//! (feature `redis`) sets connect and response timeouts (default 2 s and 2 s) on its
+//! Go SDK, and each implementation bounds its own calls: `flagsync_redis::RedisBigSegmentStore`
+//! sets connect and response timeouts (default 2 s and 2 s) on its
 //! blocking connection. A miss costs one store round trip on the evaluating thread,
 //! at most once per context key per cache TTL; the status is polled on a thread of its
 //! own (the client is runtime-agnostic), so no runtime worker blocks on it — except
@@ -33,8 +33,6 @@
 mod client;
 mod lookup;
 mod options;
-#[cfg(all(feature = "redis", any(feature = "tokio", feature = "async-io-net")))]
-mod redis;
 #[cfg(test)]
 mod tests;
 
@@ -42,8 +40,6 @@ use std::fmt::Debug;
 
 pub use flagsync_core::bigseg::{BigSegmentStoreStatus, BigSegmentsStatus, Membership};
 pub use options::BigSegmentsOptions;
-#[cfg(all(feature = "redis", any(feature = "tokio", feature = "async-io-net")))]
-pub use redis::{RedisBigSegmentStore, RedisBigSegmentStoreBuilder};
 
 pub(crate) use lookup::BigSegmentsHandle;
 

@@ -10,7 +10,7 @@
 //! entry alone. Entries of items that left the store are dropped by a sweep every
 //! [`SWEEP_EVERY`] insertions.
 //!
-//! The first level is the snapshot itself: each stored item has a
+//! The first level is the snapshot itself ([`flagsync_eval::kept`]): each stored item has a
 //! [`Derived`] slot beside it, shared by every snapshot that holds the item, where the
 //! first evaluation leaves the model. A hit there costs no hashing, no lock and no
 //! lookup beyond the item's own (the evaluation path reads the item and its slot in
@@ -35,7 +35,7 @@ use flagsync_core::store::{Derived, Item};
 use flagsync_core::{Kind, Snapshot};
 use rustc_hash::{FxBuildHasher, FxHashMap};
 
-use super::engine::{Flag, Segment};
+use flagsync_eval::{Flag, Models, Segment, kept};
 
 /// Shards per kind (a power of two).
 const SHARDS: usize = 16;
@@ -58,40 +58,35 @@ impl std::fmt::Debug for ModelCache {
     }
 }
 
-impl ModelCache {
-    /// The parsed flag `key` of `snapshot` (`item` is its live item, `derived` the
-    /// item's slot); `None` if the engine cannot parse it.
-    pub(crate) fn flag(
+impl Models for ModelCache {
+    fn flag(&self, snapshot: &Snapshot, key: &str, item: &Item, derived: &Derived) -> Option<Arc<Flag>> {
+        kept(derived, || {
+            self.flags.shelved(snapshot, Kind::Flag, key, item, |raw| {
+                Flag::from_json(raw, key)
+                    .map_err(|e| tracing::debug!(flag = key, error = %e, "flag JSON the evaluation engine cannot read"))
+                    .ok()
+            })
+        })
+    }
+
+    fn segment(
         &self,
         snapshot: &Snapshot,
         key: &str,
         item: &Item,
         derived: &Derived,
-    ) -> Option<Arc<Flag>> {
-        self.flags.get_or_parse(snapshot, Kind::Flag, key, item, derived, |raw| {
-            Flag::from_json(raw, key)
-                .map_err(|e| tracing::debug!(flag = key, error = %e, "flag JSON the evaluation engine cannot read"))
-                .ok()
-        })
-    }
-
-    /// The parsed segment `key` of `snapshot`, if live and readable.
-    pub(crate) fn segment(&self, snapshot: &Snapshot, key: &str) -> Option<Arc<Segment>> {
-        let (item, derived) = snapshot.get_with_derived(Kind::Segment, key)?;
-        self.segments
-            .get_or_parse(snapshot, Kind::Segment, key, item, derived, |raw| {
+    ) -> Option<Arc<Segment>> {
+        kept(derived, || {
+            self.segments.shelved(snapshot, Kind::Segment, key, item, |raw| {
                 Segment::from_json(raw, key)
                     .map_err(|e| tracing::debug!(segment = key, error = %e, "segment JSON the evaluation engine cannot read"))
                     .ok()
             })
+        })
     }
+}
 
-    /// The flag `key` of `snapshot`, if live and readable.
-    pub(crate) fn live_flag(&self, snapshot: &Snapshot, key: &str) -> Option<Arc<Flag>> {
-        let (item, derived) = snapshot.get_with_derived(Kind::Flag, key)?;
-        self.flag(snapshot, key, item, derived)
-    }
-
+impl ModelCache {
     /// Number of cached (flag, segment) versions.
     #[cfg(test)]
     pub(crate) fn len(&self) -> (usize, usize) {
@@ -122,35 +117,11 @@ impl<M> Default for Shelf<M> {
     }
 }
 
-/// What an item's [`Derived`] slot keeps: the model of that version, or `None` when
-/// the engine cannot read it.
-type Kept<M> = Option<Arc<M>>;
-
 impl<M: Send + Sync + 'static> Shelf<M> {
     fn shard(&self, key: &str) -> &RwLock<FxHashMap<Box<str>, Slot<M>>> {
         // The map hashes again with the same function; the shard takes the high bits.
         let hash = FxBuildHasher.hash_one(key);
         &self.shards[(hash >> 60) as usize % SHARDS]
-    }
-
-    /// The model of `item` (stored under `key`, with slot `derived`): from the slot,
-    /// else from this shelf, else parsed; the slot keeps it.
-    #[allow(clippy::too_many_arguments, reason = "one item's whereabouts")]
-    fn get_or_parse(
-        &self,
-        snapshot: &Snapshot,
-        kind: Kind,
-        key: &str,
-        item: &Item,
-        derived: &Derived,
-        parse: impl FnOnce(&[u8]) -> Option<M>,
-    ) -> Option<Arc<M>> {
-        if let Some(kept) = derived.get::<Kept<M>>() {
-            return kept.clone();
-        }
-        let model = self.shelved(snapshot, kind, key, item, parse);
-        derived.set::<Kept<M>>(model.clone());
-        model
     }
 
     /// The model of `item` from this shelf, parsed and shelved if new.

@@ -2,7 +2,8 @@
 //! methods, [`Client::all_flags_state`], [`Client::secure_mode_hash`], and (in
 //! [`crate::migration`]) the migration stage of a flag.
 //!
-//! Evaluation is flagsync's own engine ([`engine`]), which follows LaunchDarkly's Go
+//! Evaluation is flagsync's own engine (crate `flagsync-eval`, re-exported here as
+//! [`engine`] and [`context`]), which follows LaunchDarkly's Go
 //! evaluator and is checked by LaunchDarkly's sdk-test-harness. The context types
 //! ([`Context`], [`ContextBuilder`], [`MultiContextBuilder`], [`ContextKind`],
 //! [`Reference`], [`AttributeValue`], [`FlagValue`]) are flagsync's own ([`context`])
@@ -51,9 +52,6 @@
 
 mod all_flags;
 mod cache;
-pub mod context;
-pub mod engine;
-mod equality;
 mod record;
 mod secure_mode;
 mod store;
@@ -65,19 +63,22 @@ use std::sync::Arc;
 
 use flagsync_core::{Kind, Snapshot};
 
-pub use all_flags::{AllFlagsOptions, AllFlagsState, FlagState};
+pub use flagsync_eval::{AllFlagsOptions, AllFlagsState, FlagState, same_context};
 /// The context types, API-compatible with the official crate's (see [`context`]).
-pub use context::{
-    AttributeRef, AttributeValue, Context, ContextBuilder, FlagValue, Kind as ContextKind,
-    MultiContextBuilder, Reference,
+pub use flagsync_eval::{
+    AttributeRef, AttributeValue, Context, ContextBuilder, FlagValue, MultiContextBuilder,
+    Reference, context::Kind as ContextKind,
 };
-pub use engine::{BigSegmentsStatus, Detail, EvalError, Reason};
-use engine::{Flag, Options, PrerequisiteRecorder};
-pub use equality::same_context;
+pub use flagsync_eval::{BigSegmentsStatus, Detail, EvalError, Reason};
+/// The context types (crate `flagsync-eval`).
+pub use flagsync_eval::context;
+/// The evaluation engine (crate `flagsync-eval`).
+pub use flagsync_eval::engine;
+use flagsync_eval::{Flag, Options, PrerequisiteRecorder};
 
 pub(crate) use cache::ModelCache;
+pub(crate) use flagsync_eval::SecureModeKey;
 pub(crate) use record::Prerequisites;
-pub(crate) use secure_mode::SecureModeKey;
 
 use crate::Client;
 use store::SnapshotStore;
@@ -150,13 +151,6 @@ fn evaluate_in<R>(
     options: Options<'_>,
     with: impl FnOnce(Option<&Arc<Flag>>, Detail<&FlagValue>) -> R,
 ) -> R {
-    let Some((item, derived)) = snapshot.get_with_derived(Kind::Flag, key) else {
-        return with(None, Detail::err(EvalError::FlagNotFound));
-    };
-    let Some(flag) = models.flag(snapshot, key, item, derived) else {
-        return with(None, Detail::err(EvalError::MalformedFlag));
-    };
     let store = SnapshotStore::new(snapshot, models).with_view(view);
-    let detail = engine::evaluate(&store, &flag, context, options);
-    with(Some(&flag), detail)
+    flagsync_eval::evaluate_in(snapshot, models, &store, key, context, options, with)
 }

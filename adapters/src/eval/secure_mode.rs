@@ -1,46 +1,8 @@
-//! `Client::secure_mode_hash`: the hash a client-side SDK sends in secure mode.
+//! `Client::secure_mode_hash`: the hash a client-side SDK sends in secure mode
+//! ([`flagsync_eval::SecureModeKey`], keyed with the client's SDK key).
 
-use crate::eval::Context;
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
-
+use super::Context;
 use crate::Client;
-
-/// HMAC-SHA256 keyed with the client's SDK key, ready to hash context keys.
-///
-/// It holds the keyed HMAC state, not the key text, and its `Debug` shows neither.
-#[derive(Clone)]
-pub(crate) struct SecureModeKey(Hmac<Sha256>);
-
-impl SecureModeKey {
-    /// The HMAC for `sdk_key`.
-    pub(crate) fn new(sdk_key: &str) -> Self {
-        // HMAC takes keys of any length: `new_from_slice` cannot fail for it.
-        let mac = <Hmac<Sha256> as Mac>::new_from_slice(sdk_key.as_bytes())
-            .expect("HMAC accepts keys of any length");
-        Self(mac)
-    }
-
-    /// HMAC-SHA256 of `message`, in lower-case hex.
-    fn hash(&self, message: &str) -> String {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut mac = self.0.clone();
-        mac.update(message.as_bytes());
-        let tag = mac.finalize().into_bytes();
-        let mut hex = String::with_capacity(tag.len() * 2);
-        for byte in tag {
-            hex.push(char::from(HEX[usize::from(byte >> 4)]));
-            hex.push(char::from(HEX[usize::from(byte & 0x0f)]));
-        }
-        hex
-    }
-}
-
-impl std::fmt::Debug for SecureModeKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SecureModeKey(<redacted>)")
-    }
-}
 
 impl Client {
     /// The secure mode hash of `context`: HMAC-SHA256 of its canonical key
@@ -65,6 +27,6 @@ impl Client {
     /// # Ok::<(), flagsync::Error>(())
     /// ```
     pub fn secure_mode_hash(&self, context: &Context) -> String {
-        self.inner.secure_mode.hash(context.canonical_key())
+        self.inner.secure_mode.context_hash(context)
     }
 }

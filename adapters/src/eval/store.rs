@@ -4,8 +4,9 @@ use std::sync::Arc;
 
 use flagsync_core::{Kind, Snapshot};
 
+use flagsync_eval::{Flag, Models, Segment, Store};
+
 use super::ModelCache;
-use super::engine::{Flag, Segment, Store};
 use crate::persist::view::StoreView;
 
 /// The evaluation engine's [`Store`] over a [`Snapshot`], reading compiled models from
@@ -48,8 +49,8 @@ impl Store for SnapshotStore<'_> {
     fn segment(&self, segment_key: &str) -> Option<Arc<Segment>> {
         if let Some(view) = self.view {
             view.touch(Kind::Segment, segment_key);
-            return self.models.segment(&view.snapshot(), segment_key);
+            return self.models.live_segment(&view.snapshot(), segment_key);
         }
-        self.models.segment(self.snapshot, segment_key)
+        self.models.live_segment(self.snapshot, segment_key)
     }
 }

@@ -114,7 +114,7 @@ pub(crate) struct Recorder {
 /// The flag, if an evaluation of it for `context` can be counted as a repeat in the
 /// thread's own cell: a flag that needs only counts, and a single-kind context.
 fn repeatable<'f>(flag: Option<&'f Flag>, context: &Context) -> Option<&'f Flag> {
-    flag.filter(|f| f.summary_only && !context.is_multi())
+    flag.filter(|f| f.summary_only() && !context.is_multi())
 }
 
 /// Per thread, at most this many (flag version, variation, kind) counters of its own.
@@ -338,7 +338,7 @@ impl Recorder {
     ) -> bool {
         repeatable(flag, context).is_some_and(|f| {
             self.counts
-                .try_count(f.id, variation, context.canonical_key(), context.kind())
+                .try_count(f.id(), variation, context.canonical_key(), context.kind())
         })
     }
 
@@ -365,7 +365,7 @@ impl Recorder {
                     // An id stands for one key: only for a flag known by one (its
                     // JSON's `key` is its store key; evaluated directly it is counted
                     // under the store key, as a prerequisite under the JSON's).
-                    id: r.flag.filter(|f| f.one_key).map(|f| f.id),
+                    id: r.flag.filter(|f| f.known_by_one_key()).map(|f| f.id()),
                 };
                 if r.context.is_multi() {
                     let kinds = r.context.kinds();
@@ -386,7 +386,7 @@ impl Recorder {
                 r.context.canonical_key(),
                 cell.map(|f| CellSpec {
                     flag_key: r.key,
-                    flag_id: f.id,
+                    flag_id: f.id(),
                     kind: r.context.kind(),
                     variation: r.variation,
                     version,
@@ -730,7 +730,7 @@ mod tests {
                           "fallthrough": {"variation": 0}});
         let flag = Flag::from_json(json.to_string().as_bytes(), "s").unwrap();
         let same = Flag::from_json(json.to_string().as_bytes(), "j").unwrap();
-        assert!(!flag.one_key && same.one_key);
+        assert!(!flag.known_by_one_key() && same.known_by_one_key());
         let (tx, _rx) = async_channel::unbounded();
         let recorder = Recorder::new(tx, 100, 1_000);
         let context = ContextBuilder::new("u").build().unwrap();

@@ -12,20 +12,18 @@
 //!                                                                      ▼
 //!                               CachingStore (TTL cache, `$inited` latch, handover)
 //!                                                                      │
-//!                               dyn PersistentStore: RedisStore │ InMemoryStore │ yours
+//!                               dyn PersistentStore: flagsync_redis::RedisStore │ InMemoryStore │ yours
 //! ```
 //!
 //! [`PersistentStore`] is the whole contract of a database: six async operations that
 //! return boxed futures, so it is object safe and works on any runtime (no runtime type
 //! appears in it). [`CachingStore`] wraps one with the caching rules of the reference
-//! SDKs (B §4.3). `RedisStore` (feature `redis`) keeps the key layout every
+//! SDKs (B §4.3). `RedisStore` (crate `flagsync-redis`) keeps the key layout every
 //! LaunchDarkly SDK and the Relay Proxy use (A.1, B §4.4), so they can share one store.
 
 mod cache;
 mod in_memory;
 pub(crate) mod reader;
-#[cfg(all(feature = "redis", any(feature = "tokio", feature = "async-io-net")))]
-mod redis;
 pub(crate) mod view;
 pub(crate) mod writer;
 
@@ -40,14 +38,6 @@ pub use flagsync_core::{PersistenceConfig, StoreMode, StoreStatus};
 
 pub use cache::{CacheConfig, CacheTtl, CachingStore, ItemMap};
 pub use in_memory::{InMemoryStore, OpCounts};
-#[cfg(all(
-    feature = "redis",
-    feature = "eval",
-    any(feature = "tokio", feature = "async-io-net")
-))]
-pub(crate) use redis::{BlockingConn, redact_url};
-#[cfg(all(feature = "redis", any(feature = "tokio", feature = "async-io-net")))]
-pub use redis::{DEFAULT_PREFIX, RedisStore, RedisStoreBuilder};
 
 use crate::runtime::BoxFuture;
 
@@ -225,7 +215,7 @@ pub fn stored_json(item: &Item) -> Bytes {
 
 /// Decode stored JSON of `kind` (any of the three tombstone shapes, PROTOCOL.md A.1);
 /// `None`, logged at `warn`, if it is not an item.
-pub(crate) fn decode_stored(kind: Kind, key: &str, raw: Bytes) -> Option<Item> {
+pub fn decode_stored(kind: Kind, key: &str, raw: Bytes) -> Option<Item> {
     match store::decode(kind, raw) {
         Ok(d) => Some(d.item),
         Err(error) => {

@@ -3,8 +3,6 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod proxy;
-#[cfg(feature = "redis")]
-pub mod redis_server;
 pub mod server;
 #[cfg(feature = "rustls")]
 pub mod tls;

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flagsync::events::EventsOptions;
-use flagsync::persist::{CacheConfig, RedisStore, StoreMode};
+use flagsync::persist::{CacheConfig, StoreMode};
+use flagsync_redis::RedisStore;
 use flagsync::{Client, ClientBuilder, Fdv2Config, SourceSpec};
 use serde::Deserialize;
 

@@ -1,0 +1,117 @@
+//! Every log line of a session with a password-protected Redis store, at TRACE,
+//! through an outage and a wrong password, is free of the Redis password and the SDK
+//! key. Its own test binary: it installs a global subscriber.
+
+#[macro_use]
+mod common;
+
+use std::io::Write;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use common::redis_server::RedisServer;
+use common::*;
+use flagsync::persist::{CacheConfig, PersistentStore, StoreMode};
+use flagsync_redis::RedisStore;
+
+const PASSWORD: &str = "pw-never-logged-42";
+const SEC: Duration = Duration::from_secs(1);
+
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn logs() -> &'static Captured {
+    static LOGS: OnceLock<Captured> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .init();
+        captured
+    })
+}
+
+runtime_tests!(the_redis_password_is_never_logged);
+
+async fn the_redis_password_is_never_logged(rt: Rt) {
+    let logs = logs();
+    let mut redis = RedisServer::start_with_password(Some(PASSWORD));
+    let (feed_tx, feed_rx) = std::sync::mpsc::channel::<String>();
+    let feed_rx = Arc::new(Mutex::new(feed_rx));
+    let server = Server::start(move |_, r| {
+        let rx = feed_rx.lock().unwrap();
+        while let Ok(chunk) = rx.recv() {
+            r.send(chunk);
+        }
+        After::Close
+    });
+    let store = Arc::new(
+        RedisStore::builder(redis.url())
+            .connect_timeout(Duration::from_millis(300))
+            .build()
+            .unwrap(),
+    );
+    let client = builder(&rt, &server.url())
+        .persistent_store(store.clone(), StoreMode::ReadWrite, CacheConfig::default())
+        .build()
+        .unwrap();
+    let store_statuses = client.store_status_changes();
+    feed_tx.send(SSE_HEAD.into()).unwrap();
+    feed_tx
+        .send(put_event(&[("f", 1, true)], &[], None))
+        .unwrap();
+    client.start().unwrap();
+    assert!(client.wait_for_initialization(5 * SEC).await);
+    redis.stop();
+    feed_tx
+        .send("event: patch\ndata: {\"path\":\"/flags/f\",\"data\":{\"key\":\"f\",\"version\":2}}\n\n".into())
+        .unwrap();
+    assert!(
+        timeout(&rt, 5 * SEC, store_statuses.recv())
+            .await
+            .flatten()
+            .is_some()
+    );
+    redis.restart();
+    assert!(
+        timeout(&rt, 5 * SEC, store_statuses.recv())
+            .await
+            .flatten()
+            .is_some()
+    );
+    client.close().await;
+    // A wrong password: the server's refusal is an error, without either password.
+    let wrong = RedisStore::new(redis.url().replace(PASSWORD, "wrong-pw")).unwrap();
+    assert!(wrong.initialized().await.is_err());
+    assert!(!format!("{wrong:?}").contains("wrong-pw"));
+    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    assert!(
+        text.contains("persistent store"),
+        "the session was logged:\n{text}"
+    );
+    assert!(
+        !text.contains(PASSWORD),
+        "the Redis password leaked into the logs:\n{text}"
+    );
+    assert!(
+        !text.contains("wrong-pw"),
+        "a Redis password leaked into the logs:\n{text}"
+    );
+    assert!(
+        !text.contains(SDK_KEY),
+        "the SDK key leaked into the logs:\n{text}"
+    );
+}
