@@ -12,11 +12,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use clap::{Args, Parser, Subcommand};
-use flagsync_server::{Endpoint, Server, ServerError, ServerHandle};
 use flagsync::{Snapshot, State};
 use flagsync_core::Kind;
 use flagsync_core::config::{DEFAULT_POLLING_URI, DEFAULT_STREAM_URI};
 use flagsync_core::endpoint::Url;
+use flagsync_server::{Endpoint, Server, ServerError, ServerHandle};
 use serde_json::{Value, json};
 
 use client::{
