@@ -402,7 +402,9 @@ impl Driver {
                     default: Value::Null,
                     reason: None,
                     prereq_of: None,
-                    track_events: f.is_some_and(|f| f.track_events) || d.reason.is_in_experiment(),
+                    // The flag's, a tracked rule or fallthrough, or an experiment.
+                    track_events: f
+                        .is_some_and(|f| f.track_events || f.is_experimentation_enabled(&d.reason)),
                     debug_events_until_date: f.and_then(|f| f.debug_events_until_date),
                     sampling_ratio: f.and_then(|f| f.sampling_ratio).map(u64::from),
                     exclude_from_summaries: f.is_some_and(|f| f.exclude_from_summaries),
