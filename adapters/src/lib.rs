@@ -96,6 +96,7 @@ use flagsync_core::{Command, Config, DataSystem, PersistenceConfig};
 
 pub use flag::{Flag, Segment};
 pub use flagsync_core::config::{CoordinatorTiming, Fdv2Config, SourceSpec};
+pub use flagsync_core::fdv2::PayloadLimits;
 pub use flagsync_core::source::UnrecoverablePolicy;
 pub use flagsync_core::{DataAvailability, ErrorKind, Kind, Mode, Selector, Snapshot, State};
 #[cfg(feature = "eval")]
@@ -389,6 +390,28 @@ impl ClientBuilder {
     /// dropped and counted ([`Subscription::lagged`]); changes of one flag merge.
     pub fn subscription_capacity(mut self, capacity: usize) -> Self {
         self.subscription_capacity = capacity.max(1);
+        self
+    }
+
+    /// How much of an FDv2 payload may be held before its `payload-transferred`
+    /// (default [`PayloadLimits::default`]: 64 MiB of raw JSON and keys, as the SSE
+    /// event limit that bounds an FDv1 `put`, and 524,288 objects). A stream, or a poll
+    /// response, whose payload goes past it is dropped: the status reports INVALID_DATA
+    /// naming the limit, the stream reconnects with backoff (a poll waits for its next
+    /// turn), and the flags already held stay. Raise it with the SSE limits
+    /// ([`ClientBuilder::core_config`], `limits.sse`) for a larger environment.
+    ///
+    /// ```
+    /// use flagsync::{Client, Fdv2Config, PayloadLimits};
+    ///
+    /// let client = Client::builder("sdk-key")
+    ///     .fdv2(Fdv2Config::streaming())
+    ///     .fdv2_payload_limits(PayloadLimits::for_bytes(16 << 20))
+    ///     .build()?;
+    /// # Ok::<(), flagsync::Error>(())
+    /// ```
+    pub fn fdv2_payload_limits(mut self, limits: PayloadLimits) -> Self {
+        self.config.limits.fdv2_payload = limits;
         self
     }
 

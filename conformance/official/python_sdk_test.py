@@ -123,7 +123,7 @@ def outer(args):
     if not os.access(flagsync, os.X_OK):
         raise Failure(
             f"no flagsync binary at {flagsync}: build it with "
-            "`cargo build -p flagsync --features cli --bin flagsync` or pass --flagsync"
+            "`cargo build -p flagsync-cli --bin flagsync` or pass --flagsync"
         )
     python = ensure_venv(os.path.abspath(args.venv))
     cmd = [python, os.path.abspath(__file__), "--inside", "--flagsync", flagsync]

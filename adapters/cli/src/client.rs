@@ -189,6 +189,7 @@ impl Session {
                 c.limits.sse.max_line_len = max;
                 c.limits.sse.max_event_len = max;
                 c.limits.max_poll_body = c.limits.max_poll_body.max(max);
+                c.limits.fdv2_payload = flagsync::PayloadLimits::for_bytes(max);
             });
         }
         if let Some(pem) = &opts.ca_pem {

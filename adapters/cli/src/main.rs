@@ -200,7 +200,8 @@ struct ConnArgs {
     #[arg(long, requires = "redis", conflicts_with_all = ["polling", "fdv2", "filter", "stream_uri", "polling_uri"])]
     daemon: bool,
     /// The largest SSE line and event accepted, in bytes [default: 64 MiB]: raise it
-    /// for a data set whose `put` is larger.
+    /// for a data set whose `put` is larger. Also the most of an FDv2 payload held
+    /// before its payload-transferred.
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
     max_event_bytes: Option<u64>,
     /// Also trust the CA certificate(s) in this PEM file (a private CA, or a local

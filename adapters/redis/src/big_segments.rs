@@ -88,7 +88,8 @@ impl RedisBigSegmentStoreBuilder {
 ///
 /// ```no_run
 /// use std::sync::Arc;
-/// use flagsync::bigseg::{BigSegmentsOptions, RedisBigSegmentStore};
+/// use flagsync::bigseg::BigSegmentsOptions;
+/// use flagsync_redis::RedisBigSegmentStore;
 ///
 /// let store = RedisBigSegmentStore::builder("redis://127.0.0.1:6379").prefix("my-env").build()?;
 /// let client = flagsync::Client::builder("sdk-key")

@@ -12,12 +12,12 @@
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
-//! use flagsync::persist::CacheConfig;
+//! use flagsync::persist::{CacheConfig, StoreMode};
 //! use flagsync_redis::RedisStore;
 //!
 //! let store = RedisStore::builder("redis://127.0.0.1:6379/0").prefix("launchdarkly").build()?;
 //! let client = flagsync::Client::builder("sdk-key")
-//!     .persistent_store(Arc::new(store), CacheConfig::default())
+//!     .persistent_store(Arc::new(store), StoreMode::ReadWrite, CacheConfig::default())
 //!     .build()?;
 //! client.start()?;
 //! # Ok(())

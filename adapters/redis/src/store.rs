@@ -155,7 +155,7 @@ impl Keys {
 ///
 /// ```no_run
 /// # fn demo() -> Result<(), flagsync::persist::StoreError> {
-/// let store = flagsync::persist::RedisStore::builder("redis://127.0.0.1:6379/0")
+/// let store = flagsync_redis::RedisStore::builder("redis://127.0.0.1:6379/0")
 ///     .prefix("my-env")
 ///     .build()?;
 /// # Ok(()) }

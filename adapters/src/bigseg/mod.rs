@@ -24,8 +24,9 @@
 //! own (the client is runtime-agnostic), so no runtime worker blocks on it — except
 //! once, when an evaluation or [`crate::Client::big_segment_store_status`] needs the
 //! status before the first poll (it is then read on the spot, as LaunchDarkly's SDKs
-//! do). Two evaluations missing the same key at once may both ask the store; the later
-//! answer replaces the earlier in the cache.
+//! do). Evaluations that miss the same key at once make one store query: the first asks,
+//! the others wait for its answer (single flight; a failed query fails them all, and is
+//! not cached).
 //!
 //! The pure rules (cache policy, status rules, segment references, context hashes)
 //! live in [`flagsync_core::bigseg`] and are tested there in virtual time.
@@ -33,6 +34,8 @@
 mod client;
 mod lookup;
 mod options;
+#[cfg(test)]
+mod single_flight_tests;
 #[cfg(test)]
 mod tests;
 

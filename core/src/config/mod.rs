@@ -9,6 +9,7 @@ pub use fdv2::{CoordinatorTiming, Fdv2Config, SourceSpec};
 
 use crate::backoff::BackoffConfig;
 use crate::endpoint::{Url, UrlError};
+use crate::fdv2::PayloadLimits;
 use crate::http1;
 use crate::source::{RequestIdentity, UnrecoverablePolicy};
 use crate::sse;
@@ -41,6 +42,13 @@ pub struct Limits {
     /// Largest decoded polling body (default 64 MiB, as the SSE line limit): what is
     /// kept of a poll's body, gzip or not, never exceeds it.
     pub max_poll_body: usize,
+    /// How much of an FDv2 payload a stream or a poll may hold before its
+    /// `payload-transferred` (default 64 MiB of raw JSON and keys, as the SSE event
+    /// limit that bounds an FDv1 `put`, and 524,288 objects). Past it the partial
+    /// payload is dropped, the status reports INVALID_DATA naming the limit, and the
+    /// stream reconnects with backoff (a poll waits for its next turn); the store keeps
+    /// what it had. See [`PayloadLimits`].
+    pub fdv2_payload: PayloadLimits,
 }
 
 impl Default for Limits {
@@ -49,6 +57,7 @@ impl Default for Limits {
             sse: sse::Config::default(),
             http: http1::Config::default(),
             max_poll_body: 64 << 20,
+            fdv2_payload: PayloadLimits::default(),
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::store::{ApplyMode, Change, ChangeSet, Item, Kind, Selector, Transfer};
 
-use super::{Error, Event, IntentCode};
+use super::{Error, Event, IntentCode, PayloadLimits};
 
 /// Collects the changes of one payload until it is complete (PROTOCOL.md B §5.3).
 ///
@@ -24,6 +24,8 @@ use super::{Error, Event, IntentCode};
 pub struct ChangeSetBuilder {
     intent: Option<IntentCode>,
     changes: Vec<Change>,
+    /// The raw JSON plus key of every change held.
+    held_bytes: usize,
 }
 
 impl ChangeSetBuilder {
@@ -42,10 +44,16 @@ impl ChangeSetBuilder {
         &self.changes
     }
 
+    /// The bytes of the changes collected so far: the raw JSON plus the key of each
+    /// (what [`PayloadLimits::max_bytes`] bounds).
+    pub fn held_bytes(&self) -> usize {
+        self.held_bytes
+    }
+
     /// Set the intent and clear the changes.
     pub fn start(&mut self, intent: IntentCode) {
         self.intent = Some(intent);
-        self.changes.clear();
+        self.reset();
     }
 
     /// Expect changes to follow: an intent of `none` becomes
@@ -64,25 +72,34 @@ impl ChangeSetBuilder {
         }
     }
 
-    /// Clear the changes and keep the intent.
+    /// Clear the changes and keep the intent. The memory they held is given back.
     pub fn reset(&mut self) {
-        self.changes.clear();
+        self.changes = Vec::new();
+        self.held_bytes = 0;
     }
 
     /// Append an upsert. Does not check that there is an intent.
     pub fn add_put(&mut self, change: Change) {
-        self.changes.push(change);
+        self.hold(change);
     }
 
     /// Append a delete: a tombstone at the envelope `version`. Does not check that
     /// there is an intent.
     pub fn add_delete(&mut self, kind: Kind, key: &str, version: u64) {
-        self.changes.push(Change {
+        self.hold(Change {
             kind,
             key: key.to_owned(),
             item: Item::tombstone(key, version),
             depends_on: Vec::new(),
         });
+    }
+
+    fn hold(&mut self, change: Change) {
+        self.held_bytes = self
+            .held_bytes
+            .saturating_add(change.key.len())
+            .saturating_add(change.item.raw.len());
+        self.changes.push(change);
     }
 
     /// Complete the payload with `selector`: return the change set and clear the
@@ -95,6 +112,7 @@ impl ChangeSetBuilder {
         if intent == IntentCode::TransferFull {
             self.intent = Some(IntentCode::TransferChanges);
         }
+        self.held_bytes = 0;
         Ok(ChangeSet {
             mode: ApplyMode::Fdv2,
             transfer: transfer(intent),
@@ -161,16 +179,46 @@ pub enum Action {
 /// polling response.
 ///
 /// Changes become visible only at `payload-transferred`, or at once for an intent of
-/// `none` (PROTOCOL.md E 28).
+/// `none` (PROTOCOL.md E 28). What is held until then is bounded by [`PayloadLimits`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Protocol {
     builder: ChangeSetBuilder,
+    limits: PayloadLimits,
 }
 
 impl Protocol {
-    /// A machine that has seen no intent yet.
+    /// A machine that has seen no intent yet, with the default [`PayloadLimits`].
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A machine that has seen no intent yet and holds at most `limits` of an
+    /// uncommitted payload.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use flagsync_core::fdv2::{self, Error, PayloadLimits, Protocol};
+    ///
+    /// let mut p = Protocol::with_limits(PayloadLimits { max_bytes: 64, max_objects: 10 });
+    /// let intent = r#"{"payloads":[{"intentCode":"xfer-full"}]}"#;
+    /// p.handle_event(fdv2::parse_event("server-intent", &Bytes::from(intent)).unwrap()).unwrap();
+    /// let put = r#"{"version":1,"kind":"flag","key":"f","object":{"key":"f","version":1}}"#;
+    /// let put = fdv2::parse_event("put-object", &Bytes::from(put)).unwrap();
+    /// p.handle_event(put.clone()).unwrap(); // 1 + 23 bytes
+    /// p.handle_event(put.clone()).unwrap(); // 48
+    /// assert_eq!(p.handle_event(put), Err(Error::PayloadTooLarge { limit: 64 }));
+    /// assert!(p.builder().changes().is_empty()); // the partial payload is dropped
+    /// ```
+    pub fn with_limits(limits: PayloadLimits) -> Self {
+        Self {
+            builder: ChangeSetBuilder::new(),
+            limits,
+        }
+    }
+
+    /// The bound on the uncommitted payload.
+    pub fn limits(&self) -> PayloadLimits {
+        self.limits
     }
 
     /// The builder, for inspection.
@@ -183,6 +231,9 @@ impl Protocol {
     /// # Errors
     /// [`Error::MissingIntent`] for a `put-object`, `delete-object` or
     /// `payload-transferred` before any `server-intent`: the data source is interrupted.
+    /// [`Error::PayloadTooLarge`] or [`Error::TooManyObjects`] for a `put-object` or
+    /// `delete-object` that takes the uncommitted payload past the [`PayloadLimits`]:
+    /// the partial payload is dropped (the intent is kept, as after `goodbye`).
     pub fn handle_event(&mut self, event: Event) -> Result<Action, Error> {
         match event {
             Event::ServerIntent(intent) => {
@@ -195,10 +246,12 @@ impl Protocol {
             Event::PutObject(put) => {
                 self.require_intent()?;
                 self.builder.add_put(put.change);
+                self.check_limits()?;
             }
             Event::DeleteObject(del) => {
                 self.require_intent()?;
                 self.builder.add_delete(del.kind, &del.key, del.version);
+                self.check_limits()?;
             }
             Event::PayloadTransferred(selector) => {
                 return self.builder.finish(selector).map(Action::Apply);
@@ -220,6 +273,24 @@ impl Protocol {
     /// connection closes before the payload completes).
     pub fn reset(&mut self) {
         self.builder.reset();
+    }
+
+    /// Past a bound, drop the partial payload (issue 33).
+    fn check_limits(&mut self) -> Result<(), Error> {
+        let limits = self.limits;
+        let err = if self.builder.held_bytes() > limits.max_bytes {
+            Error::PayloadTooLarge {
+                limit: limits.max_bytes,
+            }
+        } else if self.builder.changes().len() > limits.max_objects {
+            Error::TooManyObjects {
+                limit: limits.max_objects,
+            }
+        } else {
+            return Ok(());
+        };
+        self.builder.reset();
+        Err(err)
     }
 
     fn require_intent(&self) -> Result<(), Error> {

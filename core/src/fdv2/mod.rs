@@ -28,6 +28,7 @@
 //! ```
 
 mod builder;
+mod limits;
 mod poll;
 mod wire;
 
@@ -39,7 +40,11 @@ use crate::status::ErrorKind;
 use crate::store::{Change, DecodeError, Kind, Selector, decode, split_put_object};
 
 pub use builder::{Action, ChangeSetBuilder, Protocol};
-pub use poll::{parse_fdv1_fallback_poll, parse_poll, parse_poll_or_fdv1};
+pub use limits::PayloadLimits;
+pub use poll::{
+    parse_fdv1_fallback_poll, parse_poll, parse_poll_or_fdv1, parse_poll_or_fdv1_with,
+    parse_poll_with,
+};
 
 /// One FDv2 event, parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,6 +152,20 @@ pub enum Error {
     /// A polling response ended without a complete payload.
     #[error("no complete payload in the polling response")]
     IncompletePayload,
+    /// The payload not yet completed by `payload-transferred` held more than
+    /// [`PayloadLimits::max_bytes`] (raw JSON plus key of each object); it was dropped.
+    #[error("uncommitted fdv2 payload larger than the limit of {limit} bytes")]
+    PayloadTooLarge {
+        /// The configured limit, in bytes.
+        limit: usize,
+    },
+    /// The payload not yet completed by `payload-transferred` held more than
+    /// [`PayloadLimits::max_objects`] objects; it was dropped.
+    #[error("uncommitted fdv2 payload of more than the limit of {limit} objects")]
+    TooManyObjects {
+        /// The configured limit, in objects.
+        limit: usize,
+    },
 }
 
 impl Error {

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use crate::store::{ApplyMode, ChangeSet, Selector, Transfer, split_all_data};
 
 use super::wire::{self, Name};
-use super::{Action, Error, Protocol, malformed_first, parse_event, slice_of};
+use super::{Action, Error, PayloadLimits, Protocol, malformed_first, parse_event, slice_of};
 
 /// Parse an FDv2 polling response body `{"events":[{"event":…,"data":{…}},…]}` into the
 /// change set of its first complete payload.
@@ -32,12 +32,37 @@ use super::{Action, Error, Protocol, malformed_first, parse_event, slice_of};
 /// # Errors
 /// [`Error::MalformedJson`] or [`Error::Schema`] for a body or event of the wrong shape,
 /// [`Error::MissingIntent`] for a payload that starts with a put, delete or
-/// transferred event, [`Error::IncompletePayload`] if no payload completes.
+/// transferred event, [`Error::IncompletePayload`] if no payload completes,
+/// [`Error::PayloadTooLarge`] or [`Error::TooManyObjects`] past the default
+/// [`PayloadLimits`].
 pub fn parse_poll(body: &Bytes) -> Result<ChangeSet, Error> {
+    parse_poll_with(body, PayloadLimits::default())
+}
+
+/// [`parse_poll`], holding at most `limits` of the payload before its
+/// `payload-transferred` (the body itself is bounded by the HTTP body limit; this bounds
+/// the objects built from it).
+///
+/// ```
+/// use bytes::Bytes;
+/// use flagsync_core::fdv2::{Error, PayloadLimits, parse_poll_with};
+///
+/// let body = Bytes::from_static(br#"{"events":[
+///   {"event":"server-intent","data":{"payloads":[{"intentCode":"xfer-full"}]}},
+///   {"event":"put-object","data":{"version":1,"kind":"flag","key":"f","object":{"key":"f","version":2}}},
+///   {"event":"put-object","data":{"version":1,"kind":"flag","key":"g","object":{"key":"g","version":2}}},
+///   {"event":"payload-transferred","data":{"state":"s","version":1}}]}"#);
+/// let one = PayloadLimits { max_bytes: 1 << 20, max_objects: 1 };
+/// assert_eq!(parse_poll_with(&body, one), Err(Error::TooManyObjects { limit: 1 }));
+/// ```
+///
+/// # Errors
+/// As [`parse_poll`], with `limits`.
+pub fn parse_poll_with(body: &Bytes, limits: PayloadLimits) -> Result<ChangeSet, Error> {
     let schema = Error::Schema { event: wire::POLL };
     let parsed: wire::PollBody<'_> = serde_json::from_slice(body)
         .map_err(|e| malformed_first(Error::from_json(wire::POLL, &e), body))?;
-    let mut protocol = Protocol::new();
+    let mut protocol = Protocol::with_limits(limits);
     for raw in parsed.events {
         if !raw.get().starts_with('{') {
             return Err(schema);
@@ -80,7 +105,17 @@ pub fn parse_poll(body: &Bytes) -> Result<ChangeSet, Error> {
 /// # Errors
 /// As [`parse_poll`], for a body that is not FDv1-shaped either.
 pub fn parse_poll_or_fdv1(body: &Bytes) -> Result<ChangeSet, Error> {
-    let err = match parse_poll(body) {
+    parse_poll_or_fdv1_with(body, PayloadLimits::default())
+}
+
+/// [`parse_poll_or_fdv1`], holding at most `limits` of an FDv2 payload (see
+/// [`parse_poll_with`]). An FDv1-shaped body is one data set, bounded by the body limit
+/// alone, like an FDv1 poll.
+///
+/// # Errors
+/// As [`parse_poll_with`], for a body that is not FDv1-shaped either.
+pub fn parse_poll_or_fdv1_with(body: &Bytes, limits: PayloadLimits) -> Result<ChangeSet, Error> {
+    let err = match parse_poll_with(body, limits) {
         Ok(cs) => return Ok(cs),
         Err(e @ Error::Schema { .. }) => e,
         Err(e) => return Err(e),

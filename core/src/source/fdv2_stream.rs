@@ -9,7 +9,7 @@ use super::SourceOutput;
 use super::event_stream::{EventStream, StreamOutput};
 use super::stream::drain_actions;
 use crate::endpoint::Url;
-use crate::fdv2::{self, Action, Protocol};
+use crate::fdv2::{self, Action, PayloadLimits, Protocol};
 use crate::http1::ResponseHead;
 use crate::sse;
 use crate::status::{Cause, ErrorInfo, State};
@@ -33,6 +33,11 @@ impl Fdv2Events {
             protocol: Protocol::new(),
             latched: false,
         }
+    }
+
+    /// Bound the uncommitted payload; the machine is new (no intent yet).
+    pub(super) fn set_payload_limits(&mut self, limits: PayloadLimits) {
+        self.protocol = Protocol::with_limits(limits);
     }
 
     /// The stream URL for `selector`: a defined one is sent as `basis=<state>`.

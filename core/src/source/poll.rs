@@ -15,7 +15,7 @@ use super::exchange::{
 use crate::backoff::{Backoff, BackoffConfig, Regime};
 use crate::endpoint::Url;
 use crate::fdv1;
-use crate::fdv2::{self, ChangeSetBuilder};
+use crate::fdv2::{self, ChangeSetBuilder, PayloadLimits};
 use crate::http1::{self, Method, ResponseHead};
 use crate::io::{Action, CloseCause, ConnId};
 use crate::status::{Cause, ErrorInfo, ErrorKind, State};
@@ -113,6 +113,7 @@ pub struct Poller {
     started_at: Option<Instant>,
     running: bool,
     out: VecDeque<SourceOutput>,
+    payload_limits: PayloadLimits,
 }
 
 impl Poller {
@@ -136,7 +137,18 @@ impl Poller {
             started_at: None,
             running: false,
             out: VecDeque::new(),
+            payload_limits: PayloadLimits::default(),
         }
+    }
+
+    /// FDv2: hold at most `limits` of a response's payload before its
+    /// `payload-transferred` (default [`PayloadLimits::default`]; the body itself is
+    /// bounded by [`PollConfig::http`]). Past it the poll fails with INVALID_DATA and
+    /// the next one follows at the interval. Ignored by the FDv1 formats.
+    #[must_use]
+    pub fn with_payload_limits(mut self, limits: PayloadLimits) -> Self {
+        self.payload_limits = limits;
+        self
     }
 
     /// FDv2: the selector the store holds; from the next poll on, a defined one is sent
@@ -389,9 +401,8 @@ impl Poller {
             PollFormat::Fdv1Fallback => {
                 fdv2::parse_fdv1_fallback_poll(body).map_err(|e| (e.kind(), Cause::Fdv2(e)))
             }
-            PollFormat::Fdv2 => {
-                fdv2::parse_poll_or_fdv1(body).map_err(|e| (e.kind(), Cause::Fdv2(e)))
-            }
+            PollFormat::Fdv2 => fdv2::parse_poll_or_fdv1_with(body, self.payload_limits)
+                .map_err(|e| (e.kind(), Cause::Fdv2(e))),
         }
     }
 

@@ -8,6 +8,7 @@ use super::SourceOutput;
 use super::event_stream::{EventStream, EventStreamConfig, StreamOutput};
 use super::fdv1_stream::Fdv1Events;
 use super::fdv2_stream::Fdv2Events;
+use crate::fdv2::PayloadLimits;
 use crate::io::{CloseCause, ConnId};
 use crate::status::State;
 use crate::store::Selector;
@@ -58,6 +59,18 @@ impl StreamSource {
             stream: EventStream::new(config, seed, first_conn_id),
             out: VecDeque::new(),
         }
+    }
+
+    /// FDv2: hold at most `limits` of a payload before its `payload-transferred`
+    /// (default [`PayloadLimits::default`]); past it the partial payload is dropped and
+    /// the stream fails with INVALID_DATA and reconnects. FDv1 ignores it: its `put` is
+    /// one event, bounded by the SSE limits.
+    #[must_use]
+    pub fn with_payload_limits(mut self, limits: PayloadLimits) -> Self {
+        if let Protocol::Fdv2(p) = &mut self.protocol {
+            p.set_payload_limits(limits);
+        }
+        self
     }
 
     /// The underlying SSE client.

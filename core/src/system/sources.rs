@@ -170,6 +170,7 @@ impl Factory {
                     StreamSource::fdv1(sc, seed, first_conn_id)
                 } else {
                     StreamSource::fdv2(sc, seed, first_conn_id)
+                        .with_payload_limits(c.limits.fdv2_payload)
                 })))
             }
             SourceSpec::Polling { base_uri, interval }
@@ -191,24 +192,27 @@ impl Factory {
                     .filter(|d| !d.is_zero())
                     .unwrap_or(c.poll_interval)
                     .max(c.min_poll_interval);
-                Ok(AnySource::Poll(Box::new(Poller::new(
-                    PollConfig {
-                        url,
-                        headers: c.identity.headers(),
-                        interval,
-                        connect_timeout: c.connect_timeout,
-                        read_timeout: c.read_timeout,
-                        response_timeout: c.poll_response_timeout,
-                        unrecoverable,
-                        backoff: c.backoff,
-                        http,
-                        max_redirects: 3,
-                        format,
-                        once: role == Role::Initializer,
-                    },
-                    seed,
-                    first_conn_id,
-                ))))
+                Ok(AnySource::Poll(Box::new(
+                    Poller::new(
+                        PollConfig {
+                            url,
+                            headers: c.identity.headers(),
+                            interval,
+                            connect_timeout: c.connect_timeout,
+                            read_timeout: c.read_timeout,
+                            response_timeout: c.poll_response_timeout,
+                            unrecoverable,
+                            backoff: c.backoff,
+                            http,
+                            max_redirects: 3,
+                            format,
+                            once: role == Role::Initializer,
+                        },
+                        seed,
+                        first_conn_id,
+                    )
+                    .with_payload_limits(c.limits.fdv2_payload),
+                )))
             }
         }
     }

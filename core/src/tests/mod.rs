@@ -4,6 +4,7 @@
 mod fdv1_poll;
 mod fdv1_stream;
 mod fdv2;
+mod fdv2_limits;
 mod fdv2_properties;
 mod hostile;
 mod persistence;

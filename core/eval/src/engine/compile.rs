@@ -59,12 +59,14 @@ pub struct Flag {
 impl Flag {
     /// Unique to this compiled flag in the process: an event recorder may count the
     /// flag's evaluations by it (when [`Flag::known_by_one_key`]).
+    #[inline]
     pub fn id(&self) -> u64 {
         self.id
     }
 
     /// The JSON's `key` is the key the flag is stored under (or absent): the flag is
     /// known by one key wherever it is evaluated.
+    #[inline]
     pub fn known_by_one_key(&self) -> bool {
         self.one_key
     }
@@ -72,6 +74,7 @@ impl Flag {
     /// Known by one key, and no evaluation of it can need more than a summary count:
     /// no `trackEvents` (flag, rule or fallthrough), no experiment, no debugging, not
     /// excluded from summaries.
+    #[inline]
     pub fn summary_only(&self) -> bool {
         self.summary_only
     }
