@@ -46,7 +46,7 @@ impl<'a> Scan<'a> {
         }
     }
 
-    /// [`Specials::next`] in the input.
+    /// [`Specials::next`](super::specials::Specials::next) in the input.
     #[inline(always)]
     pub(super) fn next_special(&mut self, from: usize) -> Option<usize> {
         self.specials.next(self.b, from)
