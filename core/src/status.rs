@@ -4,6 +4,10 @@
 use std::fmt;
 use std::time::Instant;
 
+mod error_kind;
+
+pub use error_kind::ErrorKind;
+
 /// The state of the data source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum State {
@@ -25,34 +29,6 @@ impl State {
             Self::Valid => "valid",
             Self::Interrupted => "interrupted",
             Self::Off => "off",
-        }
-    }
-}
-
-/// What kind of failure an [`ErrorInfo`] describes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ErrorKind {
-    /// Anything else: a schema mismatch, an unexpected content type.
-    Unknown,
-    /// The connection failed, dropped, or timed out.
-    NetworkError,
-    /// The server answered with an HTTP error status.
-    ErrorResponse,
-    /// The server sent data that is not valid JSON.
-    InvalidData,
-    /// The persistent store failed.
-    StoreError,
-}
-
-impl ErrorKind {
-    /// The wire name: `unknown`, `network_error`, `error_response`, `invalid_data`, `store_error`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Unknown => "unknown",
-            Self::NetworkError => "network_error",
-            Self::ErrorResponse => "error_response",
-            Self::InvalidData => "invalid_data",
-            Self::StoreError => "store_error",
         }
     }
 }

@@ -28,6 +28,7 @@
 //! ```
 
 mod builder;
+mod intent;
 mod limits;
 mod poll;
 mod wire;
@@ -40,6 +41,7 @@ use crate::status::ErrorKind;
 use crate::store::{Change, DecodeError, Kind, Selector, decode, split_put_object};
 
 pub use builder::{Action, ChangeSetBuilder, Protocol};
+pub use intent::IntentCode;
 pub use limits::PayloadLimits;
 pub use poll::{
     parse_fdv1_fallback_poll, parse_poll, parse_poll_or_fdv1, parse_poll_or_fdv1_with,
@@ -93,18 +95,6 @@ pub struct ServerIntent {
     pub target: u64,
     /// Why the server chose this intent (`""` if absent).
     pub reason: String,
-}
-
-/// The intent code of a `server-intent`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum IntentCode {
-    /// A full payload follows; it replaces what is stored.
-    TransferFull,
-    /// Changes follow; they merge into what is stored.
-    TransferChanges,
-    /// The client is up to date; nothing follows.
-    None,
 }
 
 /// A `put-object`, with its `object` decoded for the store.

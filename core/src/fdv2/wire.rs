@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::IntentCode;
+use super::intent::IntentCode;
 use crate::store::Kind;
 
 /// `server-intent`.

@@ -7,7 +7,6 @@ use std::time::Instant;
 
 use super::SourceOutput;
 use super::event_stream::{EventStream, StreamOutput};
-use super::stream::drain_actions;
 use crate::endpoint::Url;
 use crate::fdv2::{self, Action, PayloadLimits, Protocol};
 use crate::http1::ResponseHead;
@@ -155,4 +154,13 @@ fn fall_back(
 /// `X-LD-FD-Fallback: true`, compared exactly (PROTOCOL.md B §5.4).
 fn fallback_directed(head: &ResponseHead) -> bool {
     head.header("x-ld-fd-fallback") == Some("true")
+}
+
+/// Forward the close actions of a stopped stream; drop anything else it had queued.
+fn drain_actions(stream: &mut EventStream, out: &mut VecDeque<SourceOutput>) {
+    while let Some(o) = stream.poll_output() {
+        if let StreamOutput::Action(a) = o {
+            out.push_back(SourceOutput::Action(a));
+        }
+    }
 }

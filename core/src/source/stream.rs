@@ -145,12 +145,3 @@ impl StreamSource {
         }
     }
 }
-
-/// Forward the close actions of a stopped stream; drop anything else it had queued.
-pub(super) fn drain_actions(stream: &mut EventStream, out: &mut VecDeque<SourceOutput>) {
-    while let Some(o) = stream.poll_output() {
-        if let StreamOutput::Action(a) = o {
-            out.push_back(SourceOutput::Action(a));
-        }
-    }
-}

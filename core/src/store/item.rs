@@ -88,18 +88,10 @@ impl DecodeError {
     }
 }
 
-/// Decode an item of `kind` from `raw`, keeping `raw` as the stored bytes.
-///
-/// One validating pass with no intermediate model: `key`, `version` and `deleted` are
-/// read, prerequisite keys and `segmentMatch` values become [`Decoded::depends_on`],
-/// everything else is checked and skipped.
-pub fn decode(kind: Kind, raw: Bytes) -> Result<Decoded, DecodeError> {
-    super::scan::decode_item(kind, raw)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::decode;
 
     fn dec(kind: Kind, s: &str) -> Result<Decoded, DecodeError> {
         decode(kind, Bytes::copy_from_slice(s.as_bytes()))

@@ -1,119 +1,36 @@
 //! The data system: the FDv1 source or the FDv2 coordinator feeding one store, with the
 //! status rules, behind the `handle_input` / `poll_output` contract (DESIGN.md §2).
+//!
+//! This file holds [`DataSystem`]; `interface` its inputs and outputs, `shared` what the
+//! FDv1 source and the FDv2 `coordinator` both write to, `sources` how sources are made,
+//! `persist` the persistent store's side, `grid` the periodic deadlines.
 
 mod availability;
 mod coordinator;
+mod grid;
+mod interface;
 mod persist;
+mod shared;
 mod sources;
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 pub use availability::DataAvailability;
+pub use interface::{Command, Event, Input, Output};
 pub use persist::{Persist, PersistenceConfig, StoreMode, StoreStatus};
 
+pub(crate) use grid::next_on_grid;
+
 use crate::config::{Config, ConfigError, Mode};
-use crate::io::{Action, CloseCause, ConnId};
 use crate::source::SourceOutput;
 use crate::status::{ErrorInfo, State, Status, StatusTracker};
-use crate::store::{ChangeSet, Item, Kind, Selector, Snapshot, Store, Transfer};
+use crate::store::{Selector, Snapshot, Store};
 use coordinator::Coordinator;
 use persist::Persistence;
+use shared::Shared;
 
 use sources::{AnySource, Factory};
-
-/// An instruction from the application.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Command {
-    /// Start the data source.
-    Start,
-    /// Stop it for good: close every connection and report OFF.
-    Stop,
-}
-
-/// Something that happened, fed to [`DataSystem::handle_input`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Input<'a> {
-    /// An application command.
-    Command(Command),
-    /// The driver connected `conn` and wrote its request.
-    Connected {
-        /// The connection.
-        conn: ConnId,
-    },
-    /// Bytes arrived on `conn`.
-    Data {
-        /// The connection.
-        conn: ConnId,
-        /// The bytes, borrowed; the core copies what it keeps.
-        bytes: &'a [u8],
-    },
-    /// `conn` closed.
-    Closed {
-        /// The connection.
-        conn: ConnId,
-        /// Why.
-        cause: CloseCause,
-    },
-    /// The deadline of the last [`Output::Wait`] passed (early calls are harmless).
-    Timeout,
-    /// The driver's persistent store failed to take a write the core asked for. The
-    /// status becomes INTERRUPTED (INITIALIZING before the first success) with
-    /// STORE_ERROR, and no vaguer error kind replaces it for this failure
-    /// (PROTOCOL.md A.4.1).
-    StoreFailed,
-    /// As [`Input::StoreFailed`], with how the store failed: the status error's cause
-    /// is [`crate::status::Cause::StoreFault`].
-    StoreFault(crate::status::StoreFault),
-    /// The persistent store answered a [`Persist::CheckAvailable`] (or the driver saw
-    /// it come back). After an outage the core writes the in-memory data back
-    /// (PROTOCOL.md A.4.8).
-    StoreAvailable(bool),
-    /// The driver read the persistent store and found it initialized (`$inited`). In
-    /// FDv2 daemon mode, where no data source reports on the data, this makes the
-    /// status VALID (clearing nothing: the last error stays); elsewhere the data source
-    /// decides the status and this is ignored.
-    StoreInitialized,
-}
-
-/// Something that happened, for the application.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Event {
-    /// The store was written (a rejected stale update writes nothing and reports
-    /// nothing); `changed_flags` names every flag whose data changed, directly or
-    /// through a prerequisite or segment (maybe none).
-    StoreChanged {
-        /// The affected flags ([`ChangedFlags::keys`](crate::store::ChangedFlags::keys)
-        /// lists them, sorted).
-        changed_flags: crate::store::ChangedFlags,
-    },
-    /// The data-source status changed (PROTOCOL.md B §3.2).
-    StatusChanged(Status),
-    /// The store holds a full data set for the first time, or the source gave up for
-    /// good before that: waiting for initialization can end.
-    Ready,
-    /// The server named its environment.
-    EnvironmentId(String),
-    /// The persistent store's status changed (PROTOCOL.md B §4.5).
-    StoreStatusChanged(StoreStatus),
-}
-
-/// What to do next, from [`DataSystem::poll_output`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Output {
-    /// Perform this I/O.
-    Action(Action),
-    /// Tell the application.
-    Event(Event),
-    /// Ask the persistent store to do this (only with [`Config::persistence`]).
-    Persist(Persist),
-    /// Nothing more now: wait for I/O, or until this deadline, then send
-    /// [`Input::Timeout`]. `None`: wait for I/O or a command only.
-    Wait(Option<Instant>),
-}
 
 /// The whole data system (FDv1, or FDv2 with its coordinator) as a deterministic state
 /// machine.
@@ -153,117 +70,6 @@ pub struct DataSystem {
 enum Engine {
     Fdv1(Box<AnySource>),
     Fdv2(Box<Coordinator>),
-}
-
-/// What the FDv1 source and the FDv2 coordinator both write to.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) store: Store,
-    pub(crate) status: StatusTracker,
-    pub(crate) out: VecDeque<Output>,
-    pub(crate) ready: bool,
-    pub(crate) environment_id: Option<String>,
-    persist: Option<Persistence>,
-}
-
-impl Shared {
-    /// Apply a change set, write it through to the persistent store, and report what
-    /// changed.
-    pub(crate) fn apply(&mut self, mut cs: ChangeSet) {
-        // The store keeps each item in a buffer of its own, not a slice of the read it
-        // came in (which one small item would keep alive whole).
-        cs.compact();
-        let full = cs.transfer == Transfer::Full;
-        let persist = self
-            .persist
-            .as_mut()
-            .is_some_and(Persistence::accepts_writes);
-        // Writes to persist: the items of a delta that the store takes (FDv1 may reject
-        // stale ones), identified afterwards by their shared buffer.
-        let candidates: Vec<(Kind, String, Item)> = if persist && !full {
-            cs.changes
-                .iter()
-                .map(|c| (c.kind, c.key.clone(), c.item.clone()))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let applied = self.store.apply(cs);
-        if persist {
-            if full {
-                self.out
-                    .push_back(Output::Persist(Persist::Init(self.store.persist_order())));
-            } else {
-                let data = self.store.data();
-                for (kind, key, item) in candidates {
-                    let stored = data.get_including_deleted(kind, &key).is_some_and(|s| {
-                        s.version == item.version && s.raw.as_ptr() == item.raw.as_ptr()
-                    });
-                    if stored {
-                        self.out
-                            .push_back(Output::Persist(Persist::Upsert(kind, key, item)));
-                    }
-                }
-            }
-        }
-        // Change events follow the memory write whatever the persistent store does
-        // (PROTOCOL.md A.4.9).
-        if applied.written > 0 || full {
-            self.out.push_back(Output::Event(Event::StoreChanged {
-                changed_flags: applied.changed_flags,
-            }));
-        }
-    }
-
-    fn persist_effects(&mut self, now: Instant, fx: persist::Effects) {
-        for w in fx.writes {
-            self.out.push_back(Output::Persist(w));
-        }
-        if fx.rewrite && self.store.initialized() {
-            // A.4.8: the store missed writes; give it the whole data set again.
-            self.out
-                .push_back(Output::Persist(Persist::Init(self.store.persist_order())));
-        }
-        if let Some(st) = fx.status {
-            self.out
-                .push_back(Output::Event(Event::StoreStatusChanged(st)));
-            if st.available {
-                // The failure that interrupted the data source is over.
-                let status = self.status.status();
-                let store_error = status
-                    .error
-                    .as_ref()
-                    .is_some_and(|e| e.kind == crate::ErrorKind::StoreError);
-                if status.state == State::Interrupted && store_error && self.store.initialized() {
-                    self.report(now, State::Valid, None);
-                }
-            }
-        }
-    }
-
-    /// Report a state through the status rules.
-    pub(crate) fn report(&mut self, now: Instant, state: State, error: Option<ErrorInfo>) {
-        if let Some(st) = self.status.update(now, state, error) {
-            self.out
-                .push_back(Output::Event(Event::StatusChanged(st.clone())));
-        }
-    }
-
-    /// Waiting for initialization can end.
-    pub(crate) fn set_ready(&mut self) {
-        if !self.ready {
-            self.ready = true;
-            self.out.push_back(Output::Event(Event::Ready));
-        }
-    }
-
-    /// Record the environment id (non-empty only).
-    pub(crate) fn set_environment_id(&mut self, id: String) {
-        if !id.is_empty() && self.environment_id.as_deref() != Some(id.as_str()) {
-            self.environment_id = Some(id.clone());
-            self.out.push_back(Output::Event(Event::EnvironmentId(id)));
-        }
-    }
 }
 
 impl DataSystem {
@@ -501,16 +307,4 @@ fn pump_fdv1(source: &mut AnySource, shared: &mut Shared, now: Instant) {
             SourceOutput::FallbackToFdv1 => {}
         }
     }
-}
-
-/// The first point of the grid `start + k·interval` that is after `now` (`start <= now`),
-/// in one step however long the gap (a loop would stall after a long sleep).
-pub(crate) fn next_on_grid(start: Instant, interval: Duration, now: Instant) -> Instant {
-    let interval = interval.max(Duration::from_nanos(1));
-    let steps = (now.saturating_duration_since(start).as_nanos() / interval.as_nanos()) + 1;
-    let steps = u32::try_from(steps).unwrap_or(u32::MAX);
-    start
-        .checked_add(interval.saturating_mul(steps))
-        .filter(|t| *t > now)
-        .unwrap_or(now + interval)
 }

@@ -1,6 +1,6 @@
 //! [`ContextBuilder`]: builds a single-kind context and checks it.
 
-use super::context::Data;
+use super::context::{Data, canonical_key};
 use super::{AttributeValue, Context, Kind, Reference};
 
 /// Builds a single-kind [`Context`]; [`MultiContextBuilder`](super::MultiContextBuilder)
@@ -198,24 +198,4 @@ impl ContextBuilder {
             contexts: None,
         }))
     }
-}
-
-/// The canonical key of a single-kind context: `key` alone for a `user` when
-/// `omit_user_kind`, otherwise `kind:key` with `%` and `:` in the key escaped.
-pub(super) fn canonical_key(kind: &Kind, key: &str, omit_user_kind: bool) -> String {
-    if omit_user_kind && kind.is_user() {
-        return key.to_owned();
-    }
-    let kind = kind.as_ref();
-    let mut out = String::with_capacity(kind.len() + 1 + key.len());
-    out.push_str(kind);
-    out.push(':');
-    for c in key.chars() {
-        match c {
-            '%' => out.push_str("%25"),
-            ':' => out.push_str("%3A"),
-            c => out.push(c),
-        }
-    }
-    out
 }

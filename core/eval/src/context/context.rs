@@ -4,14 +4,15 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::{AttributeValue, Kind, MultiContextBuilder, Reference};
+use super::{AttributeValue, Kind, Reference};
 
 /// The attributes of one entity (a single-kind context) or of several of different
 /// kinds (a multi-kind context), as flag rules and analytics events see them.
 ///
 /// A single-kind context is made with [`ContextBuilder`](super::ContextBuilder), a
-/// multi-kind one with [`MultiContextBuilder`]; both also deserialize from the JSON
-/// forms LaunchDarkly's SDKs write, including the old user format.
+/// multi-kind one with [`MultiContextBuilder`](super::MultiContextBuilder); both also
+/// deserialize from the JSON forms LaunchDarkly's SDKs write, including the old user
+/// format.
 ///
 /// The API is that of the official `launchdarkly-server-sdk-evaluation` crate's
 /// `Context`. Its representation is made for evaluations: the built-in attributes
@@ -130,7 +131,7 @@ impl Context {
             None if self.0.anonymous => Vec::new(),
             None => vec![self.clone()],
         };
-        MultiContextBuilder::of(kept).build()
+        combine(&kept)
     }
 
     /// An owned copy of the value `reference` addresses: a built-in attribute (`kind`,
@@ -263,4 +264,57 @@ impl Context {
             Some(contexts) => contexts,
         }
     }
+}
+
+/// The context made of single-kind `contexts`: the one context if there is only one,
+/// otherwise a multi-kind context. `Err` without contexts or with two of the same kind.
+/// [`MultiContextBuilder::build`](super::MultiContextBuilder::build) returns it, and
+/// [`Context::without_anonymous_contexts`] for what is left.
+pub(super) fn combine(contexts: &[Context]) -> Result<Context, String> {
+    match contexts {
+        [] => return Err("multi-kind context must contain at least one nested context".into()),
+        [one] => return Ok(one.clone()),
+        _ => {}
+    }
+    let mut contexts = contexts.to_vec();
+    contexts.sort_by(|a, b| a.0.kind.cmp(&b.0.kind));
+    if contexts.windows(2).any(|w| w[0].0.kind == w[1].0.kind) {
+        return Err("multi-kind context cannot have same kind more than once".into());
+    }
+    let canonical_key = contexts
+        .iter()
+        .map(|c| canonical_key(&c.0.kind, &c.0.key, false))
+        .collect::<Vec<_>>()
+        .join(":");
+    Ok(Context::new(Data {
+        kind: Kind::multi(),
+        key: String::new(),
+        canonical_key,
+        name: None,
+        anonymous: false,
+        attributes: Box::default(),
+        private_attributes: None,
+        secondary: None,
+        contexts: Some(contexts),
+    }))
+}
+
+/// The canonical key of a single-kind context: `key` alone for a `user` when
+/// `omit_user_kind`, otherwise `kind:key` with `%` and `:` in the key escaped.
+pub(super) fn canonical_key(kind: &Kind, key: &str, omit_user_kind: bool) -> String {
+    if omit_user_kind && kind.is_user() {
+        return key.to_owned();
+    }
+    let kind = kind.as_ref();
+    let mut out = String::with_capacity(kind.len() + 1 + key.len());
+    out.push_str(kind);
+    out.push(':');
+    for c in key.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            ':' => out.push_str("%3A"),
+            c => out.push(c),
+        }
+    }
+    out
 }

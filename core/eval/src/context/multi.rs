@@ -1,8 +1,7 @@
 //! [`MultiContextBuilder`]: combines single-kind contexts into a multi-kind one.
 
-use super::builder::canonical_key;
-use super::context::Data;
-use super::{Context, Kind};
+use super::Context;
+use super::context::combine;
 
 /// Builds a multi-kind [`Context`] out of single-kind ones, at most one per kind.
 ///
@@ -52,31 +51,6 @@ impl MultiContextBuilder {
     /// The context: the one context added if there is only one, otherwise a
     /// multi-kind context. `Err` without contexts or with two of the same kind.
     pub fn build(&self) -> Result<Context, String> {
-        match self.contexts.as_slice() {
-            [] => return Err("multi-kind context must contain at least one nested context".into()),
-            [one] => return Ok(one.clone()),
-            _ => {}
-        }
-        let mut contexts = self.contexts.clone();
-        contexts.sort_by(|a, b| a.0.kind.cmp(&b.0.kind));
-        if contexts.windows(2).any(|w| w[0].0.kind == w[1].0.kind) {
-            return Err("multi-kind context cannot have same kind more than once".into());
-        }
-        let canonical_key = contexts
-            .iter()
-            .map(|c| canonical_key(&c.0.kind, &c.0.key, false))
-            .collect::<Vec<_>>()
-            .join(":");
-        Ok(Context::new(Data {
-            kind: Kind::multi(),
-            key: String::new(),
-            canonical_key,
-            name: None,
-            anonymous: false,
-            attributes: Box::default(),
-            private_attributes: None,
-            secondary: None,
-            contexts: Some(contexts),
-        }))
+        combine(&self.contexts)
     }
 }

@@ -2,10 +2,8 @@
 //! the flag was compiled) and the context's bucketing value; the first 15 hex digits
 //! of the digest over 0xFFFFFFFFFFFFFFF, in `f32` as LaunchDarkly's SDKs compute it.
 
-use crate::{AttributeRef, AttributeValue, Context, ContextKind as Kind};
+use crate::{AttributeRef, AttributeValue, Context, ContextKind as Kind, Reference};
 use sha1::digest::generic_array::GenericArray;
-
-use super::compile::BucketBy;
 
 /// `0xFFFFFFFFFFFFFFF` as `f32`.
 const SCALE: f32 = 0x0FFF_FFFF_FFFF_FFFF_u64 as f32;
@@ -118,6 +116,15 @@ impl Bucketed {
             Self::MissingKind => 0.0,
         }
     }
+}
+
+/// The attribute a rollout buckets by.
+#[derive(Debug)]
+pub(crate) enum BucketBy {
+    Key,
+    Attr(Reference),
+    /// An invalid reference: `MALFORMED_FLAG` when reached.
+    Invalid,
 }
 
 /// The bucket of `context` for a rollout; `Err(())` for an invalid `bucketBy`.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::{ContextKind as Kind, FlagValue, Reference};
 use rustc_hash::FxHashSet;
 
-use super::bucket::Prefix;
+use super::bucket::{BucketBy, Prefix};
 use super::clause::{Attr, Clause, Op, Values};
 use super::model::{
     RawClause, RawFlag, RawRollout, RawSegment, RawSegmentRule, RawServe, RawTarget,
@@ -146,15 +146,6 @@ pub(crate) struct Rollout {
     /// The bucketing prefix (`key.salt.` or `seed.`), hashed ahead.
     pub prefix: Prefix,
     pub buckets: Vec<Bucket>,
-}
-
-/// The attribute a rollout buckets by.
-#[derive(Debug)]
-pub(crate) enum BucketBy {
-    Key,
-    Attr(Reference),
-    /// An invalid reference: `MALFORMED_FLAG` when reached.
-    Invalid,
 }
 
 /// One bucket of a rollout.

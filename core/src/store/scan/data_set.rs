@@ -1,7 +1,7 @@
 //! A full data set, `{"flags":{…},"segments":{…}}` or an FDv1 `put` body around one,
 //! scanned as a machine that can stop between items and resume later.
 //!
-//! [`split_all_data`](super::split_all_data) runs it over the whole text at once. A
+//! [`split_all_data`] runs it over the whole text at once. A
 //! stream reader can also feed it the pieces of a large `put` as they arrive
 //! ([`DataSetScan::advance`]), while those bytes are still in the processor's caches,
 //! and finish with the last piece once the event is complete
@@ -437,6 +437,13 @@ fn is_whitespace(bytes: &[u8]) -> bool {
     bytes
         .iter()
         .all(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+}
+
+/// Split a full data set `{"flags":{…},"segments":{…}}`, or with `envelope`, an FDv1
+/// `put` body `{"path":…,"data":{…}}`, into changes whose raw JSON are slices of
+/// `whole` (no copy).
+pub fn split_all_data(whole: &Bytes, envelope: bool) -> Result<Vec<Change>> {
+    DataSetScan::new(envelope).finish(whole)
 }
 
 #[cfg(test)]

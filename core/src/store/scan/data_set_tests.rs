@@ -5,7 +5,55 @@ use proptest::prelude::*;
 
 use super::super::{Result, SCHEMA, Scan};
 use super::DataSetScan;
-use crate::store::Change;
+use crate::store::{Change, Item, Kind};
+
+/// The plain recursive reading of data sets that [`reference`] is built on.
+impl Scan<'_> {
+    /// `{"KEY": item, …}`: each item becomes a change keyed by its map key (the plain
+    /// recursive reading, the reference for [`DataSetScan`] in tests).
+    fn items(&mut self, whole: &Bytes, kind: Kind, out: &mut Vec<Change>) -> Result<()> {
+        self.shape(b'{')?;
+        self.object(|s, key| {
+            s.peek();
+            let start = s.i;
+            let mut depends_on = Vec::new();
+            let (_, version, deleted) = s.item(kind, &mut depends_on)?;
+            out.push(Change {
+                kind,
+                key: key.into_owned(),
+                item: Item {
+                    version,
+                    deleted,
+                    raw: whole.slice(start..s.i),
+                },
+                depends_on,
+            });
+            Ok(())
+        })
+    }
+
+    /// `{"flags": {…}, "segments": {…}}`, both required.
+    fn all_data(&mut self, whole: &Bytes, out: &mut Vec<Change>) -> Result<()> {
+        let (mut flags, mut segments) = (false, false);
+        self.shape(b'{')?;
+        self.object(|s, key| match key.as_ref() {
+            "flags" => {
+                flags = true;
+                s.items(whole, Kind::Flag, out)
+            }
+            "segments" => {
+                segments = true;
+                s.items(whole, Kind::Segment, out)
+            }
+            _ => s.value(),
+        })?;
+        if flags && segments {
+            Ok(())
+        } else {
+            Err(SCHEMA)
+        }
+    }
+}
 
 /// The plain reading: one recursive pass over the whole text.
 fn reference(whole: &Bytes, envelope: bool) -> Result<Vec<Change>> {

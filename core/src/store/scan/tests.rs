@@ -1,9 +1,14 @@
 //! Unit and property tests of the scanner: verdicts against serde_json, the fast paths
 //! against the general reading, and the item reader against a frozen copy of the old one.
 
+use std::borrow::Cow;
+
+use bytes::Bytes;
 use proptest::prelude::*;
 
+use super::specials::special_mask;
 use super::*;
+use crate::store::Kind;
 
 fn naive(s: &[u8]) -> u64 {
     s.iter()
@@ -106,20 +111,17 @@ proptest! {
 fn invalid_utf8_inside_a_string_is_a_syntax_error() {
     let raw = Bytes::from_static(b"{\"key\":\"\xff\",\"version\":1}");
     assert_eq!(
-        decode_item(Kind::Flag, raw).unwrap_err(),
+        decode(Kind::Flag, raw).unwrap_err(),
         DecodeError::MalformedJson
     );
     let ok = Bytes::from("{\"key\":\"é\",\"version\":1}");
-    assert_eq!(
-        decode_item(Kind::Flag, ok).unwrap().key.as_deref(),
-        Some("é")
-    );
+    assert_eq!(decode(Kind::Flag, ok).unwrap().key.as_deref(), Some("é"));
 }
 
 #[test]
 fn escaped_keys_and_fields_are_unescaped() {
     let raw = Bytes::from_static(br#"{"k\u0065y":"a\"b","versio\u006e":4}"#);
-    let d = decode_item(Kind::Flag, raw).unwrap();
+    let d = decode(Kind::Flag, raw).unwrap();
     assert_eq!((d.key.as_deref(), d.item.version), (Some("a\"b"), 4));
 }
 
@@ -131,7 +133,7 @@ fn deep_nesting_is_refused_without_overflowing_the_stack() {
         "]".repeat(10_000)
     );
     assert_eq!(
-        decode_item(Kind::Flag, Bytes::from(deep)).unwrap_err(),
+        decode(Kind::Flag, Bytes::from(deep)).unwrap_err(),
         DecodeError::MalformedJson
     );
 }
