@@ -27,6 +27,7 @@
 //! sends what is queued within the close timeout.
 
 pub(crate) mod client;
+mod client_api;
 pub(crate) mod clock;
 mod counts;
 mod machine;
