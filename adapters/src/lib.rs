@@ -75,6 +75,7 @@ pub mod events;
 mod flag;
 #[cfg(feature = "eval")]
 pub mod hooks;
+mod inbox;
 #[cfg(feature = "eval")]
 mod listeners;
 #[cfg(feature = "eval")]
