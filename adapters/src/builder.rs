@@ -12,9 +12,9 @@ use crate::driver::Finished;
 use crate::error::Error;
 use crate::persist::{self, CacheConfig, CachingStore, PersistentStore, StoreMode};
 use crate::publish::{Clock, DEFAULT_SUBSCRIPTION_CAPACITY, Published};
-use crate::transport::{self, Transport, transport_methods};
+use crate::transport::{Transport, transport_methods};
 #[cfg(feature = "eval")]
-use crate::{bigseg, eval, events, hooks};
+use crate::{bigseg, eval, events, hooks, transport};
 
 /// Messages the driver's inbox holds: reads of up to 64 KiB from connection tasks, and
 /// commands. A connection reading faster than the driver handles what it read waits
