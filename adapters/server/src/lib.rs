@@ -720,7 +720,7 @@ impl ServerHandle {
         let path = format!("{}{key}", kind.path_prefix());
         let payload = serde_json::json!({ "path": path, "data": item });
         let patch = sse_event("patch", &payload.to_string());
-        let put = fdv2::put(fdv2::put_object(kind, key, version, &item));
+        let put = fdv2::put(data::put_object(kind, key, version, &item));
         let changes = inner.fdv2_changes(put);
         inner.broadcast(&patch, &changes);
         Ok(version)
