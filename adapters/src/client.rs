@@ -144,7 +144,7 @@ impl Client {
         let check_pending = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let view = self.inner.published.store_view();
         if let Some(view) = &view {
-            view.started(store.clone(), Arc::downgrade(&self.inner.published));
+            view.started(store.clone(), Arc::<Published>::downgrade(&self.inner.published));
             rt.spawn(Box::pin(persist::view::run(
                 view.clone(),
                 fetches,

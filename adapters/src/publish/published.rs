@@ -8,7 +8,7 @@ use flagsync_core::{DataAvailability, DataSystem, Selector, Snapshot, StoreStatu
 
 use super::status::{Clock, DataSourceStatus, FlagChange};
 use super::subscription::Subscribers;
-use crate::persist::view::StoreView;
+use crate::persist::view::{FlagChangeTarget, StoreView};
 
 /// A snapshot for one read: lent by [`Published`] or copied from a persistent store's
 /// view.
@@ -304,6 +304,12 @@ impl Published {
     pub(super) fn set_ready(&self) {
         self.ready.store(true, Ordering::Release);
         self.ready_tx.close();
+    }
+}
+
+impl FlagChangeTarget for Published {
+    fn flags_changed(&self, keys: Vec<String>) {
+        Self::flags_changed(self, keys);
     }
 }
 
