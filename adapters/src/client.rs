@@ -68,7 +68,6 @@ pub(crate) enum Life {
     Closed(Option<Arc<dyn Runtime>>),
 }
 
-
 impl Client {
     /// Start connecting in the background. Calling it again, or after
     /// [`Client::close`], does nothing.
@@ -144,7 +143,10 @@ impl Client {
         let check_pending = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let view = self.inner.published.store_view();
         if let Some(view) = &view {
-            view.started(store.clone(), Arc::<Published>::downgrade(&self.inner.published));
+            view.started(
+                store.clone(),
+                Arc::<Published>::downgrade(&self.inner.published),
+            );
             rt.spawn(Box::pin(persist::view::run(
                 view.clone(),
                 fetches,

@@ -4,11 +4,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flagsync::persist::{CacheConfig, StoreMode, StoreStatus};
-use flagsync_redis::RedisStore;
 use flagsync::{
     Client, DataAvailability, DataSourceStatus, ErrorKind, Fdv2Config, FlagChange, Snapshot, State,
     Subscription,
 };
+use flagsync_redis::RedisStore;
 
 /// How often an FDv2 session looks for a new data availability or active source.
 const SOURCE_CHECK: Duration = Duration::from_millis(100);

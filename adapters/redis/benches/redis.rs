@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use flagsync::persist::{CacheConfig, CachingStore, Item, PersistentStore};
-use flagsync_redis::RedisStore;
 use flagsync::{Client, Kind};
 use flagsync_core::store::{ChangeSet, Store, split_all_data};
+use flagsync_redis::RedisStore;
 
 /// The payload generator the core's benches use.
 #[path = "../../../core/benches/common/mod.rs"]

@@ -35,7 +35,9 @@
 #![warn(unreachable_pub, clippy::use_self, elided_lifetimes_in_paths)]
 
 #[cfg(not(any(feature = "tokio", feature = "smol", feature = "async-std")))]
-compile_error!("flagsync-redis needs a runtime feature: `tokio` (the default), `smol` or `async-std`");
+compile_error!(
+    "flagsync-redis needs a runtime feature: `tokio` (the default), `smol` or `async-std`"
+);
 
 mod big_segments;
 mod errors;

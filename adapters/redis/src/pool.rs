@@ -93,7 +93,11 @@ const IDLE_CHECK: Duration = Duration::from_millis(500);
 impl Pool {
     /// A pool of at most `size` connections to `client`'s server, opened with `config`
     /// when first needed.
-    pub(crate) fn new(client: redis::Client, config: redis::AsyncConnectionConfig, size: usize) -> Self {
+    pub(crate) fn new(
+        client: redis::Client,
+        config: redis::AsyncConnectionConfig,
+        size: usize,
+    ) -> Self {
         let (tx, rx) = async_channel::bounded(size);
         for _ in 0..size {
             // The channel has room for every slot.
@@ -199,4 +203,3 @@ impl Drop for Lent<'_> {
         let _ = self.pool.tx.try_send(self.conn.take());
     }
 }
-

@@ -468,4 +468,3 @@ impl PersistentStore for RedisStore {
         })
     }
 }
-

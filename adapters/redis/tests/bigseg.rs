@@ -15,8 +15,8 @@ use std::time::Duration;
 use common::Rt;
 use common::redis_server::RedisServer;
 use flagsync::bigseg::{BigSegmentStore, BigSegmentStoreStatus, BigSegmentsOptions, StoreError};
-use flagsync_redis::RedisBigSegmentStore;
 use flagsync_core::bigseg::context_hash;
+use flagsync_redis::RedisBigSegmentStore;
 
 runtime_tests!(
     metadata_is_the_synchronized_on_time_or_none,

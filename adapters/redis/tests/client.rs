@@ -11,8 +11,8 @@ use std::time::Duration;
 use common::redis_server::RedisServer;
 use common::*;
 use flagsync::persist::{CacheConfig, Item, PersistentStore, StoreMode, StoreStatus};
-use flagsync_redis::RedisStore;
 use flagsync::{DataAvailability, ErrorKind, Kind, Snapshot, State};
+use flagsync_redis::RedisStore;
 
 const SEC: Duration = Duration::from_secs(1);
 

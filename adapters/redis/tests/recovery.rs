@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use common::redis_server::RedisServer;
 use common::*;
 use flagsync::persist::{CacheConfig, Item, PersistentStore, StoreMode};
-use flagsync_redis::RedisStore;
 use flagsync::{Kind, State};
+use flagsync_redis::RedisStore;
 
 const SEC: Duration = Duration::from_secs(1);
 

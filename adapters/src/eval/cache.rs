@@ -59,7 +59,13 @@ impl std::fmt::Debug for ModelCache {
 }
 
 impl Models for ModelCache {
-    fn flag(&self, snapshot: &Snapshot, key: &str, item: &Item, derived: &Derived) -> Option<Arc<Flag>> {
+    fn flag(
+        &self,
+        snapshot: &Snapshot,
+        key: &str,
+        item: &Item,
+        derived: &Derived,
+    ) -> Option<Arc<Flag>> {
         kept(derived, || {
             self.flags.shelved(snapshot, Kind::Flag, key, item, |raw| {
                 Flag::from_json(raw, key)

@@ -63,6 +63,10 @@ use std::sync::Arc;
 
 use flagsync_core::{Kind, Snapshot};
 
+/// The context types (crate `flagsync-eval`).
+pub use flagsync_eval::context;
+/// The evaluation engine (crate `flagsync-eval`).
+pub use flagsync_eval::engine;
 pub use flagsync_eval::{AllFlagsOptions, AllFlagsState, FlagState, same_context};
 /// The context types, API-compatible with the official crate's (see [`context`]).
 pub use flagsync_eval::{
@@ -70,10 +74,6 @@ pub use flagsync_eval::{
     Reference, context::Kind as ContextKind,
 };
 pub use flagsync_eval::{BigSegmentsStatus, Detail, EvalError, Reason};
-/// The context types (crate `flagsync-eval`).
-pub use flagsync_eval::context;
-/// The evaluation engine (crate `flagsync-eval`).
-pub use flagsync_eval::engine;
 use flagsync_eval::{Flag, Options, PrerequisiteRecorder};
 
 pub(crate) use cache::ModelCache;

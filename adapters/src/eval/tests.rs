@@ -24,7 +24,12 @@ fn snapshot(flags: &[Value], segments: &[Value]) -> Snapshot {
     store.snapshot()
 }
 
-fn ours(snapshot: &Snapshot, models: &ModelCache, key: &str, context: &Context) -> Detail<FlagValue> {
+fn ours(
+    snapshot: &Snapshot,
+    models: &ModelCache,
+    key: &str,
+    context: &Context,
+) -> Detail<FlagValue> {
     super::evaluate_in(
         snapshot,
         models,

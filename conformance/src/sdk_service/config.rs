@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use flagsync::events::EventsOptions;
 use flagsync::persist::{CacheConfig, StoreMode};
-use flagsync_redis::RedisStore;
 use flagsync::{Client, ClientBuilder, Fdv2Config, SourceSpec};
+use flagsync_redis::RedisStore;
 use serde::Deserialize;
 
 use super::runtime::ServiceRuntime;

@@ -38,8 +38,13 @@ use crate::{Context, FlagValue};
 pub trait Models {
     /// The model of flag `key` of `snapshot` (`item` is its live item, `derived` the
     /// item's slot); `None` if the engine cannot read it.
-    fn flag(&self, snapshot: &Snapshot, key: &str, item: &Item, derived: &Derived)
-    -> Option<Arc<Flag>>;
+    fn flag(
+        &self,
+        snapshot: &Snapshot,
+        key: &str,
+        item: &Item,
+        derived: &Derived,
+    ) -> Option<Arc<Flag>>;
 
     /// The model of segment `key`, as [`Models::flag`].
     fn segment(
@@ -83,7 +88,9 @@ pub struct SlotModels;
 
 impl Models for SlotModels {
     fn flag(&self, _: &Snapshot, key: &str, item: &Item, derived: &Derived) -> Option<Arc<Flag>> {
-        kept(derived, || Flag::from_json(&item.raw, key).ok().map(Arc::new))
+        kept(derived, || {
+            Flag::from_json(&item.raw, key).ok().map(Arc::new)
+        })
     }
 
     fn segment(
@@ -93,7 +100,9 @@ impl Models for SlotModels {
         item: &Item,
         derived: &Derived,
     ) -> Option<Arc<Segment>> {
-        kept(derived, || Segment::from_json(&item.raw, key).ok().map(Arc::new))
+        kept(derived, || {
+            Segment::from_json(&item.raw, key).ok().map(Arc::new)
+        })
     }
 }
 

@@ -2,9 +2,9 @@
 //! HTTP/1.1 server, TLS certificates) and a redis-server started per test.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod redis_server;
 #[path = "../../../tests/common/mod.rs"]
 mod sdk;
-pub mod redis_server;
 
 #[allow(unused_imports)] // not every test binary uses every helper
 pub use sdk::*;

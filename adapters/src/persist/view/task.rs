@@ -5,12 +5,12 @@ use std::time::Instant;
 
 use flagsync_core::Command;
 
+use super::Fetch;
 use super::{Answer, StoreView, answer};
 use crate::driver::{Msg, StoreReport, TaskGuard};
 use crate::persist::CachingStore;
 use crate::publish::Published;
 use crate::runtime::race;
-use super::Fetch;
 
 /// Answer the view's fetch requests, one at a time, until `stop` closes (the hand-over
 /// to memory, or the client's end). Changed flags are published to the flag

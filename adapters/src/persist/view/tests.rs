@@ -252,8 +252,7 @@ fn a_read_without_an_entry_waits_for_the_store() {
 
 #[test]
 fn the_wait_is_bounded_and_can_be_turned_off() {
-    let config =
-        CacheConfig::ttl(Duration::from_secs(5)).with_read_wait(Duration::from_millis(40));
+    let config = CacheConfig::ttl(Duration::from_secs(5)).with_read_wait(Duration::from_millis(40));
     let (view, _rx) = linked(config);
     let t0 = Instant::now();
     view.touch(Kind::Flag, "f");
@@ -270,8 +269,7 @@ fn the_wait_is_bounded_and_can_be_turned_off() {
 
 #[test]
 fn a_live_entry_is_refreshed_ahead_without_waiting_and_the_fetch_thread_never_waits() {
-    let config =
-        CacheConfig::ttl(Duration::from_secs(1)).with_read_wait(Duration::from_secs(5));
+    let config = CacheConfig::ttl(Duration::from_secs(1)).with_read_wait(Duration::from_secs(5));
     let (view, rx) = linked(config);
     let fetch = Fetch::Item(Kind::Flag, "f".into());
     // Read 950 ms ago: live, but within the refresh-ahead window.

@@ -95,10 +95,7 @@ fn flags_whose_evaluation_fails_have_no_value_and_no_variation() {
         want[key] = Value::Null;
         want["$flagsState"][key] = json!({"version": version});
     }
-    assert_eq!(
-        flags_state_json(&flags, AllFlagsOptions::new()),
-        want
-    );
+    assert_eq!(flags_state_json(&flags, AllFlagsOptions::new()), want);
 
     let with_reasons = AllFlagsOptions::new().with_reasons(true);
     want["$flagsState"]["fine"]["reason"] = json!({"kind": "OFF"});
@@ -205,4 +202,3 @@ fn prerequisites_lists_every_direct_prerequisite_the_evaluation_reached() {
     );
     assert_eq!(state["needs-bad"]["prerequisites"], json!(["p2", "bad"]));
 }
-

@@ -230,4 +230,3 @@ fn unknown_and_malformed_flags_are_errors_not_panics() {
         )
     );
 }
-

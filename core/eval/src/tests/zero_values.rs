@@ -282,10 +282,7 @@ fn each_field_holding_its_zero_value_may_be_left_out() {
     ];
     let evaluate_all = |items: &[Value; 4]| -> Vec<Detail<FlagValue>> {
         let snap = snapshot(&items[..3], &items[3..]);
-        contexts
-            .iter()
-            .map(|c| ours(&snap, "rich", c))
-            .collect()
+        contexts.iter().map(|c| ours(&snap, "rich", c)).collect()
     };
     let items = [rich, pre, pre0, seg];
     let want = evaluate_all(&items);
@@ -392,17 +389,10 @@ fn zero_values_leave_wrong_types_malformed() {
     // The store's dependency scan already refuses a and e.
     assert!(snap.get(Kind::Flag, "a").is_none() && snap.get(Kind::Flag, "e").is_none());
     for key in ["b", "c"] {
-        assert_eq!(
-            ours(&snap, key, &user("alice")).reason,
-            malformed,
-            "{key}"
-        );
+        assert_eq!(ours(&snap, key, &user("alice")).reason, malformed, "{key}");
     }
     // A rollout without buckets serves nothing: an error when reached (off here, so not).
-    assert_eq!(
-        ours(&snap, "d", &user("alice")).reason,
-        Reason::Off
-    );
+    assert_eq!(ours(&snap, "d", &user("alice")).reason, Reason::Off);
     assert!(
         SlotModels.live_segment(&snap, "s1").is_none()
             && SlotModels.live_segment(&snap, "s2").is_none()
@@ -414,4 +404,3 @@ fn zero_values_leave_wrong_types_malformed() {
         "no fallthrough: the zero one serves nothing"
     );
 }
-
