@@ -74,7 +74,7 @@ impl ClientBuilder {
     /// Use the FDv2 data system (PROTOCOL.md B §5): `fdv2`'s initializers run in
     /// order until one yields a payload with a selector, then its synchronizers keep
     /// the store current, one at a time, falling back and recovering by its
-    /// [`CoordinatorTiming`]. A server's `X-LD-FD-Fallback: true` moves the client to
+    /// [`CoordinatorTiming`](crate::CoordinatorTiming). A server's `X-LD-FD-Fallback: true` moves the client to
     /// `fdv2.fdv1_fallback` for good.
     ///
     /// Start from a preset ([`Fdv2Config::default`]: a polling initializer, then the
@@ -272,7 +272,7 @@ impl ClientBuilder {
     /// How many unread items each subscription ([`Client::flag_changes`],
     /// [`Client::status_changes`], [`Client::store_status_changes`]) holds at most
     /// (default [`DEFAULT_SUBSCRIPTION_CAPACITY`]): beyond it the oldest is
-    /// dropped and counted ([`Subscription::lagged`]); changes of one flag merge.
+    /// dropped and counted ([`Subscription::lagged`](crate::Subscription::lagged)); changes of one flag merge.
     pub fn subscription_capacity(mut self, capacity: usize) -> Self {
         self.subscription_capacity = capacity.max(1);
         self

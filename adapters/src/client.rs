@@ -273,7 +273,7 @@ impl Client {
     }
 
     /// FDv2: the source running now (`"streaming"`, `"polling"` or `"fdv1-polling"`,
-    /// as [`SourceSpec::name`]), if any. Always `None` under FDv1 and once closed.
+    /// as [`SourceSpec::name`](crate::SourceSpec::name)), if any. Always `None` under FDv1 and once closed.
     ///
     /// ```
     /// use flagsync::{Client, Fdv2Config};
@@ -319,7 +319,7 @@ impl Client {
     /// The flag `key`, unless it is unknown or deleted.
     ///
     /// While reads come from a persistent store (see
-    /// [`ClientBuilder::persistent_store`]), a flag not read within the cache TTL is
+    /// [`ClientBuilder::persistent_store`](crate::ClientBuilder::persistent_store)), a flag not read within the cache TTL is
     /// read from the store in the background: this call answers with what the client
     /// holds, and a later one with the store's answer.
     pub fn flag(&self, key: &str) -> Option<Flag> {
@@ -399,7 +399,7 @@ impl Client {
     }
 
     /// This client's instance id: a random UUID made when it was built (from the
-    /// builder's [`seed`](ClientBuilder::seed) when one is given), sent with every request
+    /// builder's [`seed`](crate::ClientBuilder::seed) when one is given), sent with every request
     /// as `X-LaunchDarkly-Instance-Id` so the service can tell SDK instances apart.
     pub fn instance_id(&self) -> &str {
         &self.inner.instance_id
