@@ -238,8 +238,6 @@ pub(crate) struct SnapshotArgs {
     pub(crate) timeout: f64,
 }
 
-/// A failure to report: a message saying what to do, and the exit code.
-
 pub(crate) fn seconds(flag: &str, secs: Option<f64>) -> Result<Option<Duration>, CliError> {
     secs.map(|s| {
         Duration::try_from_secs_f64(s).map_err(|_| {

@@ -1,5 +1,6 @@
 //! [`CliError`]: a failure to report, with its exit code.
 
+/// A failure to report: a message saying what to do, and the exit code.
 #[derive(Debug)]
 pub(crate) struct CliError {
     pub(crate) message: String,
