@@ -14,7 +14,7 @@ use flagsync_core::endpoint::Endpoint;
 use flagsync_core::{CloseCause, ConnId, IoCause};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 
-use crate::driver::{Msg, TaskGuard};
+use crate::inbox::{Msg, TaskGuard};
 use crate::proxy::{Proxy, ProxySettings};
 use crate::runtime::{BoxIo, Runtime, race};
 

@@ -19,7 +19,8 @@ use serde_json::Value;
 
 use futures_core::Stream;
 
-use crate::{Client, FlagChange, Inner, Subscription};
+use crate::client::Inner;
+use crate::{Client, FlagChange, Subscription};
 
 /// A change of one flag's evaluated value for one context (see
 /// [`Client::flag_value_changes`]).

@@ -1,6 +1,19 @@
-//! `flagsync demo`: sample data and the script of changes the embedded server makes.
+//! `flagsync demo`: an embedded server with sample data, the script of changes it
+//! makes, and a client watching them.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use flagsync_server::Server;
 use serde_json::{Value, json};
+
+use crate::client::{Options, Session};
+
+use crate::args::{DemoArgs, seconds};
+use crate::error::CliError;
+use crate::printer::plural;
+use crate::printer::{Printer, print_updates};
+use crate::serve::counts;
 
 /// Five flags and two segments in the shape LaunchDarkly serves.
 pub fn sample_data() -> Value {
@@ -154,3 +167,97 @@ pub const STEPS: &[Step] = &[
         apply: |f| f["fallthrough"] = json!({"variation": 0}),
     },
 ];
+
+pub(crate) async fn demo(args: DemoArgs) -> Result<(), CliError> {
+    let duration = seconds("--duration", args.duration)?;
+    let interval = seconds("--interval", Some(args.interval))?
+        .unwrap_or_default()
+        .max(Duration::from_millis(100));
+    let sdk_key = "sdk-demo-0123456789";
+    let server = Server::builder()
+        .sdk_key(Some(sdk_key.into()))
+        .env_id(Some("demo-environment".into()))
+        .data(sample_data())
+        .start()
+        .map_err(|e| CliError::failed(format!("cannot start the demo server: {e}")))?;
+    let server = Arc::new(server);
+    let (flags, segments) = counts(&server);
+    if !args.json {
+        println!(
+            "flagsync demo: a local flag server on {} with {} and {}.",
+            server.url(),
+            plural(flags, "flag", "flags"),
+            plural(segments, "segment", "segments")
+        );
+        println!(
+            "It changes a flag every {:.1} s; a flagsync Client ({}) prints what it sees. {}",
+            interval.as_secs_f64(),
+            match args.fdv2 {
+                Some(preset) => preset.describe(),
+                None if args.polling => "polling",
+                None => "streaming",
+            },
+            match duration {
+                Some(d) => format!("Stopping after {:.0} s.", d.as_secs_f64()),
+                None => "Press Ctrl-C to stop.".into(),
+            }
+        );
+    }
+    let opts = Options {
+        sdk_key: sdk_key.into(),
+        stream_uri: server.url(),
+        polling_uri: server.url(),
+        polling: args.polling,
+        filter: None,
+        fdv2: args.fdv2,
+        redis: None,
+        events_uri: None,
+        max_event_bytes: None,
+        ca_pem: None,
+    };
+    let mut session = Session::start(&opts).map_err(CliError::failed)?;
+    let mut printer = Printer::new(args.json);
+
+    let changer_server = server.clone();
+    let json_out = args.json;
+    let start = printer.start;
+    let changer = tokio::spawn(async move {
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+        for step in STEPS.iter().cycle() {
+            tick.tick().await;
+            let Some(mut flag) = changer_server.flag(step.key) else {
+                continue;
+            };
+            (step.apply)(&mut flag);
+            if let Some(obj) = flag.as_object_mut() {
+                obj.remove("version"); // the server bumps it
+            }
+            if let Ok(v) = changer_server.set_flag(step.key, flag) {
+                let t = start.elapsed().as_secs_f64();
+                if json_out {
+                    println!(
+                        "{}",
+                        json!({"type": "server", "change": step.describe, "key": step.key, "version": v, "t": (t * 1000.0).round() / 1000.0})
+                    );
+                } else {
+                    println!("[{t:7.3}s] server: {} (v{v})", step.describe);
+                }
+            }
+        }
+    });
+    let result = print_updates(&mut session, &mut printer, duration, None).await;
+    changer.abort();
+    let _ = changer.await;
+    session.close().await;
+    let changes = printer.changes;
+    tokio::task::spawn_blocking(move || server.shutdown())
+        .await
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    if !args.json {
+        println!(
+            "demo finished: the client saw {}.",
+            plural(changes, "flag change", "flag changes")
+        );
+    }
+    result
+}

@@ -1,12 +1,13 @@
 //! The server's flag data: two versioned maps with tombstones, the payload version
-//! and selector, and their renderings (FDv1 all-data JSON, FDv2 objects).
+//! and selector, and their renderings (FDv1 all-data JSON, FDv2 objects and their
+//! `put-object` data).
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::sync::{Arc, OnceLock};
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 /// Which map an item lives in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +31,11 @@ impl ItemKind {
             Self::Segment => "segment",
         }
     }
+}
+
+/// The data of a `put-object` for a live item.
+pub(super) fn put_object(kind: ItemKind, key: &str, version: u64, item: &Value) -> String {
+    json!({"version": version, "kind": kind.fdv2_name(), "key": key, "object": item}).to_string()
 }
 
 #[derive(Debug, Clone)]
@@ -289,7 +295,7 @@ impl Data {
         ] {
             for (key, entry) in map {
                 if let Entry::Live(item) = entry {
-                    puts.push(super::fdv2::put_object(kind, key, entry.version(), item));
+                    puts.push(put_object(kind, key, entry.version(), item));
                 }
             }
         }

@@ -2,7 +2,7 @@
 //! payload, framed as server-sent events for `/sdk/stream` or as one
 //! `{"events":[…]}` body for `/sdk/poll`.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::data::{Fdv2Objects, ItemKind};
 
@@ -31,11 +31,6 @@ fn server_intent(code: &str, target: u64, reason: &str) -> Event {
         {"id": PAYLOAD_ID, "target": target, "intentCode": code, "reason": reason}
     ]});
     Event::new("server-intent", data.to_string())
-}
-
-/// The data of a `put-object` for a live item.
-pub(super) fn put_object(kind: ItemKind, key: &str, version: u64, item: &Value) -> String {
-    json!({"version": version, "kind": kind.fdv2_name(), "key": key, "object": item}).to_string()
 }
 
 /// A `delete-object`.
@@ -139,6 +134,8 @@ pub(super) fn to_poll_body(events: &[Event]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::put_object;
+    use serde_json::Value;
 
     fn objects() -> Fdv2Objects {
         Fdv2Objects {

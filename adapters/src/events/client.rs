@@ -1,16 +1,14 @@
-//! The client's events: built with the client, started and closed with it, and the
-//! `track`, `identify` and `flush` methods.
+//! The client's events: built with the client, started and closed with it (the
+//! `track`, `identify` and `flush` methods are in `client_api.rs`).
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::eval::Context;
 use flagsync_core::Config;
 use flagsync_core::events::{DiagnosticInfo, EventProcessor, EventsConfig};
 use serde_json::{Value, json};
 
 use super::{Command, DEFAULT_EVENTS_URI, EventsMachine, EventsOptions, EventsSink, Recorder};
-use crate::Client;
 use crate::conn::ConnConfig;
 use crate::driver::{self, Msg, TaskGuard};
 use crate::runtime::Runtime;
@@ -170,86 +168,4 @@ fn diagnostic_configuration(
         "diagnosticRecordingIntervalMillis": millis(options.diagnostic_recording_interval),
         "dataStoreType": if config.persistence.is_some() { "custom" } else { "memory" },
     })
-}
-
-/// Hands migration op events to the client's event processor.
-#[derive(Debug)]
-struct RecorderSink(Arc<Recorder>);
-
-impl crate::migration::EventSink for RecorderSink {
-    fn migration_op(&self, event: crate::migration::MigrationOpEvent) {
-        match serde_json::to_value(&event) {
-            Ok(json) => self
-                .0
-                .migration_op(&event.context, event.sampling_ratio, json),
-            Err(e) => tracing::warn!(error = %e, "a migration op event that cannot be written"),
-        }
-    }
-}
-
-impl Client {
-    /// Where a [`crate::migration::Migrator`] of this client reports by default: the
-    /// client's events, or nowhere when they are off.
-    pub(crate) fn migration_sink(&self) -> Arc<dyn crate::migration::EventSink> {
-        match self.events() {
-            Some(events) => Arc::new(RecorderSink(events.recorder.clone())),
-            None => Arc::new(crate::migration::DiscardSink),
-        }
-    }
-}
-
-/// Analytics events (see [`crate::events`]). Every method returns at once; the events
-/// go out with the next flush. With events off they do nothing.
-impl Client {
-    /// Report a custom event `key` for `context` (LaunchDarkly's `track`), with
-    /// optional `data` and a numeric `metric_value` (for experiments and metrics).
-    /// Then the hooks' `after_track` stages run (see [`crate::hooks`]).
-    ///
-    /// ```no_run
-    /// # fn demo(client: &flagsync::Client) {
-    /// use flagsync::eval::ContextBuilder;
-    ///
-    /// let context = ContextBuilder::new("user-123").build().expect("valid");
-    /// client.track("checkout-completed", &context, Some(serde_json::json!({"items": 3})), Some(59.9));
-    /// # }
-    /// ```
-    pub fn track(
-        &self,
-        key: &str,
-        context: &Context,
-        data: Option<Value>,
-        metric_value: Option<f64>,
-    ) {
-        self.track_series(key, context, data, metric_value, |data| {
-            if let Some(events) = self.events() {
-                events.recorder.custom(key, context, data, metric_value);
-            }
-        });
-    }
-
-    /// Report `context` (an `identify` event), so that it can be targeted before it
-    /// evaluated any flag.
-    pub fn identify(&self, context: &Context) {
-        if let Some(events) = self.events() {
-            events.recorder.identify(context);
-        }
-    }
-
-    /// Send the queued events now instead of at the next flush interval. Returns at
-    /// once; [`Client::close`] waits for the last ones.
-    pub fn flush(&self) {
-        if let Some(events) = self.events() {
-            events.recorder.command(Command::Flush);
-        }
-    }
-
-    /// The event processor, if events are on.
-    pub(crate) fn events(&self) -> Option<&ClientEvents> {
-        self.inner.events.as_ref()
-    }
-
-    /// Whether this client sends analytics events.
-    pub fn sends_events(&self) -> bool {
-        self.events().is_some()
-    }
 }

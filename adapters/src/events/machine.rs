@@ -3,47 +3,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::eval::Context;
-use flagsync_core::events::{Evaluation, Event, EventProcessor, Input, Output, Record};
+use flagsync_core::events::{Event, EventProcessor, Input, Output, Record};
 
-use super::Recorder;
+use super::{Command, Recorder};
 use crate::driver::{In, Machine, Msg, Out, Sink};
-
-/// What the client asks of the event processor.
-#[derive(Debug)]
-pub(crate) enum Command {
-    /// Something to report (queued by the recorder, not sent: see [`Recorder::command`]).
-    Record(Box<Record>),
-    /// An evaluation and the context it was made for: the context's event form is
-    /// made here, on the driver's task, rather than on the evaluating thread.
-    Evaluation(Box<(Context, Evaluation)>),
-    /// Take the records waiting in the recorder's queue (see [`Recorder::command`]).
-    Drain,
-    /// Send what is queued now.
-    Flush,
-    /// Send what is queued, then end the driver.
-    Close,
-    /// The data source tried to open a stream (for diagnostic events).
-    StreamInit {
-        /// When the attempt started, Unix milliseconds.
-        at: u64,
-        /// How long until it was answered or failed.
-        duration_ms: u64,
-        /// Whether it failed.
-        failed: bool,
-    },
-}
-
-impl Command {
-    /// Whether it is a record, which takes a place in the bounded inbox (flushes and
-    /// closes do not: they always get in).
-    pub(crate) fn is_record(&self) -> bool {
-        matches!(
-            self,
-            Self::Record(_) | Self::Evaluation(_) | Self::StreamInit { .. }
-        )
-    }
-}
 
 /// [`EventProcessor`] with the recorder's shards: their summaries are merged in before
 /// anything that may flush.

@@ -27,7 +27,9 @@
 //! sends what is queued within the close timeout.
 
 pub(crate) mod client;
+mod client_api;
 pub(crate) mod clock;
+mod command;
 mod counts;
 mod machine;
 mod recorder;
@@ -37,7 +39,8 @@ use std::time::Duration;
 
 pub use flagsync_core::events::{Event as DeliveryEvent, EventContext};
 
-pub(crate) use machine::{Command, EventsMachine, EventsSink};
+pub(crate) use command::Command;
+pub(crate) use machine::{EventsMachine, EventsSink};
 pub(crate) use recorder::{EvalRecord, Recorder, event_context};
 pub(crate) use stream_inits::StreamInits;
 

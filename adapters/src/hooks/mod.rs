@@ -59,6 +59,7 @@
 //! # Ok::<(), flagsync::Error>(())
 //! ```
 
+mod client_api;
 mod data;
 mod runner;
 #[cfg(test)]

@@ -7,8 +7,7 @@ use std::sync::{Arc, RwLock};
 use serde_json::Value;
 
 use super::{EvaluationSeriesContext, EvaluationSeriesData, Hook, HookError, TrackSeriesContext};
-use crate::Client;
-use crate::eval::{Context, Detail};
+use crate::eval::Detail;
 
 /// The hooks of one client. Reading them when none is registered costs one atomic load.
 #[derive(Default)]
@@ -125,67 +124,6 @@ pub(crate) fn run_evaluation<R>(
 pub(crate) fn run_track(hooks: &[Arc<dyn Hook>], series: &TrackSeriesContext<'_>) {
     for hook in hooks {
         contain(&**hook, "afterTrack", || (), || hook.after_track(series));
-    }
-}
-
-impl Client {
-    /// Register `hook` after the hooks already registered: it runs around every later
-    /// evaluation and `track` (see [`crate::hooks`]).
-    pub fn add_hook(&self, hook: Arc<dyn Hook>) {
-        self.inner.hooks.add(hook);
-    }
-
-    /// Run `evaluate` (given `default`) inside the evaluation hooks, if any: the
-    /// default's JSON and `detail` (the result as hooks see it) are computed only when
-    /// a hook is registered.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "the facts of one evaluation series"
-    )]
-    pub(crate) fn evaluation_series<D, R>(
-        &self,
-        key: &str,
-        context: &Context,
-        method: &'static str,
-        default: D,
-        default_json: impl FnOnce(&D) -> Value,
-        evaluate: impl FnOnce(D) -> R,
-        detail: impl FnOnce(&R) -> Detail<Value>,
-    ) -> R {
-        let Some(hooks) = self.inner.hooks.current() else {
-            return evaluate(default);
-        };
-        let series = EvaluationSeriesContext::new(
-            key,
-            context,
-            default_json(&default),
-            method,
-            self.environment_id(),
-        );
-        run_evaluation(&hooks, &series, || evaluate(default), detail)
-    }
-
-    /// Hand `data` to `record` (the custom event), then run the track hooks, if any.
-    pub(crate) fn track_series(
-        &self,
-        key: &str,
-        context: &Context,
-        data: Option<Value>,
-        metric_value: Option<f64>,
-        record: impl FnOnce(Option<Value>),
-    ) {
-        let Some(hooks) = self.inner.hooks.current() else {
-            return record(data);
-        };
-        record(data.clone());
-        let series = TrackSeriesContext::new(
-            key,
-            context,
-            data.as_ref(),
-            metric_value,
-            self.environment_id(),
-        );
-        run_track(&hooks, &series);
     }
 }
 

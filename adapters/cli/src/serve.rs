@@ -1,0 +1,286 @@
+//! `flagsync serve`: the local flag server, its data file (reloaded when it changes)
+//! or Redis, and the injected faults.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use flagsync_core::Kind;
+use flagsync_server::{Server, ServerError, ServerHandle};
+use serde_json::{Value, json};
+
+use crate::client::RedisOptions;
+use flagsync::persist::{CacheConfig, CachingStore};
+
+use crate::args::ServeArgs;
+use crate::error::CliError;
+use crate::events;
+use crate::printer::plural;
+
+pub(crate) fn read_data(path: &Path) -> Result<Value, CliError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        CliError::usage(format!(
+            "cannot read the flag data file {}: {e}",
+            path.display()
+        ))
+    })?;
+    serde_json::from_str(&text).map_err(|e| {
+        CliError::usage(format!(
+            "{} is not valid JSON: {e}. Expected {{\"flags\":{{…}},\"segments\":{{…}}}}, as `flagsync snapshot` prints",
+            path.display()
+        ))
+    })
+}
+
+pub(crate) fn data_error(path: &Path, e: ServerError) -> CliError {
+    match e {
+        ServerError::InvalidData(msg) => CliError::usage(format!("{}: {msg}", path.display())),
+        other => CliError::failed(other.to_string()),
+    }
+}
+
+pub(crate) fn counts(server: &ServerHandle) -> (usize, usize) {
+    let v: Value = serde_json::from_str(&server.data_json()).unwrap_or(Value::Null);
+    let n = |k: &str| v[k].as_object().map_or(0, serde_json::Map::len);
+    (n("flags"), n("segments"))
+}
+
+/// Where `serve` gets its flag data.
+pub(crate) enum ServeSource {
+    File(PathBuf),
+    /// Redis (read uncached), and `host:port/db (prefix p)` for people.
+    Redis(Box<CachingStore>, String),
+}
+
+impl ServeSource {
+    fn new(args: &ServeArgs) -> Result<Self, CliError> {
+        if let Some(url) = &args.redis {
+            let opts = RedisOptions {
+                url: url.clone(),
+                prefix: args.prefix.clone(),
+                daemon: true,
+            };
+            let store = opts.store().map_err(CliError::usage)?;
+            let name = format!("Redis {} (prefix {})", store.target(), store.prefix());
+            return Ok(Self::Redis(
+                Box::new(CachingStore::new(Arc::new(store), CacheConfig::disabled())),
+                name,
+            ));
+        }
+        match &args.data {
+            Some(path) => Ok(Self::File(path.clone())),
+            None => Err(CliError::usage(
+                "give the flag data with --data FILE or --redis URL",
+            )),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Self::File(path) => path.display().to_string(),
+            Self::Redis(_, name) => name.clone(),
+        }
+    }
+
+    /// The data as {"flags":{…},"segments":{…}}.
+    async fn load(&self) -> Result<Value, CliError> {
+        match self {
+            Self::File(path) => read_data(path),
+            Self::Redis(store, name) => {
+                let mut data = json!({"flags": {}, "segments": {}});
+                for (kind, field) in [(Kind::Flag, "flags"), (Kind::Segment, "segments")] {
+                    let items = store.all(kind).await.map_err(|e| {
+                        CliError::failed(format!("cannot read the flags from {name}: {e}. Is Redis running, and is --redis right?"))
+                    })?;
+                    for (key, item) in items.iter() {
+                        let value: Value = serde_json::from_slice(&item.raw).unwrap_or(Value::Null);
+                        data[field][key] = value;
+                    }
+                }
+                Ok(data)
+            }
+        }
+    }
+
+    fn error(&self, e: ServerError) -> CliError {
+        match self {
+            Self::File(path) => data_error(path, e),
+            Self::Redis(_, name) => CliError::failed(format!("{name}: {e}")),
+        }
+    }
+}
+
+pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
+    let source = ServeSource::new(&args)?;
+    let mut data = source.load().await?;
+    let server = Server::builder()
+        .port(args.port)
+        .sdk_key(args.sdk_key.clone())
+        .heartbeat(Duration::from_secs(args.heartbeat))
+        .data(data.clone())
+        .start()
+        .map_err(|e| match e {
+            ServerError::Bind { port, source } => CliError::failed(format!(
+                "cannot listen on 127.0.0.1:{port}: {source}. Choose another port with --port (0 picks a free one)"
+            )),
+            other => source.error(other),
+        })?;
+    // With `--events -`, standard output is for the events alone.
+    let to_stderr = args.events.as_deref() == Some(Path::new("-"));
+    macro_rules! say {
+        ($($arg:tt)*) => {
+            if to_stderr { eprintln!($($arg)*) } else { println!($($arg)*) }
+        };
+    }
+    let event_log = match &args.events {
+        Some(path) => Some(events::EventLog::start(&server, path).map_err(|e| {
+            CliError::usage(format!("cannot write events to {}: {e}", path.display()))
+        })?),
+        None => None,
+    };
+    let faults = apply_faults(&server, &args);
+    let (flags, segments) = counts(&server);
+    let url = server.url();
+    say!("flagsync: serving on {url}");
+    say!(
+        "  {} and {} from {}",
+        plural(flags, "flag", "flags"),
+        plural(segments, "segment", "segments"),
+        source.describe()
+    );
+    say!("  FDv1 streaming: GET {url}/all");
+    say!("  FDv1 polling:   GET {url}/sdk/latest-all");
+    say!("  FDv2 streaming: GET {url}/sdk/stream");
+    say!("  FDv2 polling:   GET {url}/sdk/poll");
+    let shown = match &args.events {
+        Some(_) if to_stderr => " (shown on standard output)".to_owned(),
+        Some(path) => format!(" (written to {})", path.display()),
+        None => String::new(),
+    };
+    say!("  events:         POST {url}/bulk, POST {url}/diagnostic{shown}");
+    for fault in &faults {
+        say!("  fault:          {fault}");
+    }
+    // Never echo the key itself: it may be a real one.
+    let key_hint = if args.sdk_key.is_some() {
+        " --sdk-key KEY"
+    } else {
+        ""
+    };
+    say!("  try:            flagsync watch --stream-uri {url}{key_hint} [--fdv2 default]");
+    match source {
+        ServeSource::File(_) => {
+            say!("Edits to the file are pushed to clients. Press Ctrl-C to stop.")
+        }
+        ServeSource::Redis(..) => {
+            say!("Changes in Redis are pushed to clients. Press Ctrl-C to stop.")
+        }
+    }
+
+    let mut modified = args.data.as_deref().and_then(file_stamp);
+    let mut failing = false;
+    // A file costs one stat a check: checked five times a second, an edit reaches
+    // clients well within a second. Redis is read once a second.
+    let every = match source {
+        ServeSource::File(_) => Duration::from_millis(200),
+        ServeSource::Redis(..) => Duration::from_secs(1),
+    };
+    let mut tick = tokio::time::interval(every);
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    loop {
+        tokio::select! {
+            _ = &mut ctrl_c => break,
+            _ = tick.tick() => {
+                if let ServeSource::File(path) = &source {
+                    let now = file_stamp(path);
+                    if now == modified {
+                        continue;
+                    }
+                    modified = now;
+                }
+                let loaded = source.load().await;
+                if let ServeSource::Redis(..) = &source {
+                    // Polled every second: report a failure once, and only changes.
+                    match &loaded {
+                        Err(e) if !failing => eprintln!("flagsync: {} (still serving the previous data)", e.message),
+                        Ok(_) if failing => eprintln!("flagsync: {} answers again", source.describe()),
+                        _ => {}
+                    }
+                    failing = loaded.is_err();
+                    if loaded.as_ref().is_ok_and(|d| *d == data) || failing {
+                        continue;
+                    }
+                }
+                match loaded.and_then(|d| {
+                    data = d.clone();
+                    server.replace_all(d).map_err(|e| source.error(e))
+                }) {
+                    Ok(()) => {
+                        let (f, s) = counts(&server);
+                        say!(
+                            "reloaded {}: {} and {}, sent to {}",
+                            source.describe(),
+                            plural(f, "flag", "flags"),
+                            plural(s, "segment", "segments"),
+                            plural(server.open_streams(), "stream", "streams"),
+                        );
+                    }
+                    Err(e) => eprintln!("flagsync: not reloaded (still serving the previous data): {}", e.message),
+                }
+            }
+        }
+    }
+    say!("stopping");
+    tokio::task::spawn_blocking(move || {
+        server.shutdown();
+        if let Some(log) = event_log {
+            log.finish();
+        }
+    })
+    .await
+    .map_err(|e| CliError::failed(e.to_string()))
+}
+
+/// Set the faults `args` asks for; one line describing each.
+pub(crate) fn apply_faults(server: &ServerHandle, args: &ServeArgs) -> Vec<String> {
+    let times = |n: usize, what: &str| match n {
+        usize::MAX => format!("every {what}"),
+        1 => format!("the first {what}"),
+        _ => format!("the first {n} {what}s"),
+    };
+    let mut faults = Vec::new();
+    if args.fdv1_fallback {
+        server.fdv1_fallback(true);
+        faults.push("X-LD-FD-Fallback: true on every FDv2 response".to_owned());
+    }
+    if let Some(n) = args.goodbye.filter(|n| *n > 0) {
+        server.goodbye_next(n);
+        faults.push(format!(
+            "a goodbye after the first payload of {}",
+            times(n, "FDv2 stream")
+        ));
+    }
+    if let Some(n) = args.payload_error.filter(|n| *n > 0) {
+        server.payload_error_next(n);
+        faults.push(format!(
+            "an error event half-way through {}",
+            times(n, "FDv2 full payload")
+        ));
+    }
+    for (endpoint, status) in &args.fail {
+        server.fail_endpoint(*endpoint, Some(*status));
+        faults.push(format!("{endpoint} answers HTTP {status}"));
+    }
+    for endpoint in &args.hang {
+        server.hang_endpoint(*endpoint, true);
+        faults.push(format!("{endpoint} never answers"));
+    }
+    faults
+}
+
+/// What tells that a file changed: its modification time and length.
+pub(crate) fn file_stamp(path: &Path) -> Option<(SystemTime, u64)> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.modified().ok()?, meta.len()))
+}

@@ -1,0 +1,143 @@
+//! [`Server`] and [`ServerBuilder`]: the settings, and starting the server.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::{Ipv4Addr, TcpListener};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::{self};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::data::Data;
+use crate::events::Subscribers;
+use crate::fault::Faults;
+
+use crate::conn::accept_loop;
+use crate::error::ServerError;
+use crate::handle::{Inner, ServerHandle, Shared};
+use crate::http;
+
+/// Entry point: see [`Server::builder`].
+#[derive(Debug)]
+pub struct Server(());
+
+impl Server {
+    /// Start configuring a server. Defaults: any free port, no SDK key check, no data,
+    /// heartbeat every 15 s, request bodies up to 8 MiB.
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder {
+            port: 0,
+            sdk_key: None,
+            env_id: None,
+            heartbeat: Duration::from_secs(15),
+            data: Value::Object(serde_json::Map::new()),
+            max_body: http::DEFAULT_MAX_BODY,
+        }
+    }
+}
+
+/// Configuration of a [`Server`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct ServerBuilder {
+    pub(crate) port: u16,
+    pub(crate) sdk_key: Option<String>,
+    pub(crate) env_id: Option<String>,
+    pub(crate) heartbeat: Duration,
+    pub(crate) data: Value,
+    pub(crate) max_body: usize,
+}
+
+impl ServerBuilder {
+    /// The port on 127.0.0.1 to listen on; 0 (the default) picks a free one.
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// Require this SDK key in the `Authorization` header (raw, or after `api_key `).
+    /// `None` (the default) accepts any request.
+    pub fn sdk_key(mut self, key: Option<String>) -> Self {
+        self.sdk_key = key;
+        self
+    }
+
+    /// Send this value in an `X-LD-EnvID` header on successful responses.
+    pub fn env_id(mut self, env_id: Option<String>) -> Self {
+        self.env_id = env_id;
+        self
+    }
+
+    /// The interval between comment heartbeats on streams (default 15 s).
+    pub fn heartbeat(mut self, every: Duration) -> Self {
+        self.heartbeat = every.max(Duration::from_millis(1));
+        self
+    }
+
+    /// The initial data: `{"flags":{key: flag…},"segments":{key: segment…}}`. Either map
+    /// may be missing; a `flagValues` map of `key → value` adds flags that serve that
+    /// value to everyone. Items without `key`/`version` get the map key and version 1.
+    pub fn data(mut self, data: Value) -> Self {
+        self.data = data;
+        self
+    }
+
+    /// The longest request body accepted, in bytes (default 8 MiB): as sent, and again
+    /// once gunzipped. A longer body gets `413` without being buffered: a
+    /// `Content-Length` above it is refused before the body is read.
+    ///
+    /// ```
+    /// let server = flagsync_server::Server::builder().max_body(64 * 1024).start()?;
+    /// # Ok::<(), flagsync_server::ServerError>(())
+    /// ```
+    pub fn max_body(mut self, bytes: usize) -> Self {
+        self.max_body = bytes;
+        self
+    }
+
+    /// Validate the data, bind the socket and start serving.
+    pub fn start(self) -> Result<ServerHandle, ServerError> {
+        let mut data = Data::from_json(self.data).map_err(ServerError::InvalidData)?;
+        data.set_epoch(format!("{:08x}", fastrand::u32(..)));
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, self.port)).map_err(|source| {
+            ServerError::Bind {
+                port: self.port,
+                source,
+            }
+        })?;
+        let addr = listener.local_addr().map_err(|source| ServerError::Bind {
+            port: self.port,
+            source,
+        })?;
+        let shared = Arc::new(Shared {
+            addr,
+            sdk_key: self.sdk_key,
+            env_id: self.env_id,
+            heartbeat: self.heartbeat,
+            max_body: self.max_body,
+            shutting_down: AtomicBool::new(false),
+            inner: Mutex::new(Inner {
+                data,
+                streams: Vec::new(),
+                conns: HashMap::new(),
+                threads: Vec::new(),
+                next_id: 0,
+                faults: Faults::default(),
+                requests: VecDeque::new(),
+                request_count: 0,
+                event_subs: Subscribers::default(),
+            }),
+            unhang: Condvar::new(),
+        });
+        let accept_shared = shared.clone();
+        let accept = thread::Builder::new()
+            .name("flagsync-server-accept".into())
+            .spawn(move || accept_loop(&accept_shared, &listener))
+            .map_err(ServerError::Thread)?;
+        Ok(ServerHandle {
+            shared,
+            accept: Mutex::new(Some(accept)),
+        })
+    }
+}

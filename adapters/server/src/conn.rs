@@ -1,0 +1,129 @@
+//! Connections: the accept loop and one thread per connection, reading requests
+//! and handing them to the routes.
+
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::thread::{self};
+use std::time::Duration;
+
+use crate::http::{ReadError, RequestReader, write_response};
+
+use crate::fault::Endpoint;
+use crate::handle::Shared;
+use crate::http;
+use crate::recorded::RecordedRequest;
+use crate::routes::{FALLBACK_HEADER, Routed, route};
+
+/// How long an idle keep-alive connection is kept open.
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a write to a slow client may block before the connection is dropped.
+pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How many requests [`ServerHandle::requests`] remembers.
+pub(crate) const MAX_RECORDED: usize = 1000;
+/// How long a refused request's unread body is read and discarded before closing.
+pub(crate) const LINGER: Duration = Duration::from_secs(2);
+
+pub(crate) fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
+    loop {
+        let conn = listener.accept();
+        if shared.is_shutting_down() {
+            return;
+        }
+        let (stream, _) = match conn {
+            Ok(c) => c,
+            Err(_) => {
+                // E.g. out of file descriptors: back off briefly.
+                thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        let mut inner = shared.lock();
+        if shared.is_shutting_down() {
+            return;
+        }
+        inner.threads.retain(|t| !t.is_finished());
+        let id = inner.next_id;
+        inner.next_id += 1;
+        if let Ok(clone) = stream.try_clone() {
+            inner.conns.insert(id, clone);
+        }
+        let conn_shared = shared.clone();
+        let spawned = thread::Builder::new()
+            .name("flagsync-server-conn".into())
+            .spawn(move || {
+                handle_connection(&conn_shared, id, stream);
+                conn_shared.lock().conns.remove(&id);
+            });
+        match spawned {
+            Ok(t) => inner.threads.push(t),
+            Err(_) => {
+                if let Some(c) = inner.conns.remove(&id) {
+                    let _ = c.shutdown(std::net::Shutdown::Both);
+                }
+            }
+        }
+    }
+}
+
+pub(crate) fn handle_connection(shared: &Arc<Shared>, id: u64, mut stream: TcpStream) {
+    let _ = stream.set_read_timeout(Some(IDLE_TIMEOUT));
+    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+    let _ = stream.set_nodelay(true);
+    let mut reader = RequestReader::new(shared.max_body);
+    loop {
+        let req = match reader.read(&mut stream) {
+            Ok(r) => r,
+            Err(ReadError::Bad(status)) => {
+                if write_response(&mut stream, status, &[], b"", true).is_ok() {
+                    // The client may still be sending a body too long to read.
+                    http::linger(&mut stream, LINGER);
+                }
+                break;
+            }
+            Err(ReadError::Eof | ReadError::Io) => break,
+        };
+        if shared.is_shutting_down() {
+            break;
+        }
+        let endpoint = Endpoint::of_path(req.path());
+        let (fault, fallback) = {
+            let mut inner = shared.lock();
+            inner.request_count += 1;
+            if inner.requests.len() >= MAX_RECORDED {
+                inner.requests.pop_front();
+            }
+            inner.requests.push_back(RecordedRequest {
+                method: req.method.clone(),
+                target: req.target.clone(),
+                headers: req.headers.clone(),
+            });
+            if inner.faults.hangs(endpoint) {
+                // Hold the connection unanswered until unhung or shut down.
+                while inner.faults.hangs(endpoint) && !shared.is_shutting_down() {
+                    inner = shared.unhang.wait(inner).unwrap_or_else(|e| e.into_inner());
+                }
+                break;
+            }
+            let fallback = inner.faults.fdv1_fallback && endpoint.is_some_and(Endpoint::is_fdv2);
+            (inner.faults.take_failure(endpoint), fallback)
+        };
+        let mut headers = vec![("Content-Type", "application/json")];
+        if fallback {
+            headers.push(FALLBACK_HEADER);
+        }
+        let keep = match fault {
+            Some(status) => {
+                let body = format!("{{\"message\":\"injected fault: HTTP {status}\"}}");
+                write_response(&mut stream, status, &headers, body.as_bytes(), req.close).is_ok()
+            }
+            None => match route(shared, id, &req, endpoint, &headers, &mut stream) {
+                Routed::Done(ok) => ok,
+                Routed::Streamed => false,
+            },
+        };
+        if !keep || req.close {
+            break;
+        }
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+}

@@ -1,0 +1,452 @@
+//! [`ServerHandle`]: the running server, its shared state and what a test changes
+//! through it (data, faults, events, shutdown).
+
+use std::collections::{HashMap, VecDeque};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::data::{Data, ItemKind};
+use crate::events::Subscribers;
+use crate::fault::Faults;
+
+use crate::error::ServerError;
+use crate::events::EventSubscription;
+use crate::fault::Endpoint;
+use crate::recorded::RecordedRequest;
+use crate::{data, fdv2};
+
+/// How long [`ServerHandle::shutdown`] waits for connection threads.
+pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// A running server. Dropping it shuts it down.
+#[derive(Debug)]
+pub struct ServerHandle {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) accept: Mutex<Option<JoinHandle<()>>>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) addr: SocketAddr,
+    pub(crate) sdk_key: Option<String>,
+    pub(crate) env_id: Option<String>,
+    pub(crate) heartbeat: Duration,
+    pub(crate) max_body: usize,
+    pub(crate) shutting_down: AtomicBool,
+    pub(crate) inner: Mutex<Inner>,
+    pub(crate) unhang: Condvar,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) data: Data,
+    /// Open streams (FDv1 and FDv2).
+    pub(crate) streams: Vec<StreamSub>,
+    /// Every open connection, to close them at shutdown.
+    pub(crate) conns: HashMap<u64, TcpStream>,
+    pub(crate) threads: Vec<JoinHandle<()>>,
+    pub(crate) next_id: u64,
+    pub(crate) faults: Faults,
+    pub(crate) requests: VecDeque<RecordedRequest>,
+    pub(crate) request_count: u64,
+    pub(crate) event_subs: Subscribers,
+}
+
+/// An open stream: its connection id, protocol, and the channel to its thread.
+#[derive(Debug)]
+pub(crate) struct StreamSub {
+    pub(crate) id: u64,
+    pub(crate) fdv2: bool,
+    pub(crate) tx: Sender<StreamMsg>,
+}
+
+#[derive(Debug)]
+pub(crate) enum StreamMsg {
+    Event(Arc<str>),
+    Close,
+}
+
+impl Shared {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+}
+
+impl Inner {
+    /// Send every FDv1 stream `fdv1` and every FDv2 stream `fdv2` (both SSE text).
+    pub(crate) fn broadcast(&mut self, fdv1: &str, fdv2: &str) {
+        let (fdv1, fdv2): (Arc<str>, Arc<str>) = (fdv1.into(), fdv2.into());
+        self.streams.retain(|s| {
+            let text = if s.fdv2 { &fdv2 } else { &fdv1 };
+            s.tx.send(StreamMsg::Event(text.clone())).is_ok()
+        });
+    }
+
+    /// Close every stream.
+    pub(crate) fn close_streams(&mut self) {
+        for s in self.streams.drain(..) {
+            let _ = s.tx.send(StreamMsg::Close);
+        }
+    }
+
+    /// The current data as one FDv2 payload of changes on an open stream.
+    pub(crate) fn fdv2_changes(&self, change: fdv2::Event) -> String {
+        let done = fdv2::payload_transferred(&self.data.state(), self.data.version());
+        fdv2::to_sse(&[change, done])
+    }
+}
+
+pub(crate) fn sse_event(name: &str, data: &str) -> String {
+    format!("event: {name}\ndata: {data}\n\n")
+}
+
+impl ServerHandle {
+    /// The bound address (always on 127.0.0.1).
+    pub fn addr(&self) -> SocketAddr {
+        self.shared.addr
+    }
+
+    /// `http://127.0.0.1:PORT`: use it as both the stream and the polling base URI.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.shared.addr)
+    }
+
+    /// Insert or replace a flag and push a `patch` to every stream. Without a `version`
+    /// field the flag gets the previous version plus one (1 for a new flag); `key` is
+    /// filled in. Returns the version stored.
+    pub fn set_flag(&self, key: &str, flag: Value) -> Result<u64, ServerError> {
+        self.upsert(ItemKind::Flag, key, flag)
+    }
+
+    /// Insert or replace a segment and push a `patch`, as [`set_flag`](Self::set_flag).
+    pub fn set_segment(&self, key: &str, segment: Value) -> Result<u64, ServerError> {
+        self.upsert(ItemKind::Segment, key, segment)
+    }
+
+    /// Delete a flag with the next version and push a `delete`. Returns that version.
+    pub fn delete_flag(&self, key: &str) -> u64 {
+        self.delete(ItemKind::Flag, key, None)
+    }
+
+    /// Delete a segment with the next version and push a `delete`.
+    pub fn delete_segment(&self, key: &str) -> u64 {
+        self.delete(ItemKind::Segment, key, None)
+    }
+
+    /// Delete a flag with an explicit tombstone version (which may be stale, to test
+    /// that clients ignore it).
+    pub fn delete_flag_version(&self, key: &str, version: u64) -> u64 {
+        self.delete(ItemKind::Flag, key, Some(version))
+    }
+
+    /// Replace all data (same shape as [`ServerBuilder::data`](crate::ServerBuilder::data)) and send every FDv1
+    /// stream a new `put`, every FDv2 stream a new `xfer-full` payload.
+    ///
+    /// Item versions never go back, as LaunchDarkly's never do (the SDKs tell changes
+    /// by them): an item whose content changed is served with at least the version
+    /// served before plus one, an unchanged one with at least the version served
+    /// before; a higher version in `data` is kept.
+    ///
+    /// ```
+    /// use flagsync_server::Server;
+    /// use serde_json::json;
+    ///
+    /// let server = Server::builder().data(json!({"flags": {"f": {"on": true}}})).start()?;
+    /// server.replace_all(json!({"flags": {"f": {"on": false}}}))?;
+    /// assert_eq!(server.flag("f").unwrap()["version"], 2);
+    /// # Ok::<(), flagsync_server::ServerError>(())
+    /// ```
+    pub fn replace_all(&self, data: Value) -> Result<(), ServerError> {
+        let data = Data::from_json(data).map_err(ServerError::InvalidData)?;
+        let mut inner = self.shared.lock();
+        inner.data.replace(data);
+        let body = inner.data.rendered();
+        let put = sse_event("put", &format!("{{\"path\":\"/\",\"data\":{}}}", body.body));
+        let full = fdv2::to_sse(&fdv2::full_transfer(&inner.data.fdv2_objects()));
+        inner.broadcast(&put, &full);
+        Ok(())
+    }
+
+    /// A flag as currently served, if it exists.
+    pub fn flag(&self, key: &str) -> Option<Value> {
+        self.shared.lock().data.get(ItemKind::Flag, key).cloned()
+    }
+
+    /// The keys of the flags currently served, sorted.
+    pub fn flag_keys(&self) -> Vec<String> {
+        self.shared.lock().data.keys(ItemKind::Flag)
+    }
+
+    /// The current data as `{"flags":{…},"segments":{…}}`, exactly as polling serves it.
+    pub fn data_json(&self) -> String {
+        self.shared.lock().data.rendered().body.clone()
+    }
+
+    /// The selector state of the current data, `<epoch>-<payload version>`: a client
+    /// that sends it as `basis` is up to date (FDv2 intent `none`).
+    ///
+    /// ```
+    /// use flagsync_server::Server;
+    /// use serde_json::json;
+    ///
+    /// let server = Server::builder().start()?;
+    /// let before = server.fdv2_state();
+    /// server.set_flag("f", json!({"on": true}))?;
+    /// assert_ne!(server.fdv2_state(), before); // clients sending `before` get everything
+    /// # Ok::<(), flagsync_server::ServerError>(())
+    /// ```
+    pub fn fdv2_state(&self) -> String {
+        self.shared.lock().data.state()
+    }
+
+    /// The payload version: 1 for the initial data, plus one per change.
+    ///
+    /// ```
+    /// use flagsync_server::Server;
+    ///
+    /// let server = Server::builder().start()?;
+    /// assert_eq!(server.payload_version(), 1);
+    /// server.delete_flag("gone");
+    /// assert_eq!(server.payload_version(), 2);
+    /// # Ok::<(), flagsync_server::ServerError>(())
+    /// ```
+    pub fn payload_version(&self) -> u64 {
+        self.shared.lock().data.version()
+    }
+
+    /// Fault: answer the next `count` requests (any endpoint, any path) with `status`
+    /// and a small JSON body, before any other check. `count = 0` cancels.
+    pub fn fail_next(&self, count: usize, status: u16) {
+        self.shared.lock().faults.set_fail_next(count, status);
+    }
+
+    /// Fault: answer every request to `endpoint` with `status` and a small JSON body,
+    /// before any other check (after [`fail_next`](Self::fail_next)), until called
+    /// again with `None`.
+    ///
+    /// ```
+    /// use flagsync_server::{Endpoint, Server};
+    ///
+    /// let server = Server::builder().start()?;
+    /// // FDv2 clients lose their stream for good and fall back to polling.
+    /// server.fail_endpoint(Endpoint::Fdv2Stream, Some(401));
+    /// # Ok::<(), flagsync_server::ServerError>(())
+    /// ```
+    pub fn fail_endpoint(&self, endpoint: Endpoint, status: Option<u16>) {
+        self.shared.lock().faults.set_fail(endpoint, status);
+    }
+
+    /// Fault: close every open stream now: its body ends (the last chunk) and the
+    /// connection closes, so clients see the stream end and reconnect.
+    pub fn drop_streams(&self) {
+        self.shared.lock().close_streams();
+    }
+
+    /// Fault: while `true`, accept connections and read requests but never answer them
+    /// (clients see a timeout). Setting it back to `false` closes the held connections.
+    pub fn hang(&self, hang: bool) {
+        self.shared.lock().faults.set_hang(hang);
+        self.shared.unhang.notify_all();
+    }
+
+    /// Fault: [`hang`](Self::hang) for requests to `endpoint` only.
+    ///
+    /// ```
+    /// use flagsync_server::{Endpoint, Server};
+    ///
+    /// let server = Server::builder().start()?;
+    /// // FDv2 streams never get a response: clients fall back after their timeout.
+    /// server.hang_endpoint(Endpoint::Fdv2Stream, true);
+    /// server.hang_endpoint(Endpoint::Fdv2Stream, false); // closes the held connections
+    /// # Ok::<(), flagsync_server::ServerError>(())
+    /// ```
+    pub fn hang_endpoint(&self, endpoint: Endpoint, hang: bool) {
+        self.shared.lock().faults.set_hang_endpoint(endpoint, hang);
+        self.shared.unhang.notify_all();
+    }
+
+    /// Fault: while `true`, every FDv2 response (`/sdk/stream`, `/sdk/poll`; successes
+    /// and errors alike, injected ones included) carries `X-LD-FD-Fallback: true`,
+    /// which directs FDv2 clients to FDv1 (`/sdk/latest-all`) for good. Streams opened
+    /// before keep running.
+    ///
+    /// ```
+    /// use flagsync_server::Server;
+    ///
+    /// let server = Server::builder().start()?;
+    /// server.fdv1_fallback(true);
+    /// # Ok::<(), flagsync_server::ServerError>(())
+    /// ```
+    pub fn fdv1_fallback(&self, on: bool) {
+        self.shared.lock().faults.fdv1_fallback = on;
+    }
+
+    /// Fault: the next `count` FDv2 streams send a `goodbye` event after their first
+    /// payload (a full transfer, or intent `none`) and close; clients reconnect with
+    /// their `basis`. `usize::MAX`: every stream; 0 cancels.
+    ///
+    /// ```
+    /// use flagsync_server::Server;
+    ///
+    /// let server = Server::builder().start()?;
+    /// server.goodbye_next(1);
+    /// # Ok::<(), flagsync_server::ServerError>(())
+    /// ```
+    pub fn goodbye_next(&self, count: usize) {
+        self.shared.lock().faults.set_goodbye(count);
+    }
+
+    /// Fault: the next `count` FDv2 full payloads (the first payload of a stream, or a
+    /// poll response) are interrupted half-way by an `error` event, after which every
+    /// object is sent again and the payload completes; clients must drop the partial
+    /// changes and keep going. `usize::MAX`: every one; 0 cancels.
+    ///
+    /// ```
+    /// use flagsync_server::Server;
+    ///
+    /// let server = Server::builder().start()?;
+    /// server.payload_error_next(1);
+    /// # Ok::<(), flagsync_server::ServerError>(())
+    /// ```
+    pub fn payload_error_next(&self, count: usize) {
+        self.shared.lock().faults.set_payload_error(count);
+    }
+
+    /// The number of streams currently open.
+    pub fn open_streams(&self) -> usize {
+        self.shared.lock().streams.len()
+    }
+
+    /// Wait until at least `n` streams are open; `false` on timeout.
+    pub fn wait_for_streams(&self, n: usize, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while self.open_streams() < n {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+        true
+    }
+
+    /// Receive every event payload accepted from now on (`POST …/bulk`,
+    /// `POST …/diagnostic`), holding at most `capacity` unreceived ones: beyond that,
+    /// payloads are dropped for this subscription and counted
+    /// ([`EventSubscription::dropped`]), never waited for. Dropping the subscription
+    /// ends it; shutting the server down ends every one.
+    ///
+    /// ```
+    /// use std::io::Write;
+    /// use std::time::Duration;
+    ///
+    /// use flagsync_server::{PayloadKind, Server};
+    ///
+    /// let server = Server::builder().sdk_key(Some("sdk-key".into())).start()?;
+    /// let events = server.subscribe_events(100);
+    /// let body = r#"[{"kind":"custom","key":"clicked","creationDate":1,"contextKeys":{"user":"u"}}]"#;
+    /// let mut conn = std::net::TcpStream::connect(server.addr())?;
+    /// write!(
+    ///     conn,
+    ///     "POST /bulk HTTP/1.1\r\nAuthorization: sdk-key\r\nX-LaunchDarkly-Payload-ID: p1\r\n\
+    ///      Content-Length: {}\r\n\r\n{body}",
+    ///     body.len()
+    /// )?;
+    /// let payload = events.recv_timeout(Duration::from_secs(5)).expect("a payload");
+    /// assert_eq!(payload.kind, PayloadKind::Bulk);
+    /// assert_eq!(payload.payload_id.as_deref(), Some("p1"));
+    /// assert_eq!(payload.events()[0]["key"], "clicked");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn subscribe_events(&self, capacity: usize) -> EventSubscription {
+        self.shared.lock().event_subs.subscribe(capacity)
+    }
+
+    /// The total number of requests received.
+    pub fn request_count(&self) -> u64 {
+        self.shared.lock().request_count
+    }
+
+    /// The most recent requests received (up to 1000), oldest first.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.shared.lock().requests.iter().cloned().collect()
+    }
+
+    /// Stop: close the listener and every connection, and join the threads (waiting at
+    /// most a few seconds). Idempotent; also done on drop.
+    pub fn shutdown(&self) {
+        let Some(accept) = self.accept.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            return;
+        };
+        self.shared.shutting_down.store(true, Ordering::SeqCst);
+        {
+            let mut inner = self.shared.lock();
+            inner.close_streams();
+            inner.event_subs.close();
+            for (_, conn) in inner.conns.drain() {
+                let _ = conn.shutdown(std::net::Shutdown::Both);
+            }
+        }
+        self.shared.unhang.notify_all();
+        // Wake the accept loop.
+        let _ = TcpStream::connect_timeout(&self.shared.addr, Duration::from_secs(1));
+        let _ = accept.join();
+        let threads = std::mem::take(&mut self.shared.lock().threads);
+        let deadline = Instant::now() + SHUTDOWN_GRACE;
+        for t in threads {
+            while !t.is_finished() && Instant::now() < deadline {
+                thread::sleep(Duration::from_millis(2));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
+        }
+    }
+
+    pub(crate) fn upsert(
+        &self,
+        kind: ItemKind,
+        key: &str,
+        item: Value,
+    ) -> Result<u64, ServerError> {
+        let mut inner = self.shared.lock();
+        let item = inner
+            .data
+            .upsert(kind, key, item)
+            .map_err(ServerError::InvalidData)?;
+        let version = item.get("version").and_then(Value::as_u64).unwrap_or(0);
+        let path = format!("{}{key}", kind.path_prefix());
+        let payload = serde_json::json!({ "path": path, "data": item });
+        let patch = sse_event("patch", &payload.to_string());
+        let put = fdv2::put(data::put_object(kind, key, version, &item));
+        let changes = inner.fdv2_changes(put);
+        inner.broadcast(&patch, &changes);
+        Ok(version)
+    }
+
+    pub(crate) fn delete(&self, kind: ItemKind, key: &str, version: Option<u64>) -> u64 {
+        let mut inner = self.shared.lock();
+        let version = inner.data.delete(kind, key, version);
+        let path = format!("{}{key}", kind.path_prefix());
+        let payload = serde_json::json!({ "path": path, "version": version });
+        let delete = sse_event("delete", &payload.to_string());
+        let changes = inner.fdv2_changes(fdv2::delete_object(kind, key, version));
+        inner.broadcast(&delete, &changes);
+        version
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
