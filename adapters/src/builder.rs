@@ -135,6 +135,20 @@ impl ClientBuilder {
         self
     }
 
+    /// Identify the application by id alone in `X-LaunchDarkly-Tags` (the official SDK's
+    /// `ApplicationInfo::application_identifier`).
+    pub fn application_id(mut self, id: impl Into<String>) -> Self {
+        self.config.identity.application_id = Some(id.into());
+        self
+    }
+
+    /// The application's version in `X-LaunchDarkly-Tags` (the official SDK's
+    /// `ApplicationInfo::application_version`).
+    pub fn application_version(mut self, version: impl Into<String>) -> Self {
+        self.config.identity.application_version = Some(version.into());
+        self
+    }
+
     /// Name the library or framework that wraps flagsync, sent as
     /// `X-LaunchDarkly-Wrapper: name/version` (just `name` when `version` is empty; no
     /// header when `name` is empty).
@@ -326,6 +340,17 @@ impl ClientBuilder {
         self
     }
 
+    /// Send everything through a LaunchDarkly Relay Proxy (or another service that
+    /// serves all three) at `uri`: the stream, polling and events base URIs at once (the
+    /// official SDK's `ServiceEndpointsBuilder::relay_proxy`).
+    #[cfg(feature = "eval")]
+    pub fn relay_proxy(self, uri: impl Into<String>) -> Self {
+        let uri = uri.into();
+        self.stream_uri(uri.clone())
+            .polling_uri(uri.clone())
+            .events_uri(uri)
+    }
+
     /// Send analytics events (default true); false sends none.
     #[cfg(feature = "eval")]
     pub fn send_events(mut self, send: bool) -> Self {
@@ -475,6 +500,25 @@ mod tests {
         );
         assert!(parts[2].starts_with('4'));
         assert!(matches!(parts[3].as_bytes()[0], b'8' | b'9' | b'a' | b'b'));
+    }
+
+    #[test]
+    #[cfg(feature = "eval")]
+    fn the_official_sdk_s_endpoint_and_application_settings() {
+        let b = Client::builder("k").relay_proxy("http://relay:8030");
+        assert_eq!(b.config.stream_uri, "http://relay:8030");
+        assert_eq!(b.config.polling_uri, "http://relay:8030");
+        assert_eq!(b.events.events_uri.as_deref(), Some("http://relay:8030"));
+        let b = Client::builder("k")
+            .application_id("app")
+            .application_version("1.2");
+        assert_eq!(b.config.identity.application_id.as_deref(), Some("app"));
+        assert_eq!(
+            b.config.identity.application_version.as_deref(),
+            Some("1.2")
+        );
+        let b = Client::builder("k").application_version("2");
+        assert_eq!(b.config.identity.application_id, None);
     }
 
     #[test]

@@ -92,6 +92,10 @@ pub mod sse_client;
 mod tls;
 mod transport;
 
+/// This crate's version, as the `User-Agent` names it (the official SDK's
+/// `version_string`).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 pub use builder::ClientBuilder;
 pub use client::Client;
 pub use error::Error;

@@ -31,6 +31,7 @@ runtime_tests!(
     migration_operations_are_reported_by_default,
     summaries_count_every_evaluation_from_many_threads_across_flushes,
     a_diagnostic_init_event_describes_the_client,
+    the_official_sdk_s_track_calls_send_the_same_custom_events,
 );
 
 fn flag(extra: Value) -> Value {
@@ -363,5 +364,38 @@ async fn a_diagnostic_init_event_describes_the_client(rt: Rt) {
     assert_eq!(body["configuration"]["streamingDisabled"], false);
     assert_eq!(body["sdk"]["name"], "flagsync");
     assert_eq!(body["platform"]["name"], "rust");
+    client.close().await;
+}
+
+/// `track_event`, `track_data` and `track_metric` (the official SDK's names) send what
+/// `track` sends with the same arguments.
+async fn the_official_sdk_s_track_calls_send_the_same_custom_events(rt: Rt) {
+    let flags = serve_flags();
+    let events = events_service(Arc::new(AtomicU16::new(202)));
+    let client = ready(&rt, client_builder(&rt, &flags, &events)).await;
+    let anna = user("anna");
+    client.track_event("plain-event", &anna);
+    client
+        .track_data("with-data", &anna, json!({"items": [1, 2]}))
+        .unwrap();
+    client.track_metric("with-metric", &anna, 9.5, Some(json!("x")));
+    client.flush();
+    assert!(eventually(&rt, 5 * SEC, || !bulk(&events).is_empty()).await);
+    let (_, body) = bulk(&events).remove(0);
+    let custom: Vec<Value> = body
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "custom")
+        .map(|e| json!([e["key"], e.get("data"), e.get("metricValue")]))
+        .collect();
+    assert_eq!(
+        custom,
+        [
+            json!(["plain-event", null, null]),
+            json!(["with-data", {"items": [1, 2]}, null]),
+            json!(["with-metric", "x", 9.5]),
+        ]
+    );
     client.close().await;
 }

@@ -65,6 +65,40 @@ impl Client {
         });
     }
 
+    /// [`Client::track`] with neither data nor a metric value (the official SDK's
+    /// `track_event`).
+    pub fn track_event(&self, key: &str, context: &Context) {
+        self.track(key, context, None, None);
+    }
+
+    /// [`Client::track`] with `data` serialized to JSON and no metric value (the official
+    /// SDK's `track_data`).
+    ///
+    /// # Errors
+    /// `data` cannot be serialized to JSON; nothing is tracked then.
+    pub fn track_data(
+        &self,
+        key: &str,
+        context: &Context,
+        data: impl serde::Serialize,
+    ) -> serde_json::Result<()> {
+        let data = serde_json::to_value(data)?;
+        self.track(key, context, Some(data), None);
+        Ok(())
+    }
+
+    /// [`Client::track`] with a metric value and optional data (the official SDK's
+    /// `track_metric`).
+    pub fn track_metric(
+        &self,
+        key: &str,
+        context: &Context,
+        metric_value: f64,
+        data: Option<Value>,
+    ) {
+        self.track(key, context, data, Some(metric_value));
+    }
+
     /// Report `context` (an `identify` event), so that it can be targeted before it
     /// evaluated any flag.
     pub fn identify(&self, context: &Context) {
