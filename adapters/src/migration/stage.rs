@@ -143,6 +143,25 @@ impl FromStr for Stage {
     }
 }
 
+/// A stage as a flag variation's value (`"dualwrite"`, …), as the official SDK converts it.
+impl From<Stage> for crate::eval::FlagValue {
+    fn from(stage: Stage) -> Self {
+        Self::Str(stage.as_str().to_owned())
+    }
+}
+
+/// The stage a flag variation's value names; any other value is an [`UnknownStage`].
+impl TryFrom<crate::eval::FlagValue> for Stage {
+    type Error = UnknownStage;
+
+    fn try_from(value: crate::eval::FlagValue) -> Result<Self, UnknownStage> {
+        match value {
+            crate::eval::FlagValue::Str(name) => name.parse(),
+            _ => Err(UnknownStage),
+        }
+    }
+}
+
 impl Origin {
     /// `"old"` or `"new"`.
     pub fn as_str(self) -> &'static str {

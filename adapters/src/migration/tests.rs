@@ -46,6 +46,19 @@ fn stage_names_round_trip() {
     }
     assert_eq!("Live".parse::<Stage>(), Err(UnknownStage));
     assert_eq!(Stage::DualWrite.to_string(), "dualwrite");
+    for stage in Stage::ALL {
+        let value = crate::eval::FlagValue::from(stage);
+        assert_eq!(value, crate::eval::FlagValue::Str(stage.as_str().into()));
+        assert_eq!(Stage::try_from(value), Ok(stage));
+    }
+    assert_eq!(
+        Stage::try_from(crate::eval::FlagValue::Bool(true)),
+        Err(UnknownStage)
+    );
+    assert_eq!(
+        Stage::try_from(crate::eval::FlagValue::Str("Live".into())),
+        Err(UnknownStage)
+    );
 }
 
 /// PROTOCOL.md B §6.1, row by row.

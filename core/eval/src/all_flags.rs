@@ -8,7 +8,7 @@ use flagsync_core::bigseg::BigSegmentLookup;
 use flagsync_core::{Kind, Snapshot};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
-use crate::engine::{self, Options, PrerequisiteEvent, PrerequisiteRecorder, Store};
+use crate::engine::{self, Flag, Options, PrerequisiteEvent, PrerequisiteRecorder, Store};
 use crate::models::Models;
 use crate::{Context, EvalError, FlagValue, Reason};
 
@@ -24,6 +24,7 @@ use crate::{Context, EvalError, FlagValue, Reason};
 #[must_use]
 pub struct AllFlagsOptions {
     client_side_only: bool,
+    mobile_only: bool,
     with_reasons: bool,
     details_only_for_tracked_flags: bool,
 }
@@ -39,6 +40,25 @@ impl AllFlagsOptions {
     pub fn client_side_only(mut self, on: bool) -> Self {
         self.client_side_only = on;
         self
+    }
+
+    /// Only flags available to mobile SDKs (`clientSideAvailability.usingMobileKey`,
+    /// true unless a flag says otherwise). With [`AllFlagsOptions::client_side_only`]
+    /// too, a flag available to either is kept (the official SDK's
+    /// `FlagFilter::CLIENT | FlagFilter::MOBILE`).
+    pub fn mobile_only(mut self, on: bool) -> Self {
+        self.mobile_only = on;
+        self
+    }
+
+    /// Whether `flag` passes the client-side and mobile filters.
+    fn keeps(&self, flag: &Flag) -> bool {
+        match (self.client_side_only, self.mobile_only) {
+            (false, false) => true,
+            (true, false) => flag.using_environment_id(),
+            (false, true) => flag.using_mobile_key(),
+            (true, true) => flag.using_environment_id() || flag.using_mobile_key(),
+        }
     }
 
     /// Include each flag's evaluation reason.
@@ -226,7 +246,7 @@ impl PrerequisiteRecorder for PrerequisiteLog<'_> {
 ///
 /// A flag that cannot be parsed, or whose evaluation fails, is included with no value,
 /// no variation and the reason `ERROR` (`MALFORMED_FLAG`); an unparsable flag is left
-/// out with `client_side_only`, which needs the parsed flag to decide.
+/// out with `client_side_only` or `mobile_only`, which need the parsed flag to decide.
 pub fn flags_state(
     snapshot: &Snapshot,
     models: &(impl Models + ?Sized),
@@ -240,7 +260,7 @@ pub fn flags_state(
     let mut flags = Vec::new();
     for (key, item, derived) in snapshot.iter_with_derived(Kind::Flag) {
         let Some(flag) = models.flag(snapshot, key, item, derived) else {
-            if !options.client_side_only {
+            if !options.client_side_only && !options.mobile_only {
                 let reason = Reason::error(EvalError::MalformedFlag);
                 let state = FlagState {
                     value: None,
@@ -256,7 +276,7 @@ pub fn flags_state(
             }
             continue;
         };
-        if options.client_side_only && !flag.using_environment_id() {
+        if !options.keeps(&flag) {
             continue;
         }
         let log = PrerequisiteLog {

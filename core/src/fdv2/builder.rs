@@ -233,7 +233,9 @@ impl Protocol {
     /// `payload-transferred` before any `server-intent`: the data source is interrupted.
     /// [`Error::PayloadTooLarge`] or [`Error::TooManyObjects`] for a `put-object` or
     /// `delete-object` that takes the uncommitted payload past the [`PayloadLimits`]:
-    /// the partial payload is dropped (the intent is kept, as after `goodbye`).
+    /// the partial payload is dropped, and its intent with it, so that nothing but a
+    /// new `server-intent` starts a payload again (a `payload-transferred` that
+    /// followed the cut-off payload would otherwise commit an empty full transfer).
     pub fn handle_event(&mut self, event: Event) -> Result<Action, Error> {
         match event {
             Event::ServerIntent(intent) => {
@@ -275,7 +277,7 @@ impl Protocol {
         self.builder.reset();
     }
 
-    /// Past a bound, drop the partial payload (issue 33).
+    /// Past a bound, drop the partial payload and its intent (issue 33).
     fn check_limits(&mut self) -> Result<(), Error> {
         let limits = self.limits;
         let err = if self.builder.held_bytes() > limits.max_bytes {
@@ -289,7 +291,7 @@ impl Protocol {
         } else {
             return Ok(());
         };
-        self.builder.reset();
+        self.builder = ChangeSetBuilder::new();
         Err(err)
     }
 

@@ -243,4 +243,28 @@ mod tests {
             Err(Error::PayloadTooLarge { limit: 100 })
         );
     }
+
+    #[test]
+    fn a_cut_off_payload_never_commits_even_if_its_end_follows() {
+        let mut p = Protocol::with_limits(PayloadLimits {
+            max_bytes: 40,
+            max_objects: 10,
+        });
+        p.handle_event(intent("xfer-full")).unwrap();
+        let put = r#"{"version":1,"kind":"flag","key":"f","object":{"key":"f","version":1}}"#;
+        p.handle_event(ev("put-object", put)).unwrap();
+        assert!(p.handle_event(ev("put-object", put)).is_err());
+        // The end of the payload that was cut off: no empty full transfer is committed.
+        let transferred = r#"{"state":"s","version":1}"#;
+        assert_eq!(
+            p.handle_event(ev("payload-transferred", transferred)),
+            Err(Error::MissingIntent)
+        );
+        assert!(p.builder().intent().is_none());
+        // A new payload starts with its intent, as after any reconnect.
+        p.handle_event(intent("xfer-full")).unwrap();
+        p.handle_event(ev("put-object", put)).unwrap();
+        let applied = p.handle_event(ev("payload-transferred", transferred)).unwrap();
+        assert!(matches!(applied, Action::Apply(cs) if cs.changes.len() == 1));
+    }
 }

@@ -202,3 +202,46 @@ fn prerequisites_lists_every_direct_prerequisite_the_evaluation_reached() {
     );
     assert_eq!(state["needs-bad"]["prerequisites"], json!(["p2", "bad"]));
 }
+
+/// The client-side and mobile filters, alone and together (a flag available to either
+/// is kept, as the official SDK's `CLIENT | MOBILE`); an unreadable flag is left out by
+/// either filter.
+#[test]
+fn client_side_and_mobile_filters() {
+    let avail = |env: bool, mobile: bool| {
+        json!({"clientSideAvailability": {"usingEnvironmentId": env, "usingMobileKey": mobile}})
+    };
+    let flags = [
+        full_flag("both", 1, json!([true]), avail(true, true)),
+        full_flag("js", 1, json!([true]), avail(true, false)),
+        full_flag("mobile", 1, json!([true]), avail(false, true)),
+        full_flag("neither", 1, json!([true]), avail(false, false)),
+        full_flag("default", 1, json!([true]), json!({})),
+        json!({"key": "broken", "version": 1, "variations": 3}),
+    ];
+    let keys = |options: AllFlagsOptions| -> Vec<String> {
+        let state = flags_state_json(&flags, options);
+        let mut keys: Vec<String> = state
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| !k.starts_with('$'))
+            .cloned()
+            .collect();
+        keys.sort();
+        keys
+    };
+    assert_eq!(
+        keys(AllFlagsOptions::new()),
+        ["both", "broken", "default", "js", "mobile", "neither"]
+    );
+    assert_eq!(keys(AllFlagsOptions::new().client_side_only(true)), ["both", "js"]);
+    assert_eq!(
+        keys(AllFlagsOptions::new().mobile_only(true)),
+        ["both", "default", "mobile"]
+    );
+    assert_eq!(
+        keys(AllFlagsOptions::new().client_side_only(true).mobile_only(true)),
+        ["both", "default", "js", "mobile"]
+    );
+}
