@@ -98,7 +98,8 @@ impl FlagsyncProvider {
 
     /// How long `initialize` waits for the client's data (default
     /// [`DEFAULT_INIT_TIMEOUT`]). After that the provider's status is `ERROR` until the
-    /// data arrives.
+    /// data arrives. Zero does not wait at all: the status stays `NOT_READY` until the
+    /// data arrives (as LaunchDarkly's .NET provider with a zero start wait time).
     #[must_use]
     pub fn with_init_timeout(mut self, timeout: Duration) -> Self {
         self.init_timeout = timeout;
@@ -171,6 +172,9 @@ impl FeatureProvider for FlagsyncProvider {
         if let Err(e) = self.client.start() {
             tracing::error!("The flagsync client could not start: {e}");
             self.init_failed.store(true, Ordering::Relaxed);
+            return;
+        }
+        if self.init_timeout.is_zero() {
             return;
         }
         if !self.client.wait_for_initialization(self.init_timeout).await {
