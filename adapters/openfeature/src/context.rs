@@ -81,9 +81,10 @@ fn field_to_attribute(value: &EvaluationContextFieldValue) -> Option<AttributeVa
         EvaluationContextFieldValue::Int(i) => AttributeValue::Number(*i as f64),
         EvaluationContextFieldValue::Float(f) => AttributeValue::Number(*f),
         EvaluationContextFieldValue::String(s) => AttributeValue::String(s.clone()),
-        EvaluationContextFieldValue::DateTime(t) => {
-            AttributeValue::String(t.format(&time::format_description::well_known::Rfc3339).ok()?)
-        }
+        EvaluationContextFieldValue::DateTime(t) => AttributeValue::String(
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()?,
+        ),
         EvaluationContextFieldValue::Struct(any) => return any_to_attribute(any.as_ref()),
     })
 }
@@ -95,7 +96,9 @@ pub(crate) fn value_to_attribute(value: &Value) -> AttributeValue {
         Value::Int(i) => AttributeValue::Number(*i as f64),
         Value::Float(f) => AttributeValue::Number(*f),
         Value::String(s) => AttributeValue::String(s.clone()),
-        Value::Array(items) => AttributeValue::Array(items.iter().map(value_to_attribute).collect()),
+        Value::Array(items) => {
+            AttributeValue::Array(items.iter().map(value_to_attribute).collect())
+        }
         Value::Struct(s) => struct_to_attribute(s),
     }
 }
@@ -112,7 +115,10 @@ fn struct_to_attribute(s: &StructValue) -> AttributeValue {
 fn context_to_attribute(c: &EvaluationContext) -> AttributeValue {
     let mut object: HashMap<String, AttributeValue> = fields_to_object(&c.custom_fields);
     if let Some(key) = &c.targeting_key {
-        object.insert(TARGETING_KEY.to_owned(), AttributeValue::String(key.clone()));
+        object.insert(
+            TARGETING_KEY.to_owned(),
+            AttributeValue::String(key.clone()),
+        );
     }
     AttributeValue::Object(object)
 }
@@ -142,7 +148,9 @@ fn any_to_attribute(any: &(dyn std::any::Any + Send + Sync)) -> Option<Attribute
         return Some(AttributeValue::Object(fields_to_object(m)));
     }
     if let Some(v) = any.downcast_ref::<Vec<Value>>() {
-        return Some(AttributeValue::Array(v.iter().map(value_to_attribute).collect()));
+        return Some(AttributeValue::Array(
+            v.iter().map(value_to_attribute).collect(),
+        ));
     }
     if let Some(v) = any.downcast_ref::<Vec<EvaluationContextFieldValue>>() {
         return Some(AttributeValue::Array(
@@ -151,7 +159,9 @@ fn any_to_attribute(any: &(dyn std::any::Any + Send + Sync)) -> Option<Attribute
     }
     if let Some(v) = any.downcast_ref::<Vec<String>>() {
         return Some(AttributeValue::Array(
-            v.iter().map(|s| AttributeValue::String(s.clone())).collect(),
+            v.iter()
+                .map(|s| AttributeValue::String(s.clone()))
+                .collect(),
         ));
     }
     if let Some(v) = any.downcast_ref::<Vec<&'static str>>() {
@@ -183,15 +193,19 @@ pub fn to_context(context: &EvaluationContext) -> Result<Context, EvaluationErro
     match fields.get("kind") {
         Some(EvaluationContextFieldValue::String(k)) if k == MULTI => return to_multi(fields),
         Some(EvaluationContextFieldValue::String(k)) => kind = k,
-        Some(_) => warn!("The EvaluationContext contained an invalid kind and it will be discarded."),
+        Some(_) => {
+            warn!("The EvaluationContext contained an invalid kind and it will be discarded.")
+        }
         None => {}
     }
     let targeting_key = context.targeting_key.as_deref().filter(|k| !k.is_empty());
-    let key = choose_key(targeting_key, fields.get("key").map(|v| Field::Top(v)))?;
+    let key = choose_key(targeting_key, fields.get("key").map(Field::Top))?;
     build_single(
         kind,
         key,
-        fields.iter().map(|(name, value)| (name.as_str(), Field::Top(value))),
+        fields
+            .iter()
+            .map(|(name, value)| (name.as_str(), Field::Top(value))),
     )
 }
 
@@ -273,7 +287,9 @@ fn build_single<'a>(
 /// `privateAttributes`: a list of strings, or the Java provider's error messages.
 fn private_attributes(value: Field<'_>) -> Result<Vec<String>, &'static str> {
     let Some(AttributeValue::Array(items)) = value.to_attribute() else {
-        return Err("A key of 'privateAttributes' in an evaluation context must have a list value.");
+        return Err(
+            "A key of 'privateAttributes' in an evaluation context must have a list value.",
+        );
     };
     items
         .into_iter()

@@ -74,10 +74,9 @@ impl ProviderEvents {
     /// The next event, or `None` once the client is closed.
     pub async fn recv(&self) -> Option<ProviderEvent> {
         loop {
-            let next = future::or(
-                async { self.statuses.recv().await.map(Ok) },
-                async { self.flags.recv().await.map(Err) },
-            )
+            let next = future::or(async { self.statuses.recv().await.map(Ok) }, async {
+                self.flags.recv().await.map(Err)
+            })
             .await?;
             if let Some(event) = Self::event(next) {
                 return Some(event);

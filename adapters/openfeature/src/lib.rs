@@ -47,7 +47,9 @@ use std::time::Duration;
 
 use flagsync::Client;
 use flagsync::eval::{AttributeValue, Context};
-use open_feature::provider::{FeatureProvider, ProviderMetadata, ProviderStatus, ResolutionDetails};
+use open_feature::provider::{
+    FeatureProvider, ProviderMetadata, ProviderStatus, ResolutionDetails,
+};
 use open_feature::{EvaluationContext, EvaluationResult, StructValue, async_trait};
 
 pub use context::to_context;
@@ -143,7 +145,11 @@ impl FlagsyncProvider {
         let context = to_context(context)?;
         let data = data
             .filter(|d| !d.fields.is_empty())
-            .map(|d| serde_json::to_value(context::value_to_attribute(&open_feature::Value::Struct(d.clone()))))
+            .map(|d| {
+                serde_json::to_value(context::value_to_attribute(&open_feature::Value::Struct(
+                    d.clone(),
+                )))
+            })
             .transpose()
             .ok()
             .flatten();

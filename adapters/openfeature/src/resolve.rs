@@ -158,7 +158,9 @@ pub fn json_to_value(json: &serde_json::Value) -> Option<Value> {
             None => Value::Float(n.as_f64()?),
         },
         serde_json::Value::String(s) => Value::String(s.clone()),
-        serde_json::Value::Array(items) => Value::Array(items.iter().filter_map(json_to_value).collect()),
+        serde_json::Value::Array(items) => {
+            Value::Array(items.iter().filter_map(json_to_value).collect())
+        }
         serde_json::Value::Object(o) => Value::Struct(json_object_to_struct(o)),
     })
 }
@@ -178,7 +180,10 @@ pub fn json_object_to_struct(object: &serde_json::Map<String, serde_json::Value>
 pub fn struct_detail(detail: Detail<serde_json::Value>) -> Detail<StructValue> {
     let value = match detail.value {
         Some(serde_json::Value::Object(o)) => Some(json_object_to_struct(&o)),
-        Some(_) if !matches!(detail.reason, Reason::Error { .. }) && detail.variation_index.is_some() => {
+        Some(_)
+            if !matches!(detail.reason, Reason::Error { .. })
+                && detail.variation_index.is_some() =>
+        {
             return Detail {
                 value: None,
                 variation_index: None,

@@ -36,7 +36,10 @@ fn targeting_key_is_the_user_key() {
 
 #[test]
 fn key_attribute_when_no_targeting_key() {
-    assert_eq!(ld(&ctx(None).with_custom_field("key", "k")), json!({"kind": "user", "key": "k"}));
+    assert_eq!(
+        ld(&ctx(None).with_custom_field("key", "k")),
+        json!({"kind": "user", "key": "k"})
+    );
     // An empty targetingKey counts as absent (LaunchDarkly's Java provider).
     assert_eq!(ld(&ctx(Some("")).with_custom_field("key", "k"))["key"], "k");
 }
@@ -54,8 +57,14 @@ fn targeting_key_wins_over_key_which_is_discarded() {
 fn no_key_is_targeting_key_missing() {
     assert_eq!(code(&ctx(None)), Code::TargetingKeyMissing);
     assert_eq!(code(&ctx(Some(""))), Code::TargetingKeyMissing);
-    assert_eq!(code(&ctx(None).with_custom_field("key", 5_i64)), Code::TargetingKeyMissing);
-    assert_eq!(code(&ctx(None).with_custom_field("key", "")), Code::TargetingKeyMissing);
+    assert_eq!(
+        code(&ctx(None).with_custom_field("key", 5_i64)),
+        Code::TargetingKeyMissing
+    );
+    assert_eq!(
+        code(&ctx(None).with_custom_field("key", "")),
+        Code::TargetingKeyMissing
+    );
 }
 
 #[test]
@@ -74,9 +83,16 @@ fn kind_attribute() {
 
 #[test]
 fn name_and_anonymous_and_their_wrong_types() {
-    let c = ctx(Some("u")).with_custom_field("name", "Ada").with_custom_field("anonymous", true);
-    assert_eq!(ld(&c), json!({"kind": "user", "key": "u", "name": "Ada", "anonymous": true}));
-    let c = ctx(Some("u")).with_custom_field("name", 3_i64).with_custom_field("anonymous", "yes");
+    let c = ctx(Some("u"))
+        .with_custom_field("name", "Ada")
+        .with_custom_field("anonymous", true);
+    assert_eq!(
+        ld(&c),
+        json!({"kind": "user", "key": "u", "name": "Ada", "anonymous": true})
+    );
+    let c = ctx(Some("u"))
+        .with_custom_field("name", 3_i64)
+        .with_custom_field("anonymous", "yes");
     assert_eq!(ld(&c), json!({"kind": "user", "key": "u"}));
 }
 
@@ -84,9 +100,14 @@ fn name_and_anonymous_and_their_wrong_types() {
 fn private_attributes() {
     let list = vec!["email".to_owned(), "/address/street".to_owned()];
     let c = ctx(Some("u")).with_custom_field("privateAttributes", F::new_struct(list));
-    assert_eq!(ld(&c)["_meta"], json!({"privateAttributes": ["email", "/address/street"]}));
-    let c = ctx(Some("u"))
-        .with_custom_field("privateAttributes", F::new_struct(vec![Value::String("a".into())]));
+    assert_eq!(
+        ld(&c)["_meta"],
+        json!({"privateAttributes": ["email", "/address/street"]})
+    );
+    let c = ctx(Some("u")).with_custom_field(
+        "privateAttributes",
+        F::new_struct(vec![Value::String("a".into())]),
+    );
     assert_eq!(ld(&c)["_meta"], json!({"privateAttributes": ["a"]}));
     // Not a list, or not only strings: discarded.
     let c = ctx(Some("u")).with_custom_field("privateAttributes", "email");
@@ -101,7 +122,10 @@ fn attributes_of_every_type() {
     let nested = StructValue::default()
         .with_field("city", "Paris")
         .with_field("zip", 75001_i64)
-        .with_field("tags", Value::Array(vec![Value::Bool(true), Value::Float(1.5)]));
+        .with_field(
+            "tags",
+            Value::Array(vec![Value::Bool(true), Value::Float(1.5)]),
+        );
     let when = time::OffsetDateTime::from_unix_timestamp(0).unwrap();
     let c = ctx(Some("u"))
         .with_custom_field("b", true)
@@ -110,9 +134,15 @@ fn attributes_of_every_type() {
         .with_custom_field("s", "x")
         .with_custom_field("t", when)
         .with_custom_field("address", F::new_struct(nested))
-        .with_custom_field("list", F::new_struct(vec![Value::Int(1), Value::String("two".into())]))
+        .with_custom_field(
+            "list",
+            F::new_struct(vec![Value::Int(1), Value::String("two".into())]),
+        )
         .with_custom_field("strings", F::new_struct(vec!["a", "b"]))
-        .with_custom_field("json", F::new_struct(json!({"deep": {"n": null, "k": [1]}})))
+        .with_custom_field(
+            "json",
+            F::new_struct(json!({"deep": {"n": null, "k": [1]}})),
+        )
         .with_custom_field("opaque", F::new_struct(std::time::Duration::from_secs(1)));
     assert_eq!(
         ld(&c),
@@ -161,7 +191,10 @@ fn multi_kind_context_errors() {
     let c = ctx(None)
         .with_custom_field("kind", "multi")
         .with_custom_field("org", F::new_struct(org()))
-        .with_custom_field("user", F::new_struct(StructValue::default().with_field("name", "x")));
+        .with_custom_field(
+            "user",
+            F::new_struct(StructValue::default().with_field("name", "x")),
+        );
     assert_eq!(code(&c), Code::TargetingKeyMissing);
     // A part of an invalid kind.
     let c = ctx(None)
@@ -169,8 +202,13 @@ fn multi_kind_context_errors() {
         .with_custom_field("bad kind", F::new_struct(org()));
     assert_eq!(code(&c), Code::InvalidContext);
     // One part alone is that single context.
-    let c = ctx(None).with_custom_field("kind", "multi").with_custom_field("org", F::new_struct(org()));
-    assert_eq!(ld(&c), json!({"kind": "org", "key": "o1", "name": "Acme", "employees": 10.0}));
+    let c = ctx(None)
+        .with_custom_field("kind", "multi")
+        .with_custom_field("org", F::new_struct(org()));
+    assert_eq!(
+        ld(&c),
+        json!({"kind": "org", "key": "o1", "name": "Acme", "employees": 10.0})
+    );
 }
 
 fn detail<T>(value: T, index: isize, reason: Reason) -> Detail<T> {
@@ -201,7 +239,10 @@ fn prereq() -> Reason {
 fn every_reason() {
     let other = |s: &str| Some(EvaluationReason::Other(s.to_owned()));
     assert_eq!(reason(&Reason::Off), Some(EvaluationReason::Disabled));
-    assert_eq!(reason(&Reason::target_match()), Some(EvaluationReason::TargetingMatch));
+    assert_eq!(
+        reason(&Reason::target_match()),
+        Some(EvaluationReason::TargetingMatch)
+    );
     assert_eq!(reason(&rule_match()), other("RULE_MATCH"));
     assert_eq!(reason(&Reason::fallthrough()), other("FALLTHROUGH"));
     assert_eq!(reason(&prereq()), other("PREREQUISITE_FAILED"));
@@ -216,11 +257,23 @@ fn every_reason() {
 #[test]
 fn every_error_code() {
     let cases = [
-        (EvalError::ClientNotReady, Code::ProviderNotReady, "PROVIDER_NOT_READY"),
-        (EvalError::FlagNotFound, Code::FlagNotFound, "FLAG_NOT_FOUND"),
+        (
+            EvalError::ClientNotReady,
+            Code::ProviderNotReady,
+            "PROVIDER_NOT_READY",
+        ),
+        (
+            EvalError::FlagNotFound,
+            Code::FlagNotFound,
+            "FLAG_NOT_FOUND",
+        ),
         (EvalError::MalformedFlag, Code::ParseError, "PARSE_ERROR"),
         (EvalError::WrongType, Code::TypeMismatch, "TYPE_MISMATCH"),
-        (EvalError::Exception, Code::General("EXCEPTION".into()), "EXCEPTION"),
+        (
+            EvalError::Exception,
+            Code::General("EXCEPTION".into()),
+            "EXCEPTION",
+        ),
     ];
     for (error, code, name) in cases {
         assert_eq!(resolve::error_code(error), code);
@@ -242,7 +295,10 @@ fn off_without_off_variation_is_an_error_so_the_default_applies() {
         variation_index: None,
         reason: Reason::Off,
     };
-    assert!(matches!(resolution(d, false).unwrap_err().code, Code::General(_)));
+    assert!(matches!(
+        resolution(d, false).unwrap_err().code,
+        Code::General(_)
+    ));
     let off = resolution(detail("x".to_owned(), 0, Reason::Off), false).unwrap();
     assert_eq!(off.reason, Some(EvaluationReason::Disabled));
     assert_eq!(off.variant.as_deref(), Some("0"));
@@ -250,20 +306,32 @@ fn off_without_off_variation_is_an_error_so_the_default_applies() {
 
 #[test]
 fn reason_metadata() {
-    let m = |r: Reason| resolution(detail(1.5, 3, r), true).unwrap().flag_metadata.unwrap().values;
+    let m = |r: Reason| {
+        resolution(detail(1.5, 3, r), true)
+            .unwrap()
+            .flag_metadata
+            .unwrap()
+            .values
+    };
     let s = |v: &str| FlagMetadataValue::String(v.into());
     let rule = m(rule_match());
     assert_eq!(rule[metadata_keys::KIND], s("RULE_MATCH"));
     assert_eq!(rule[metadata_keys::RULE_INDEX], FlagMetadataValue::Int(2));
     assert_eq!(rule[metadata_keys::RULE_ID], s("r2"));
-    assert_eq!(rule[metadata_keys::IN_EXPERIMENT], FlagMetadataValue::Bool(true));
+    assert_eq!(
+        rule[metadata_keys::IN_EXPERIMENT],
+        FlagMetadataValue::Bool(true)
+    );
     let pre = m(prereq());
     assert_eq!(pre[metadata_keys::PREREQUISITE_KEY], s("p"));
     let fall = m(Reason::fallthrough());
     assert_eq!(fall.len(), 1);
     assert_eq!(fall[metadata_keys::KIND], s("FALLTHROUGH"));
     assert_eq!(m(Reason::Off)[metadata_keys::KIND], s("OFF"));
-    assert_eq!(m(Reason::target_match())[metadata_keys::KIND], s("TARGET_MATCH"));
+    assert_eq!(
+        m(Reason::target_match())[metadata_keys::KIND],
+        s("TARGET_MATCH")
+    );
 }
 
 #[test]
@@ -271,14 +339,23 @@ fn json_values() {
     assert_eq!(json_to_value(&json!(3)), Some(Value::Int(3)));
     assert_eq!(json_to_value(&json!(-3)), Some(Value::Int(-3)));
     assert_eq!(json_to_value(&json!(3.5)), Some(Value::Float(3.5)));
-    assert_eq!(json_to_value(&json!(u64::MAX)), Some(Value::Float(u64::MAX as f64)));
+    assert_eq!(
+        json_to_value(&json!(u64::MAX)),
+        Some(Value::Float(u64::MAX as f64))
+    );
     assert_eq!(json_to_value(&json!(null)), None);
     assert_eq!(
         json_to_value(&json!({"a": [1, null, "s"], "b": null, "c": {"d": false}})),
         Some(Value::Struct(
             StructValue::default()
-                .with_field("a", Value::Array(vec![Value::Int(1), Value::String("s".into())]))
-                .with_field("c", Value::Struct(StructValue::default().with_field("d", false)))
+                .with_field(
+                    "a",
+                    Value::Array(vec![Value::Int(1), Value::String("s".into())])
+                )
+                .with_field(
+                    "c",
+                    Value::Struct(StructValue::default().with_field("d", false))
+                )
         ))
     );
 }

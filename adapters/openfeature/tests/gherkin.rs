@@ -84,7 +84,11 @@ async fn stable_client() -> Arc<flagsync::Client> {
             let server = server(SDK_KEY);
             let client = client_for(&server.url(), SDK_KEY);
             client.start().expect("start");
-            assert!(client.wait_for_initialization(Duration::from_secs(10)).await);
+            assert!(
+                client
+                    .wait_for_initialization(Duration::from_secs(10))
+                    .await
+            );
             Stable {
                 _server: server,
                 client,
@@ -154,7 +158,16 @@ impl Gherkin {
     /// Evaluate the flag given earlier, with details.
     async fn evaluate(&mut self) {
         let (ty, key, default) = self.flag.clone().expect("a flag step first");
-        self.outcome = Some(evaluate(self.client.as_ref().unwrap(), &ty, &key, &default, &self.context).await);
+        self.outcome = Some(
+            evaluate(
+                self.client.as_ref().unwrap(),
+                &ty,
+                &key,
+                &default,
+                &self.context,
+            )
+            .await,
+        );
     }
 
     fn outcome(&self) -> &Outcome {
@@ -262,7 +275,10 @@ fn assert_reason(flag_key: &str, actual: &str, expected: &str) {
         "TARGETING_MATCH" => actual == "TARGETING_MATCH" || actual == "RULE_MATCH",
         _ => actual == expected,
     };
-    assert!(ok, "reason of {flag_key}: {actual}, spec expects {expected}");
+    assert!(
+        ok,
+        "reason of {flag_key}: {actual}, spec expects {expected}"
+    );
 }
 
 fn assert_variant(flag_key: &str, actual: Option<&str>, expected: &str) {
@@ -365,7 +381,12 @@ async fn evaluated_async(w: &mut Gherkin) {
     let client = w.api.create_client();
     let context = w.context.clone();
     let task = tokio::spawn(async move { evaluate(&client, &ty, &key, &default, &context).await });
-    w.outcome = Some(tokio::time::timeout(Duration::from_secs(5), task).await.unwrap().unwrap());
+    w.outcome = Some(
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .unwrap()
+            .unwrap(),
+    );
 }
 
 #[then("the evaluation should complete without blocking")]
@@ -395,7 +416,10 @@ async fn details_value(w: &mut Gherkin, expected: String) {
     let ty = w.flag.as_ref().unwrap().0.clone();
     let expected = parse(&ty, &unescape(&expected));
     let actual = &w.outcome().value;
-    assert!(same(actual, &expected), "value {actual}, expected {expected}");
+    assert!(
+        same(actual, &expected),
+        "value {actual}, expected {expected}"
+    );
 }
 
 #[then(expr = "the reason should be {string}")]
@@ -427,13 +451,17 @@ async fn metadata_empty(w: &mut Gherkin) {
 
 // ---- evaluation.feature (the earlier suite) ----
 
-#[when(regex = r#"^an? (boolean|string|integer|float) flag with key "([^"]*)" is evaluated with (details and )?default value "?([^"]*)"?$"#)]
+#[when(
+    regex = r#"^an? (boolean|string|integer|float) flag with key "([^"]*)" is evaluated with (details and )?default value "?([^"]*)"?$"#
+)]
 async fn old_evaluate(w: &mut Gherkin, ty: String, key: String, _details: String, default: String) {
     w.flag = Some((ty, key, default));
     w.evaluate().await;
 }
 
-#[when(regex = r#"^an object flag with key "([^"]*)" is evaluated with (details and )?a null default value$"#)]
+#[when(
+    regex = r#"^an object flag with key "([^"]*)" is evaluated with (details and )?a null default value$"#
+)]
 async fn old_evaluate_object(w: &mut Gherkin, key: String, _details: String) {
     w.flag = Some(("object".into(), key, "{}".into()));
     w.evaluate().await;
@@ -444,7 +472,9 @@ async fn old_value(w: &mut Gherkin, ty: String, expected: String) {
     assert!(same(&w.outcome().value, &parse(&ty, &expected)));
 }
 
-#[then(regex = r#"^the resolved (boolean|string|integer|float) details value should be "?([^",]*)"?, the variant should be "([^"]*)", and the reason should be "([^"]*)"$"#)]
+#[then(
+    regex = r#"^the resolved (boolean|string|integer|float) details value should be "?([^",]*)"?, the variant should be "([^"]*)", and the reason should be "([^"]*)"$"#
+)]
 async fn old_details(w: &mut Gherkin, ty: String, value: String, variant: String, reason: String) {
     let o = w.outcome();
     assert!(same(&o.value, &parse(&ty, &value)), "{:?}", o.value);
@@ -452,7 +482,10 @@ async fn old_details(w: &mut Gherkin, ty: String, value: String, variant: String
     assert_reason(&o.flag_key, &o.reason, &reason);
 }
 
-#[then(regex = r#"^the resolved object (details )?value should be contain fields "([^"]*)", "([^"]*)", and "([^"]*)", with values "([^"]*)", "([^"]*)" and (\d+), respectively$"#)]
+#[then(
+    regex = r#"^the resolved object (details )?value should be contain fields "([^"]*)", "([^"]*)", and "([^"]*)", with values "([^"]*)", "([^"]*)" and (\d+), respectively$"#
+)]
+#[allow(clippy::too_many_arguments)] // one argument per step parameter
 async fn old_object(
     w: &mut Gherkin,
     _details: String,
@@ -476,7 +509,10 @@ async fn old_variant_reason(w: &mut Gherkin, variant: String, reason: String) {
     assert_reason(&o.flag_key, &o.reason, &reason);
 }
 
-#[when(expr = "context contains keys {string}, {string}, {string}, {string} with values {string}, {string}, {int}, {string}")]
+#[when(
+    expr = "context contains keys {string}, {string}, {string}, {string} with values {string}, {string}, {int}, {string}"
+)]
+#[allow(clippy::too_many_arguments)] // one argument per step parameter
 async fn old_context(
     w: &mut Gherkin,
     k1: String,
@@ -513,13 +549,17 @@ async fn old_empty_context(w: &mut Gherkin, expected: String) {
     assert_eq!(w.outcome().value, json!(expected));
 }
 
-#[when(expr = "a non-existent string flag with key {string} is evaluated with details and a fallback value {string}")]
+#[when(
+    expr = "a non-existent string flag with key {string} is evaluated with details and a fallback value {string}"
+)]
 async fn old_missing(w: &mut Gherkin, key: String, default: String) {
     w.flag = Some(("string".into(), key, default));
     w.evaluate().await;
 }
 
-#[when(expr = "a string flag with key {string} is evaluated as an integer, with details and a fallback value {int}")]
+#[when(
+    expr = "a string flag with key {string} is evaluated as an integer, with details and a fallback value {int}"
+)]
 async fn old_wrong_type(w: &mut Gherkin, key: String, default: i64) {
     w.flag = Some(("integer".into(), key, default.to_string()));
     w.evaluate().await;
@@ -531,7 +571,9 @@ async fn old_default_returned(w: &mut Gherkin, ty: String) {
     assert_eq!(w.outcome().value, parse(&ty, &default));
 }
 
-#[then(regex = r#"^the reason should indicate an error and the error code should indicate a (?:missing flag|type mismatch) with "([^"]*)"$"#)]
+#[then(
+    regex = r#"^the reason should indicate an error and the error code should indicate a (?:missing flag|type mismatch) with "([^"]*)"$"#
+)]
 async fn old_error(w: &mut Gherkin, code: String) {
     assert_eq!(w.outcome().reason, "ERROR");
     assert_eq!(w.outcome().error_code.as_deref(), Some(code.as_str()));
@@ -544,13 +586,17 @@ fn cannot_run(name: &str, steps: &[String]) -> Option<&'static str> {
         return Some("open-feature 0.3 has no FATAL status and no PROVIDER_FATAL error code");
     }
     if name == "CACHED reason" {
-        return Some("LaunchDarkly never answers CACHED: every evaluation reads the client's in-memory data");
+        return Some(
+            "LaunchDarkly never answers CACHED: every evaluation reads the client's in-memory data",
+        );
     }
     if has("the resolved metadata should contain") {
         return Some("LaunchDarkly flags have no flag metadata");
     }
     if name == "Evaluation options with hooks" {
-        return Some("it exercises the OpenFeature SDK's hooks, not the provider; not implemented in this harness");
+        return Some(
+            "it exercises the OpenFeature SDK's hooks, not the provider; not implemented in this harness",
+        );
     }
     None
 }
@@ -560,7 +606,10 @@ fn cannot_run(name: &str, steps: &[String]) -> Option<&'static str> {
 /// Gherkin grammar does not define, which the reference parsers keep as it is) is
 /// written `\\"`, which that parser reads as the same two characters.
 fn escaped_copy(source: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("flagsync-openfeature-gherkin-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "flagsync-openfeature-gherkin-{}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).expect("temporary folder");
     for entry in std::fs::read_dir(source).expect("features folder") {
         let path = entry.expect("entry").path();
