@@ -1,4 +1,4 @@
-//! flagsync's evaluation [`Detail`] → OpenFeature's [`ResolutionDetails`], as
+//! flagsync's evaluation [`Detail`] → OpenFeature's [`ResolutionDetails`](open_feature::provider::ResolutionDetails), as
 //! LaunchDarkly's Java provider maps it (`EvaluationDetailConverter` in
 //! `openfeature-java-server`):
 //!
