@@ -8,6 +8,25 @@ use bytes::Bytes;
 
 use crate::{Action, CloseCause, Command, ConnId, DataSystem, Event, Input, IoCause, Output};
 
+/// A snapshot holding `flags` and `segments` (JSON objects with key and version), as a
+/// full FDv1 data set applied to a fresh store leaves it: for tests of what reads
+/// snapshots (the evaluation engine, the SDK's model cache).
+///
+/// # Panics
+/// An item that is not a JSON object with a key.
+pub fn snapshot_of(flags: &[serde_json::Value], segments: &[serde_json::Value]) -> crate::Snapshot {
+    use crate::store::{Change, ChangeSet, Kind, Store};
+    let changes = flags
+        .iter()
+        .map(|f| (Kind::Flag, f))
+        .chain(segments.iter().map(|s| (Kind::Segment, s)))
+        .map(|(kind, v)| Change::from_json(kind, Bytes::from(v.to_string())).expect("an item"))
+        .collect();
+    let mut store = Store::new();
+    store.apply(ChangeSet::fdv1_full(changes));
+    store.snapshot()
+}
+
 /// One real `Instant` to serve as the origin of virtual time.
 #[allow(
     clippy::disallowed_methods,

@@ -3,9 +3,8 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use flagsync_core::Snapshot;
-use flagsync_core::store::{Change, ChangeSet, Kind, Store as CoreStore};
+use flagsync_core::store::Kind;
 use flagsync_eval::{Models, MultiContextBuilder, Options};
 use serde_json::{Value, json};
 
@@ -13,15 +12,7 @@ use super::{Context, ContextBuilder, Detail, EvalError, FlagValue, ModelCache, R
 
 /// A snapshot holding `flags` and `segments` (JSON objects with key and version).
 fn snapshot(flags: &[Value], segments: &[Value]) -> Snapshot {
-    let mut store = CoreStore::new();
-    let changes = flags
-        .iter()
-        .map(|f| (Kind::Flag, f))
-        .chain(segments.iter().map(|s| (Kind::Segment, s)))
-        .map(|(kind, v)| Change::from_json(kind, Bytes::from(v.to_string())).unwrap())
-        .collect();
-    store.apply(ChangeSet::fdv1_full(changes));
-    store.snapshot()
+    flagsync_core::testing::snapshot_of(flags, segments)
 }
 
 fn ours(

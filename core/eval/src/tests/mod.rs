@@ -5,9 +5,8 @@
 mod all_flags;
 mod zero_values;
 
-use bytes::Bytes;
 use flagsync_core::Snapshot;
-use flagsync_core::store::{Change, ChangeSet, Kind, Store as CoreStore};
+
 use launchdarkly_server_sdk_evaluation as official;
 use serde_json::{Value, json};
 
@@ -19,15 +18,7 @@ use crate::{
 
 /// A snapshot holding `flags` and `segments` (JSON objects with key and version).
 pub(super) fn snapshot(flags: &[Value], segments: &[Value]) -> Snapshot {
-    let mut store = CoreStore::new();
-    let changes = flags
-        .iter()
-        .map(|f| (Kind::Flag, f))
-        .chain(segments.iter().map(|s| (Kind::Segment, s)))
-        .map(|(kind, v)| Change::from_json(kind, Bytes::from(v.to_string())).unwrap())
-        .collect();
-    store.apply(ChangeSet::fdv1_full(changes));
-    store.snapshot()
+    flagsync_core::testing::snapshot_of(flags, segments)
 }
 
 fn ours(snapshot: &Snapshot, key: &str, context: &Context) -> Detail<FlagValue> {
