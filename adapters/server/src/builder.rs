@@ -83,9 +83,10 @@ impl ServerBuilder {
         self
     }
 
-    /// The longest request body accepted, in bytes (default 8 MiB): as sent, and again
-    /// once gunzipped. A longer body gets `413` without being buffered: a
-    /// `Content-Length` above it is refused before the body is read.
+    /// The longest request body accepted, in bytes (default 8 MiB): as sent (once
+    /// de-chunked), and again once gunzipped. A longer body gets `413` without being
+    /// buffered: a `Content-Length` above it is refused before the body is read, a
+    /// chunked body as soon as its chunk sizes add up to more.
     ///
     /// ```
     /// let server = flagsync_server::Server::builder().max_body(64 * 1024).start()?;
