@@ -97,6 +97,23 @@ impl ServerBuilder {
         self
     }
 
+    /// The initial data as the server would serve it, without serving it: `{"flags":
+    /// {…},"segments":{…}}` exactly as polling serves it once started (`flagValues`
+    /// expanded, keys and versions filled in). `flagsync eval` evaluates this.
+    ///
+    /// ```
+    /// use flagsync_server::Server;
+    /// use serde_json::json;
+    ///
+    /// let data = Server::builder().data(json!({"flagValues": {"x": 1}})).render_data()?;
+    /// assert!(data.starts_with(r#"{"flags":{"x":{"#));
+    /// # Ok::<(), flagsync_server::ServerError>(())
+    /// ```
+    pub fn render_data(&self) -> Result<String, ServerError> {
+        let mut data = Data::from_json(self.data.clone()).map_err(ServerError::InvalidData)?;
+        Ok(data.rendered().body.clone())
+    }
+
     /// Validate the data, bind the socket and start serving.
     pub fn start(self) -> Result<ServerHandle, ServerError> {
         let mut data = Data::from_json(self.data).map_err(ServerError::InvalidData)?;
