@@ -1,6 +1,6 @@
 //! `flagsync eval`: a data file's flags evaluated offline for a context.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
@@ -15,7 +15,7 @@ fn temp_file(name: &str, contents: &str) -> PathBuf {
     path
 }
 
-fn eval(data: &PathBuf, context: &str, extra: &[&str]) -> Output {
+fn eval(data: &Path, context: &str, extra: &[&str]) -> Output {
     Command::new(BIN)
         .args([
             "eval",
