@@ -10,7 +10,11 @@ a data file and an SDK key, and checks that the official client:
 * evaluates the flag the data file holds,
 * in the streaming modes, sees an edit of the data file, pushed by serve, within 1 s
   (a flag-tracker listener fires and the new value is evaluated). FDv1 polling cannot
-  see a change that fast: the SDK polls every 30 s at the least.
+  see a change that fast: the SDK polls every 30 s at the least;
+* posts its events, which serve receives (`serve --events`): the diagnostic-init event
+  on /diagnostic, and index, feature, summary, custom and identify events on /bulk,
+  with the SDK's User-Agent and, on /bulk, X-LaunchDarkly-Event-Schema 4 and a
+  payload id (serve_harness.check_events).
 
 Every failure fails the run, with the reason: a missing `python3 -m venv` or pip, a
 failed install, a serve that does not start, a slow or failed initialization.
@@ -23,9 +27,7 @@ already holds SDK_VERSION. Exit status 0 when every mode passes, 1 otherwise.
 """
 
 import argparse
-import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -33,38 +35,31 @@ import tempfile
 import threading
 import time
 
+from serve_harness import ROOT, SDK_KEY, Failure, Serve, check_events, describe_kinds, write_json
+
 SDK_VERSION = "9.20.0"
 MODES = ("fdv1-streaming", "fdv1-polling", "fdv2-default")
-SDK_KEY = "sdk-flagsync-official-test"
 FLAG = "drop-in"
+USER_AGENT = f"PythonClient/{SDK_VERSION}"
 # The limits the test enforces, in seconds.
 INIT_LIMIT = 1.0
 CHANGE_LIMIT = 1.0
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-class Failure(Exception):
-    """A check failed; the message says which and why."""
-
 
 def flag(value):
-    """A boolean flag that serves `value` to everyone."""
+    """A boolean flag that serves `value` to everyone, with full feature events."""
     return {
         "key": FLAG,
         "on": True,
         "variations": [False, True],
         "fallthrough": {"variation": 1 if value else 0},
         "offVariation": 0,
+        "trackEvents": True,
     }
 
 
-def write_data(path, value):
-    """Write the data file atomically (serve never reads half a file)."""
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"flags": {FLAG: flag(value)}, "segments": {}}, f)
-    os.replace(tmp, path)
+def data(value):
+    return {"flags": {FLAG: flag(value)}, "segments": {}}
 
 
 # --- The outer run: the virtualenv, then the checks inside it. ---------------------
@@ -135,58 +130,6 @@ def outer(args):
 # --- The inner run: inside the virtualenv, with ldclient importable. ---------------
 
 
-class Serve:
-    """`flagsync serve` on a free port, with a data file in a temporary directory."""
-
-    def __init__(self, flagsync, tmp, value):
-        self.data = os.path.join(tmp, "flags.json")
-        write_data(self.data, value)
-        self.log_path = os.path.join(tmp, "serve.log")
-        self.log = open(self.log_path, "w+", encoding="utf-8")
-        self.proc = subprocess.Popen(
-            [flagsync, "serve", "--data", self.data, "--port", "0", "--sdk-key", SDK_KEY],
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-            text=True,
-        )
-        self.url = None
-        deadline = time.monotonic() + 10
-        lines = []
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            m = re.search(r"serving on (http://127\.0\.0\.1:\d+)", line)
-            if m:
-                self.url = m.group(1)
-                break
-        if self.url is None:
-            self.stop()
-            raise Failure(
-                "flagsync serve did not print its URL:\n"
-                + "".join(lines)
-                + self.stderr()
-            )
-        # Keep reading its output so that it never blocks on a full pipe.
-        threading.Thread(target=self.proc.stdout.read, daemon=True).start()
-
-    def stderr(self):
-        self.log.flush()
-        with open(self.log_path, encoding="utf-8") as f:
-            return f.read()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-
-
 def config_for(mode, url):
     from ldclient.config import Config
 
@@ -195,7 +138,6 @@ def config_for(mode, url):
         base_uri=url,
         stream_uri=url,
         events_uri=url,
-        diagnostic_opt_out=True,
     )
     if mode == "fdv1-streaming":
         return Config(stream=True, **common)
@@ -233,14 +175,14 @@ class Captured:
 
 
 def check_mode(mode, flagsync):
-    """Run one mode; returns (init seconds, change seconds or None)."""
+    """Run one mode; returns (init seconds, change seconds or None, event kinds)."""
     from ldclient import Context
     from ldclient.client import LDClient
 
     ctx = Context.builder("official-sdk-user").build()
     log = Captured()
     with tempfile.TemporaryDirectory(prefix="flagsync-official-") as tmp:
-        serve = Serve(flagsync, tmp, True)
+        serve = Serve(flagsync, tmp, data(True))
         client = None
         try:
             started = time.monotonic()
@@ -253,24 +195,14 @@ def check_mode(mode, flagsync):
             value = client.variation(FLAG, ctx, None)
             if value is not True:
                 raise Failure(f"{FLAG} evaluated to {value!r}, expected True")
-            if mode == "fdv1-polling":
-                return init, None
-
-            changed = threading.Event()
-            client.flag_tracker.add_listener(
-                lambda change: change.key == FLAG and changed.set()
-            )
-            edited = time.monotonic()
-            write_data(serve.data, False)
-            if not changed.wait(5):
-                raise Failure("the edit of the data file never reached the client")
-            seen = time.monotonic() - edited
-            if seen >= CHANGE_LIMIT:
-                raise Failure(f"the edit reached the client after {seen:.3f} s, not under {CHANGE_LIMIT} s")
-            value = client.variation(FLAG, ctx, None)
-            if value is not False:
-                raise Failure(f"after the edit {FLAG} evaluated to {value!r}, expected False")
-            return init, seen
+            seen = None if mode == "fdv1-polling" else check_edit(client, serve, ctx)
+            # The events: identify and custom (feature, index and summary came above).
+            client.identify(ctx)
+            client.track("flagsync-custom", ctx, {"n": 1}, 2.5)
+            client.close()  # flushes
+            client = None
+            kinds = check_events(serve, USER_AGENT)
+            return init, seen, kinds
         except Failure as e:
             raise Failure(
                 f"{e}\n-- the SDK's log:\n{log.text()}\n-- serve's standard error:\n{serve.stderr()}"
@@ -282,6 +214,23 @@ def check_mode(mode, flagsync):
             log.close()
 
 
+def check_edit(client, serve, ctx):
+    """Edit the data file; the seconds until the client saw the change."""
+    changed = threading.Event()
+    client.flag_tracker.add_listener(lambda change: change.key == FLAG and changed.set())
+    edited = time.monotonic()
+    write_json(serve.data, data(False))
+    if not changed.wait(5):
+        raise Failure("the edit of the data file never reached the client")
+    seen = time.monotonic() - edited
+    if seen >= CHANGE_LIMIT:
+        raise Failure(f"the edit reached the client after {seen:.3f} s, not under {CHANGE_LIMIT} s")
+    value = client.variation(FLAG, ctx, None)
+    if value is not False:
+        raise Failure(f"after the edit {FLAG} evaluated to {value!r}, expected False")
+    return seen
+
+
 def inside(args):
     import ldclient.version
 
@@ -289,13 +238,16 @@ def inside(args):
     failed = 0
     for mode in args.mode or MODES:
         try:
-            init, seen = check_mode(mode, args.flagsync)
+            init, seen, kinds = check_mode(mode, args.flagsync)
         except Failure as e:
             failed += 1
             print(f"FAIL {mode}: {e}")
             continue
         change = "" if seen is None else f", change seen in {seen * 1000:.0f} ms"
-        print(f"ok   {mode}: initialized in {init * 1000:.0f} ms{change}")
+        print(
+            f"ok   {mode}: initialized in {init * 1000:.0f} ms{change}; "
+            f"events received: {describe_kinds(kinds)}"
+        )
     return 1 if failed else 0
 
 

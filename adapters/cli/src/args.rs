@@ -35,6 +35,25 @@ pub(crate) enum Command {
     Watch(WatchArgs),
     /// Wait for the full flag data and print it as {"flags":{…},"segments":{…}}.
     Snapshot(SnapshotArgs),
+    /// Evaluate the flags of a data file (as `serve --data` takes it) for a context,
+    /// offline, with flagsync's engine, and print one JSON object:
+    /// {"KEY":{"value":…,"variationIndex":N|null,"reason":{…}},…}.
+    Eval(EvalArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct EvalArgs {
+    /// The flag data: {"flags":{…},"segments":{…}} or {"flagValues":{…}}, as `serve
+    /// --data` reads it.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) data: PathBuf,
+    /// The context to evaluate for, as LaunchDarkly context JSON.
+    #[arg(long, value_name = "JSON")]
+    pub(crate) context: String,
+    /// Evaluate only this flag (repeatable; default: every flag). A flag not in the
+    /// data is shown with the reason ERROR (FLAG_NOT_FOUND).
+    #[arg(long, value_name = "KEY")]
+    pub(crate) flag: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -71,9 +90,11 @@ pub(crate) struct ServeArgs {
     /// accepted with 202) to FILE, created or truncated, or to standard output with `-`
     /// (the other messages then go to standard error). One JSON line per event, a bulk
     /// payload's events one line each: {"receivedAt":MS,"endpoint":"/bulk",
-    /// "payloadId":ID|null,"event":{…}} (receivedAt: milliseconds since the Unix epoch;
-    /// endpoint: /bulk or /diagnostic). Payloads the output cannot keep up with are
-    /// dropped and counted on standard error.
+    /// "payloadId":ID|null,"schema":S|null,"userAgent":UA|null,"event":{…}}
+    /// (receivedAt: milliseconds since the Unix epoch; endpoint: /bulk or /diagnostic;
+    /// payloadId, schema, userAgent: the request's X-LaunchDarkly-Payload-ID,
+    /// X-LaunchDarkly-Event-Schema and User-Agent headers). Payloads the output cannot
+    /// keep up with are dropped and counted on standard error.
     #[arg(long, value_name = "FILE|-")]
     pub(crate) events: Option<PathBuf>,
     /// Send `X-LD-FD-Fallback: true` on every FDv2 response (success or error), which

@@ -18,18 +18,22 @@ const CAPACITY: usize = 1024;
 const REPORT_EVERY: Duration = Duration::from_secs(1);
 
 /// The lines of one payload, one per event (a bulk payload's elements, or the one
-/// diagnostic event), without their newline:
-/// `{"receivedAt":MS,"endpoint":"/bulk","payloadId":ID|null,"event":{…}}`, the fields in
-/// that order so that the event, the longest, comes last.
+/// diagnostic event), without their newline: `{"receivedAt":MS,"endpoint":"/bulk",
+/// "payloadId":ID|null,"schema":S|null,"userAgent":UA|null,"event":{…}}`, the fields in
+/// that order so that the event, the longest, comes last. The headers are the
+/// request's `X-LaunchDarkly-Payload-ID`, `X-LaunchDarkly-Event-Schema` and
+/// `User-Agent`.
 pub fn lines(payload: &EventPayload) -> impl Iterator<Item = String> + '_ {
     let received_at = payload
         .received
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     let payload_id = Value::from(payload.payload_id.clone());
+    let schema = Value::from(payload.schema.clone());
+    let user_agent = Value::from(payload.user_agent.clone());
     payload.events().iter().map(move |event| {
         format!(
-            "{{\"receivedAt\":{received_at},\"endpoint\":\"{}\",\"payloadId\":{payload_id},\"event\":{event}}}",
+            "{{\"receivedAt\":{received_at},\"endpoint\":\"{}\",\"payloadId\":{payload_id},\"schema\":{schema},\"userAgent\":{user_agent},\"event\":{event}}}",
             payload.kind.path()
         )
     })

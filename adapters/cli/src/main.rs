@@ -1,6 +1,7 @@
-//! `flagsync`: serve flags locally, watch a flag delivery service, take a snapshot.
+//! `flagsync`: serve flags locally, watch a flag delivery service, take a snapshot,
+//! evaluate a data file's flags.
 //!
-//! One file per command (`serve.rs`, `demo.rs`, `watch.rs`, `snapshot.rs`); `args.rs`
+//! One file per command (`serve.rs`, `demo.rs`, `watch.rs`, `snapshot.rs`, `eval.rs`); `args.rs`
 //! holds clap's definitions, `options.rs` turns the connection arguments into the
 //! client's options, `printer.rs` prints what a client sees, `client.rs` is the
 //! CLI's view of a client, `events.rs` the `serve --events` log.
@@ -9,6 +10,7 @@ mod args;
 mod client;
 mod demo;
 mod error;
+mod eval;
 mod events;
 mod options;
 mod printer;
@@ -23,6 +25,7 @@ use clap::Parser;
 
 use args::{Cli, Command};
 use demo::demo;
+use eval::eval;
 use serve::serve;
 use snapshot::snapshot;
 use watch::watch;
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
             Command::Demo(args) => demo(args).await,
             Command::Watch(args) => watch(args).await,
             Command::Snapshot(args) => snapshot(args).await,
+            Command::Eval(args) => eval(&args),
         }
     });
     runtime.shutdown_timeout(Duration::from_secs(2));

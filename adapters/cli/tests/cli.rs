@@ -480,6 +480,7 @@ fn serve_writes_each_received_event_as_a_json_line() {
         ("Authorization", "sdk-ev"),
         ("X-LaunchDarkly-Event-Schema", "4"),
         ("X-LaunchDarkly-Payload-ID", "pid-1"),
+        ("User-Agent", "NodeJSClient/9.13.7"),
     ];
     assert_eq!(
         post_events(&server.url, "/bulk", &key, bulk.to_string().as_bytes()),
@@ -530,15 +531,18 @@ fn serve_writes_each_received_event_as_a_json_line() {
     };
     assert_eq!(
         strip(&lines[0]),
-        json!({"endpoint": "/bulk", "payloadId": "pid-1", "event": bulk[0]})
+        json!({"endpoint": "/bulk", "payloadId": "pid-1", "schema": "4",
+               "userAgent": "NodeJSClient/9.13.7", "event": bulk[0]})
     );
     assert_eq!(
         strip(&lines[1]),
-        json!({"endpoint": "/bulk", "payloadId": "pid-1", "event": bulk[1]})
+        json!({"endpoint": "/bulk", "payloadId": "pid-1", "schema": "4",
+               "userAgent": "NodeJSClient/9.13.7", "event": bulk[1]})
     );
     assert_eq!(
         strip(&lines[2]),
-        json!({"endpoint": "/diagnostic", "payloadId": null, "event": diag})
+        json!({"endpoint": "/diagnostic", "payloadId": null, "schema": null,
+               "userAgent": null, "event": diag})
     );
     let text = std::fs::read_to_string(&out).unwrap();
     assert!(
@@ -548,7 +552,7 @@ fn serve_writes_each_received_event_as_a_json_line() {
     // The documented field order, the event last.
     assert!(text.starts_with("{\"receivedAt\":"), "{text}");
     assert!(
-        text.contains(",\"endpoint\":\"/diagnostic\",\"payloadId\":null,\"event\":{"),
+        text.contains(",\"endpoint\":\"/diagnostic\",\"payloadId\":null,\"schema\":null,\"userAgent\":null,\"event\":{"),
         "{text}"
     );
 

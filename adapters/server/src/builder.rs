@@ -83,9 +83,10 @@ impl ServerBuilder {
         self
     }
 
-    /// The longest request body accepted, in bytes (default 8 MiB): as sent, and again
-    /// once gunzipped. A longer body gets `413` without being buffered: a
-    /// `Content-Length` above it is refused before the body is read.
+    /// The longest request body accepted, in bytes (default 8 MiB): as sent (once
+    /// de-chunked), and again once gunzipped. A longer body gets `413` without being
+    /// buffered: a `Content-Length` above it is refused before the body is read, a
+    /// chunked body as soon as its chunk sizes add up to more.
     ///
     /// ```
     /// let server = flagsync_server::Server::builder().max_body(64 * 1024).start()?;
@@ -94,6 +95,23 @@ impl ServerBuilder {
     pub fn max_body(mut self, bytes: usize) -> Self {
         self.max_body = bytes;
         self
+    }
+
+    /// The initial data as the server would serve it, without serving it: `{"flags":
+    /// {…},"segments":{…}}` exactly as polling serves it once started (`flagValues`
+    /// expanded, keys and versions filled in). `flagsync eval` evaluates this.
+    ///
+    /// ```
+    /// use flagsync_server::Server;
+    /// use serde_json::json;
+    ///
+    /// let data = Server::builder().data(json!({"flagValues": {"x": 1}})).render_data()?;
+    /// assert!(data.starts_with(r#"{"flags":{"x":{"#));
+    /// # Ok::<(), flagsync_server::ServerError>(())
+    /// ```
+    pub fn render_data(&self) -> Result<String, ServerError> {
+        let mut data = Data::from_json(self.data.clone()).map_err(ServerError::InvalidData)?;
+        Ok(data.rendered().body.clone())
     }
 
     /// Validate the data, bind the socket and start serving.

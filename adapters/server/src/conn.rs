@@ -6,13 +6,14 @@ use std::sync::Arc;
 use std::thread::{self};
 use std::time::Duration;
 
-use crate::http::{ReadError, RequestReader, write_response};
+use crate::http::{Framing, write_response};
+use crate::reader::{ReadError, RequestReader};
 
 use crate::fault::Endpoint;
 use crate::handle::Shared;
 use crate::http;
 use crate::recorded::RecordedRequest;
-use crate::routes::{FALLBACK_HEADER, Routed, route};
+use crate::routes::{FALLBACK_HEADER, Routed, refused, route};
 
 /// How long an idle keep-alive connection is kept open.
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -71,21 +72,40 @@ pub(crate) fn handle_connection(shared: &Arc<Shared>, id: u64, mut stream: TcpSt
     let _ = stream.set_nodelay(true);
     let mut reader = RequestReader::new(shared.max_body);
     loop {
-        let req = match reader.read(&mut stream) {
+        let mut req = match reader.read_head(&mut stream) {
             Ok(r) => r,
             Err(ReadError::Bad(status)) => {
-                if write_response(&mut stream, status, &[], b"", true).is_ok() {
-                    // The client may still be sending a body too long to read.
-                    http::linger(&mut stream, LINGER);
-                }
+                refuse(&mut stream, status);
                 break;
             }
             Err(ReadError::Eof | ReadError::Io) => break,
         };
+        let endpoint = Endpoint::of_path(req.path());
+        // A client that waits for `100 Continue` is answered without its body when the
+        // request is refused anyway (RFC 9110 §10.1.1); the unread body then ends the
+        // connection.
+        let mut unread_body = false;
+        if req.framing != Framing::None {
+            if req.expects_continue && refused(shared, &req, endpoint).is_some() {
+                unread_body = true;
+                req.close = true;
+            } else {
+                if req.expects_continue && http::write_continue(&mut stream).is_err() {
+                    break;
+                }
+                match reader.read_body(&mut stream, &mut req) {
+                    Ok(()) => {}
+                    Err(ReadError::Bad(status)) => {
+                        refuse(&mut stream, status);
+                        break;
+                    }
+                    Err(ReadError::Eof | ReadError::Io) => break,
+                }
+            }
+        }
         if shared.is_shutting_down() {
             break;
         }
-        let endpoint = Endpoint::of_path(req.path());
         let (fault, fallback) = {
             let mut inner = shared.lock();
             inner.request_count += 1;
@@ -121,9 +141,21 @@ pub(crate) fn handle_connection(shared: &Arc<Shared>, id: u64, mut stream: TcpSt
                 Routed::Streamed => false,
             },
         };
+        if unread_body && keep {
+            http::linger(&mut stream, LINGER);
+        }
         if !keep || req.close {
             break;
         }
     }
     let _ = stream.shutdown(std::net::Shutdown::Both);
+}
+
+/// Answer a request that cannot be read (malformed, too large) with `status`, then
+/// drain what the client still sends for a while, so that closing does not reset the
+/// connection before the client has read the answer.
+fn refuse(stream: &mut TcpStream, status: u16) {
+    if write_response(stream, status, &[], b"", true).is_ok() {
+        http::linger(stream, LINGER);
+    }
 }

@@ -265,9 +265,8 @@ mod tests {
                 .iter()
                 .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
                 .collect(),
-            close: false,
-            http10: false,
             body,
+            ..Request::default()
         }
     }
 

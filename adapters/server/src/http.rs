@@ -3,13 +3,11 @@
 use std::io::{self, Read, Write};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// The largest request head accepted.
-const MAX_HEAD: usize = 64 * 1024;
 /// The default largest request body (see `ServerBuilder::max_body`).
 pub(super) const DEFAULT_MAX_BODY: usize = 8 * 1024 * 1024;
 
 /// A parsed request head.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct Request {
     pub(super) method: String,
     /// Path and query, as sent.
@@ -19,8 +17,25 @@ pub(super) struct Request {
     pub(super) close: bool,
     /// HTTP/1.0: no chunked transfer coding in the response.
     pub(super) http10: bool,
-    /// The body as sent (`Content-Length` framed; empty without one).
+    /// How the body is framed (RFC 9112 §6.3).
+    pub(super) framing: Framing,
+    /// `Expect: 100-continue` in an HTTP/1.1 request (HTTP/1.0 ones are ignored, RFC 9110
+    /// §10.1.1): the client may wait for `100 Continue` before sending the body.
+    pub(super) expects_continue: bool,
+    /// The body, de-chunked once read (still content-coded: see `events::accept`).
     pub(super) body: Vec<u8>,
+}
+
+/// How a request's body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) enum Framing {
+    /// No body.
+    #[default]
+    None,
+    /// `Content-Length` bytes (more than zero).
+    Length(usize),
+    /// The chunked transfer coding.
+    Chunked,
 }
 
 impl Request {
@@ -94,127 +109,6 @@ fn hex(digit: u8) -> Option<u8> {
     (digit as char).to_digit(16).map(|d| d as u8)
 }
 
-/// Why no request was read.
-#[derive(Debug)]
-pub(super) enum ReadError {
-    /// The peer closed the connection cleanly between requests.
-    Eof,
-    /// The request was malformed or too large; answer with this status, then close.
-    Bad(u16),
-    /// An I/O error or timeout.
-    Io,
-}
-
-/// Reads successive requests from one connection, keeping bytes that arrive early.
-///
-/// It holds at most one head (64 KiB) and one body (`max_body`) plus one read's worth of
-/// bytes: a longer head is refused with 431 and a `Content-Length` above `max_body` with
-/// 413 before any of the body is read.
-#[derive(Debug)]
-pub(super) struct RequestReader {
-    buf: Vec<u8>,
-    max_body: usize,
-    /// The length of the head at the front of `buf`, once it is complete.
-    head_len: Option<usize>,
-}
-
-impl Default for RequestReader {
-    fn default() -> Self {
-        Self::new(DEFAULT_MAX_BODY)
-    }
-}
-
-impl RequestReader {
-    /// A reader that refuses bodies longer than `max_body` bytes.
-    pub(super) fn new(max_body: usize) -> Self {
-        Self {
-            buf: Vec::new(),
-            max_body,
-            head_len: None,
-        }
-    }
-
-    pub(super) fn read(&mut self, stream: &mut impl Read) -> Result<Request, ReadError> {
-        let mut chunk = [0u8; 4096];
-        loop {
-            if let Some(req) = self.try_parse()? {
-                return Ok(req);
-            }
-            if self.head_len.is_none() && self.buf.len() > MAX_HEAD {
-                return Err(ReadError::Bad(431));
-            }
-            match stream.read(&mut chunk) {
-                Ok(0) if self.buf.is_empty() => return Err(ReadError::Eof),
-                Ok(0) => return Err(ReadError::Io),
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return Err(ReadError::Io),
-            }
-        }
-    }
-
-    fn try_parse(&mut self) -> Result<Option<Request>, ReadError> {
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut parsed = httparse::Request::new(&mut headers);
-        let head_len = match parsed.parse(&self.buf) {
-            Ok(httparse::Status::Complete(n)) => n,
-            Ok(httparse::Status::Partial) => return Ok(None),
-            Err(httparse::Error::TooManyHeaders) => return Err(ReadError::Bad(431)),
-            Err(_) => return Err(ReadError::Bad(400)),
-        };
-        let version = parsed.version.unwrap_or(1);
-        let req_headers: Vec<(String, String)> = parsed
-            .headers
-            .iter()
-            .map(|h| {
-                (
-                    h.name.to_owned(),
-                    String::from_utf8_lossy(h.value).trim().to_owned(),
-                )
-            })
-            .collect();
-        let mut req = Request {
-            method: parsed.method.unwrap_or("").to_owned(),
-            target: parsed.path.unwrap_or("").to_owned(),
-            headers: req_headers,
-            close: version == 0,
-            http10: version == 0,
-            body: Vec::new(),
-        };
-        if let Some(c) = req.header("connection") {
-            if c.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")) {
-                req.close = true;
-            } else if c
-                .split(',')
-                .any(|t| t.trim().eq_ignore_ascii_case("keep-alive"))
-            {
-                req.close = false;
-            }
-        }
-        if req.header("transfer-encoding").is_some() {
-            // Only `Content-Length` bodies are read (as every SDK sends its events);
-            // refuse chunked ones rather than desync.
-            return Err(ReadError::Bad(411));
-        }
-        let body_len = match req.header("content-length") {
-            None => 0,
-            Some(v) => match v.parse::<usize>() {
-                Ok(n) if n <= self.max_body => n,
-                Ok(_) => return Err(ReadError::Bad(413)),
-                Err(_) => return Err(ReadError::Bad(400)),
-            },
-        };
-        if self.buf.len() < head_len + body_len {
-            self.head_len = Some(head_len);
-            return Ok(None);
-        }
-        self.head_len = None;
-        req.body = self.buf[head_len..head_len + body_len].to_vec();
-        self.buf.drain(..head_len + body_len);
-        Ok(Some(req))
-    }
-}
-
 /// The reason phrase for the statuses this server sends.
 pub(super) fn reason(status: u16) -> &'static str {
     match status {
@@ -231,9 +125,11 @@ pub(super) fn reason(status: u16) -> &'static str {
         411 => "Length Required",
         413 => "Content Too Large",
         415 => "Unsupported Media Type",
+        417 => "Expectation Failed",
         429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
+        501 => "Not Implemented",
         502 => "Bad Gateway",
         503 => "Service Unavailable",
         504 => "Gateway Timeout",
@@ -273,6 +169,12 @@ pub(super) fn write_response(
         all.extend_from_slice(body);
     }
     out.write_all(&all)?;
+    out.flush()
+}
+
+/// Tell a client that sent `Expect: 100-continue` to send its body.
+pub(super) fn write_continue(out: &mut impl Write) -> io::Result<()> {
+    out.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
     out.flush()
 }
 
@@ -382,21 +284,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_pipelined_requests() {
-        let raw = b"GET /all?filter=x HTTP/1.1\r\nHost: h\r\nAuthorization: k\r\n\r\nGET /sdk/latest-all HTTP/1.0\r\nAccept-Encoding: br, gzip;q=1\r\n\r\n";
-        let mut r = RequestReader::default();
-        let mut src = &raw[..];
-        let a = r.read(&mut src).unwrap();
-        assert_eq!(a.path(), "/all");
-        assert_eq!(a.header("AUTHORIZATION"), Some("k"));
-        assert!(!a.close);
-        let b = r.read(&mut src).unwrap();
-        assert_eq!(b.path(), "/sdk/latest-all");
-        assert!(b.close && b.accepts_gzip());
-        assert!(matches!(r.read(&mut src), Err(ReadError::Eof)));
-    }
-
-    #[test]
     fn query_parameters() {
         let t = "/sdk/stream?filter=a%20b&basis=e-1%3A2&x&basis=second";
         assert_eq!(query_param(t, "basis").as_deref(), Some("e-1:2"));
@@ -407,42 +294,6 @@ mod tests {
         assert_eq!(query_param("/p?a=%zz%4", "a").as_deref(), Some("%zz%4"));
         assert_eq!(query_param("/p?a=%+1", "a").as_deref(), Some("% 1"));
         assert_eq!(query_param("/p?a=1+2#basis=3", "a").as_deref(), Some("1 2"));
-    }
-
-    #[test]
-    fn gzip_q0_is_refused() {
-        let raw = b"GET / HTTP/1.1\r\nAccept-Encoding: gzip;q=0\r\n\r\n";
-        let req = RequestReader::default().read(&mut &raw[..]).unwrap();
-        assert!(!req.accepts_gzip());
-    }
-
-    #[test]
-    fn bodies_are_kept_and_limited() {
-        let raw = b"POST /bulk HTTP/1.1\r\nContent-Length: 5\r\n\r\n[1,2]GET /all HTTP/1.1\r\n\r\n";
-        let mut r = RequestReader::new(5);
-        let mut src = &raw[..];
-        let a = r.read(&mut src).unwrap();
-        assert_eq!((a.path(), a.body.as_slice()), ("/bulk", &b"[1,2]"[..]));
-        let b = r.read(&mut src).unwrap();
-        assert_eq!((b.path(), b.body.len()), ("/all", 0));
-        let raw = b"POST /bulk HTTP/1.1\r\nContent-Length: 6\r\n\r\n[1,2,]";
-        assert!(matches!(
-            RequestReader::new(5).read(&mut &raw[..]),
-            Err(ReadError::Bad(413))
-        ));
-    }
-
-    #[test]
-    fn a_body_longer_than_the_head_limit_is_read() {
-        let body = vec![b'x'; MAX_HEAD * 2];
-        let mut raw = format!(
-            "POST /bulk HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
-            body.len()
-        )
-        .into_bytes();
-        raw.extend_from_slice(&body);
-        let req = RequestReader::new(body.len()).read(&mut &raw[..]).unwrap();
-        assert_eq!(req.body, body);
     }
 
     #[test]
@@ -487,14 +338,5 @@ mod tests {
         assert_eq!(at(951_782_400), "Tue, 29 Feb 2000 00:00:00 GMT");
         assert_eq!(at(1_798_761_599), "Thu, 31 Dec 2026 23:59:59 GMT");
         assert_eq!(at(4_107_542_400), "Mon, 01 Mar 2100 00:00:00 GMT");
-    }
-
-    #[test]
-    fn garbage_is_400() {
-        let raw = b"\x00\x01 nonsense\r\n\r\n";
-        assert!(matches!(
-            RequestReader::default().read(&mut &raw[..]),
-            Err(ReadError::Bad(400))
-        ));
     }
 }

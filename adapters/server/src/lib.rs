@@ -36,7 +36,11 @@
 //! with an empty body; `400` for a body that is not JSON of the endpoint's shape (an
 //! array for `/bulk`, an object for `/diagnostic`), `401` for a wrong SDK key, `413`
 //! for a body longer than [`ServerBuilder::max_body`] (as sent, or once gunzipped),
-//! `415` for a `Content-Encoding` other than gzip, `411` for a chunked body. Accepted
+//! `415` for a `Content-Encoding` other than gzip. Bodies are read as HTTP/1.1 frames
+//! them: `Content-Length` or `Transfer-Encoding: chunked` (trailers skipped; a malformed
+//! chunk is `400` and the connection closes), with `Expect: 100-continue` answered by
+//! `100 Continue` before the body is read (or by the final status, without reading it,
+//! when the request is refused anyway), on keep-alive connections. Accepted
 //! payloads go to every [`EventSubscription`] ([`ServerHandle::subscribe_events`]) as
 //! [`EventPayload`]s; a subscription that is full drops and counts, so a slow reader
 //! never holds up a request. The faults apply to [`Endpoint::Bulk`] and
@@ -85,6 +89,7 @@ mod fault;
 mod fdv2;
 mod handle;
 mod http;
+mod reader;
 mod recorded;
 mod routes;
 

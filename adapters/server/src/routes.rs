@@ -34,6 +34,35 @@ pub(crate) fn authorized(shared: &Shared, req: &Request) -> bool {
     }
 }
 
+/// Why a request is refused before its body matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// No such endpoint: 404.
+    NotFound,
+    /// The endpoint takes only this method: 405.
+    Method(&'static str),
+    /// A server with an SDK key got another or none: 401.
+    Unauthorized,
+}
+
+/// Whether `req` is refused whatever its body: an unknown path, the wrong method or
+/// the wrong SDK key. Checked before the body is read when the client asked
+/// `Expect: 100-continue`, so that it is answered without sending the body.
+pub(crate) fn refused(
+    shared: &Shared,
+    req: &Request,
+    endpoint: Option<Endpoint>,
+) -> Option<Refused> {
+    let Some(endpoint) = endpoint else {
+        return Some(Refused::NotFound);
+    };
+    let method = if endpoint.is_events() { "POST" } else { "GET" };
+    if req.method != method {
+        return Some(Refused::Method(method));
+    }
+    (!authorized(shared, req)).then_some(Refused::Unauthorized)
+}
+
 /// Serve `req`. `error_headers` go on error responses (`Content-Type`, and the FDv1
 /// fallback directive when it applies).
 pub(crate) fn route(
@@ -44,42 +73,39 @@ pub(crate) fn route(
     error_headers: &[(&str, &str)],
     stream: &mut TcpStream,
 ) -> Routed {
-    let Some(endpoint) = endpoint else {
-        let body = format!(
-            "{{\"message\":\"not found: {} (this server serves GET /all, /sdk/latest-all, /sdk/stream and /sdk/poll, and POST /bulk and /diagnostic)\"}}",
-            req.path().replace(['"', '\\'], "")
-        );
-        return Routed::Done(
-            write_response(stream, 404, error_headers, body.as_bytes(), req.close).is_ok(),
-        );
+    let (status, body, allow) = match (refused(shared, req, endpoint), endpoint) {
+        (None, Some(endpoint)) => return serve(shared, id, req, endpoint, error_headers, stream),
+        (Some(Refused::Method(method)), _) => (
+            405,
+            "{\"message\":\"method not allowed\"}".to_owned(),
+            Some(method),
+        ),
+        (Some(Refused::Unauthorized), _) => {
+            (401, "{\"message\":\"invalid SDK key\"}".to_owned(), None)
+        }
+        (Some(Refused::NotFound), _) | (None, None) => (
+            404,
+            format!(
+                "{{\"message\":\"not found: {} (this server serves GET /all, /sdk/latest-all, /sdk/stream and /sdk/poll, and POST /bulk and /diagnostic)\"}}",
+                req.path().replace(['"', '\\'], "")
+            ),
+            None,
+        ),
     };
-    let method = if endpoint.is_events() { "POST" } else { "GET" };
-    if req.method != method {
-        let mut headers = vec![("Allow", method)];
-        headers.extend_from_slice(error_headers);
-        return Routed::Done(
-            write_response(
-                stream,
-                405,
-                &headers,
-                b"{\"message\":\"method not allowed\"}",
-                req.close,
-            )
-            .is_ok(),
-        );
-    }
-    if !authorized(shared, req) {
-        return Routed::Done(
-            write_response(
-                stream,
-                401,
-                error_headers,
-                b"{\"message\":\"invalid SDK key\"}",
-                req.close,
-            )
-            .is_ok(),
-        );
-    }
+    let mut headers: Vec<(&str, &str)> = allow.map(|m| ("Allow", m)).into_iter().collect();
+    headers.extend_from_slice(error_headers);
+    Routed::Done(write_response(stream, status, &headers, body.as_bytes(), req.close).is_ok())
+}
+
+/// Serve an accepted request on `endpoint`.
+fn serve(
+    shared: &Arc<Shared>,
+    id: u64,
+    req: &Request,
+    endpoint: Endpoint,
+    error_headers: &[(&str, &str)],
+    stream: &mut TcpStream,
+) -> Routed {
     let fallback = error_headers.contains(&FALLBACK_HEADER);
     match endpoint {
         Endpoint::Fdv1Poll => Routed::Done(serve_poll(shared, req, stream).is_ok()),

@@ -13,12 +13,43 @@
 //! trailer fields are skipped without validation. A bare LF is accepted wherever CRLF is
 //! expected (RFC 9112 §2.2 allows recipients to do so); a CR not followed by LF is
 //! [`Error::MalformedChunk`].
+//!
+//! [`ResponseReader`](super::ResponseReader) uses it for response bodies, and
+//! `flagsync-server` for request bodies. Every piece of metadata is bounded: the digits
+//! of a chunk size, the extensions of one size line, the whole trailer section (and so
+//! the number of trailer fields, each at least two bytes), and optionally the sum of the
+//! chunk sizes.
+//!
+//! ```
+//! use flagsync_core::http1::{ChunkProgress, Chunked};
+//!
+//! let mut input = &b"3\r\nabc\r\n0\r\nX-Trailer: 1\r\n\r\nnext"[..];
+//! let mut chunked = Chunked::new(16, 1024, Some(1 << 20));
+//! let mut body = Vec::new();
+//! loop {
+//!     let (used, progress) = chunked.parse(input).unwrap();
+//!     input = &input[used..];
+//!     match progress {
+//!         ChunkProgress::Data(n) => {
+//!             let take = input.len().min(n as usize);
+//!             body.extend_from_slice(&input[..take]);
+//!             chunked.data_consumed(take as u64);
+//!             input = &input[take..];
+//!         }
+//!         ChunkProgress::Done => break,
+//!         // `NeedMore`: all of the input was metadata.
+//!         _ => unreachable!("the body is complete"),
+//!     }
+//! }
+//! assert_eq!((body.as_slice(), input), (&b"abc"[..], &b"next"[..]));
+//! ```
 
 use super::Error;
 
 /// What the decoder needs next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Progress {
+#[non_exhaustive]
+pub enum ChunkProgress {
     /// The next `n` bytes (`n > 0`) are chunk data: hand them on, then call
     /// [`Chunked::data_consumed`].
     Data(u64),
@@ -58,7 +89,7 @@ enum State {
 
 /// Decoder of the chunked transfer coding's framing.
 #[derive(Debug, Clone)]
-pub(super) struct Chunked {
+pub struct Chunked {
     state: State,
     max_digits: usize,
     max_meta: usize,
@@ -70,10 +101,14 @@ pub(super) struct Chunked {
 impl Chunked {
     /// Start decoding a chunked body.
     ///
+    /// `max_digits` bounds the hex digits of one chunk size; `max_meta` bounds the
+    /// extensions of one size line ([`Error::ChunkExtensionTooLarge`]) and the whole
+    /// trailer section ([`Error::TrailerTooLarge`]).
+    ///
     /// `max_total` checks the declared chunk sizes against the body limit as soon as each
     /// size line is read; pass `None` when the data is gzip (the limit then applies to
     /// the decoded bytes).
-    pub(super) fn new(max_digits: usize, max_meta: usize, max_total: Option<usize>) -> Self {
+    pub fn new(max_digits: usize, max_meta: usize, max_total: Option<usize>) -> Self {
         Self {
             state: State::Size {
                 digits: 0,
@@ -88,8 +123,8 @@ impl Chunked {
 
     /// Record that `n` bytes of the current chunk's data were consumed.
     ///
-    /// `n` must not exceed the count last returned in [`Progress::Data`].
-    pub(super) fn data_consumed(&mut self, n: u64) {
+    /// `n` must not exceed the count last returned in [`ChunkProgress::Data`].
+    pub fn data_consumed(&mut self, n: u64) {
         if let State::Data { remaining } = self.state {
             let remaining = remaining.saturating_sub(n);
             self.state = if remaining == 0 {
@@ -103,19 +138,22 @@ impl Chunked {
     /// Consume framing bytes from the front of `input`.
     ///
     /// Returns how many bytes were consumed and what comes next. Stops at chunk data,
-    /// at the end of the body, or when `input` is exhausted.
-    pub(super) fn parse(&mut self, input: &[u8]) -> Result<(usize, Progress), Error> {
+    /// at the end of the body, or when `input` is exhausted. After
+    /// [`ChunkProgress::Data`], hand on up to that many of the bytes that follow the
+    /// consumed ones and report them with [`data_consumed`](Self::data_consumed) before
+    /// calling again. An error is final: the body cannot be framed any further.
+    pub fn parse(&mut self, input: &[u8]) -> Result<(usize, ChunkProgress), Error> {
         for (i, &b) in input.iter().enumerate() {
             match self.state {
-                State::Data { remaining } => return Ok((i, Progress::Data(remaining))),
-                State::Done => return Ok((i, Progress::Done)),
+                State::Data { remaining } => return Ok((i, ChunkProgress::Data(remaining))),
+                State::Done => return Ok((i, ChunkProgress::Done)),
                 _ => self.state = self.next(b)?,
             }
         }
         let progress = match self.state {
-            State::Data { remaining } => Progress::Data(remaining),
-            State::Done => Progress::Done,
-            _ => Progress::NeedMore,
+            State::Data { remaining } => ChunkProgress::Data(remaining),
+            State::Done => ChunkProgress::Done,
+            _ => ChunkProgress::NeedMore,
         };
         Ok((input.len(), progress))
     }

@@ -61,6 +61,7 @@ mod head;
 mod request;
 mod response;
 
+pub use chunked::{ChunkProgress, Chunked};
 pub use error::{Error, HeadError};
 pub use head::ResponseHead;
 pub(crate) use request::is_credential_header;

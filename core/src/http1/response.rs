@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use bytes::{Buf, Bytes, BytesMut};
 
 use super::Error;
-use super::chunked::{Chunked, Progress};
+use super::chunked::{ChunkProgress, Chunked};
 use super::gzip::Gzip;
 use super::head::{self, Coding, Framing, HeadScanner, ResponseHead};
 
@@ -300,9 +300,9 @@ impl ResponseReader {
                 self.buf.advance(consumed);
                 progress = consumed > 0;
                 match next {
-                    Progress::Data(remaining) => clamp(remaining, self.buf.len()),
-                    Progress::NeedMore => 0,
-                    Progress::Done => {
+                    ChunkProgress::Data(remaining) => clamp(remaining, self.buf.len()),
+                    ChunkProgress::NeedMore => 0,
+                    ChunkProgress::Done => {
                         body.framing = BodyFraming::Complete;
                         return Ok(true);
                     }
