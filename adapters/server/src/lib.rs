@@ -87,6 +87,9 @@ mod error;
 mod events;
 mod fault;
 mod fdv2;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod handle;
 mod http;
 mod reader;
