@@ -116,9 +116,20 @@ impl DataSet {
     }
 
     /// Read one file's parsed content: `{"flags": …, "flagValues": …, "segments": …}`,
-    /// every part optional (an empty YAML document is no data).
+    /// every part optional (an empty YAML document is no data). A whole FDv1 `put`
+    /// payload, `{"path": "/", "data": {…}}`, is read as its `data`.
     pub fn from_value(value: Value) -> Result<Self, LoadError> {
         let mut top = match value {
+            Value::Object(mut top)
+                if !top.contains_key("flags")
+                    && !top.contains_key("flagValues")
+                    && matches!(top.get("data"), Some(Value::Object(_))) =>
+            {
+                match top.remove("data") {
+                    Some(Value::Object(data)) => data,
+                    _ => Map::new(),
+                }
+            }
             Value::Object(top) => top,
             Value::Null => Map::new(),
             _ => {
@@ -395,6 +406,8 @@ mod tests {
             assert!(matches!(parse(bad), Err(LoadError::Shape(_))), "{bad}");
         }
         assert_eq!(parse("{}").unwrap(), DataSet::default());
+        let put = parse(r#"{"path": "/", "data": {"flags": {"a": {}}, "segments": {}}}"#);
+        assert_eq!(put.unwrap().flags["a"]["key"], "a");
     }
 
     #[cfg(feature = "yaml")]
