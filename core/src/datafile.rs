@@ -188,7 +188,7 @@ impl DataSet {
 
     /// Merge the data sets of several files, named for the error: an item defined in
     /// two of them is an error.
-    pub fn merge(files: impl IntoIterator<Item = (String, DataSet)>) -> Result<Self, LoadError> {
+    pub fn merge(files: impl IntoIterator<Item = (String, Self)>) -> Result<Self, LoadError> {
         let mut merged = Self::default();
         let mut origin: BTreeMap<(Kind, String), String> = BTreeMap::new();
         for (name, data) in files {
@@ -238,7 +238,7 @@ impl DataSet {
     /// An item whose content changed gets at least its previous version plus one, an
     /// unchanged one at least its previous version; a file edited without touching its
     /// versions (or without any) then reaches clients as changes.
-    pub fn carry_versions(&mut self, previous: &DataSet) {
+    pub fn carry_versions(&mut self, previous: &Self) {
         for kind in [Kind::Flag, Kind::Segment] {
             let before = previous.map(kind);
             for (key, item) in self.map_mut(kind).iter_mut() {

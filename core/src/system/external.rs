@@ -46,8 +46,6 @@ pub(super) fn handle(shared: &mut Shared, now: Instant, input: Input<'_>, stoppe
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
-
     use bytes::Bytes;
 
     use crate::store::{Change, ChangeSet, Kind};
@@ -76,7 +74,7 @@ mod tests {
 
     #[test]
     fn an_in_process_source_initializes_updates_fails_and_recovers() {
-        let now = Instant::now();
+        let now = crate::testing::origin();
         let mut config = Config::new("k");
         config.mode = Mode::External;
         let mut s = DataSystem::new(config, 1, now).unwrap();
