@@ -11,6 +11,8 @@ use flagsync_core::{Config, DataSystem, Mode, PersistenceConfig};
 use crate::client::{Client, Inner, Life};
 use crate::driver::Finished;
 use crate::error::Error;
+use crate::external::DataSource;
+use crate::file_source::{FileDataSource, FileOptions};
 use crate::persist::{self, CacheConfig, CachingStore, PersistentStore, StoreMode};
 use crate::publish::{Clock, DEFAULT_SUBSCRIPTION_CAPACITY, Published};
 use crate::transport::{Transport, transport_methods};
@@ -40,9 +42,47 @@ pub struct ClientBuilder {
     hooks: Vec<Arc<dyn hooks::Hook>>,
     #[cfg(feature = "eval")]
     big_segments: Option<bigseg::BigSegmentsOptions>,
+    external: Option<DataSource>,
 }
 
 impl ClientBuilder {
+    /// Take the flags from an in-process source instead of a flag service: a
+    /// [`TestData`](crate::test_data::TestData) (flags set by the test, updated with
+    /// [`TestData::update`](crate::test_data::TestData::update)) or a
+    /// [`FileDataSource`]. No connection is made for data; the source's first data set
+    /// initializes the client (status VALID, data availability REFRESHED) and its
+    /// updates reach [`Client::flag_changes`] and the value-change listeners as a
+    /// stream's would. It overrides [`ClientBuilder::mode`] and the FDv1/FDv2
+    /// settings. Analytics events still go to the events service unless
+    /// [`send_events(false)`](ClientBuilder::send_events).
+    ///
+    /// ```
+    /// use flagsync::test_data::TestData;
+    ///
+    /// let td = TestData::new();
+    /// td.update(td.flag("banner").variation_for_all(true));
+    /// let client = flagsync::Client::builder("sdk-key")
+    ///     .data_source(td.clone())
+    ///     .build()?;
+    /// # Ok::<(), flagsync::Error>(())
+    /// ```
+    pub fn data_source(mut self, source: impl Into<DataSource>) -> Self {
+        self.config.mode = Mode::External;
+        self.external = Some(source.into());
+        self
+    }
+
+    /// Take the flags from LaunchDarkly's flag data files (JSON, or YAML with the
+    /// `yaml` feature), merged, reloaded as `options` says:
+    /// [`ClientBuilder::data_source`] with a [`FileDataSource`].
+    pub fn file_data_source<P: Into<std::path::PathBuf>>(
+        self,
+        paths: impl IntoIterator<Item = P>,
+        options: FileOptions,
+    ) -> Self {
+        self.data_source(FileDataSource::new(paths, options))
+    }
+
     /// The streaming service base URI (default LaunchDarkly's; trailing slashes are fine).
     pub fn stream_uri(mut self, uri: impl Into<String>) -> Self {
         self.config.stream_uri = uri.into();
@@ -383,6 +423,9 @@ impl ClientBuilder {
         let now = Instant::now();
         let seed = self.seed.unwrap_or_else(|| fastrand::u64(..));
         let mut config = self.config;
+        if self.external.is_some() {
+            config.mode = Mode::External;
+        }
         // One id per client, from the client's own seed: reproducible with `seed`.
         let instance_id = flagsync_core::events::uuid_v4(&mut fastrand::Rng::with_seed(
             seed ^ INSTANCE_ID_STREAM,
@@ -427,6 +470,7 @@ impl ClientBuilder {
                     transport: self.transport,
                     conn_config,
                     store,
+                    external: self.external,
                 }),
                 #[cfg(feature = "eval")]
                 models: eval::ModelCache::default(),
@@ -473,6 +517,7 @@ impl Client {
             hooks: Vec::new(),
             #[cfg(feature = "eval")]
             big_segments: None,
+            external: None,
         }
     }
 }

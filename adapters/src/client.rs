@@ -11,6 +11,7 @@ use flagsync_core::{Command, DataAvailability, DataSystem, Kind, Selector, Snaps
 use crate::conn;
 use crate::driver::{self, Finished, Msg, Sink, TaskGuard};
 use crate::error::Error;
+use crate::external::{self, DataSource};
 use crate::flag::{Flag, Segment};
 use crate::persist::{self, CachingStore, StoreStatus};
 use crate::publish::{DataSink, DataSourceStatus, FlagChange, Published, StoreLink, Subscription};
@@ -63,6 +64,8 @@ pub(crate) enum Life {
             Arc<CachingStore>,
             async_channel::Receiver<persist::view::Fetch>,
         )>,
+        /// The in-process data source (`Mode::External`), if any.
+        external: Option<DataSource>,
     },
     Running(Arc<dyn Runtime>),
     Closed(Option<Arc<dyn Runtime>>),
@@ -84,6 +87,7 @@ impl Client {
             rx,
             conn_config,
             store,
+            external,
             ..
         } = std::mem::replace(&mut *life, Life::Running(rt.clone()))
         else {
@@ -100,7 +104,12 @@ impl Client {
         if let Some(events) = &self.inner.events {
             events.start(&rt, conn_config.clone(), guard.clone());
         }
-        let sink = DataSink::new(self.inner.published.clone(), link);
+        let mut sink = DataSink::new(self.inner.published.clone(), link);
+        if let Some(source) = &external {
+            let (stop, stopped) = async_channel::bounded(1);
+            external::spawn(source, &rt, self.inner.tx.clone(), stopped, guard.clone());
+            sink = sink.with_source_stop(stop);
+        }
         #[cfg(feature = "eval")]
         if let Some(events) = &self.inner.events {
             // Stream attempts are counted for diagnostic events.

@@ -17,7 +17,7 @@ use flagsync_core::{Action, CloseCause, ConnId, DataSystem, Persist};
 use crate::conn::{self, ConnConfig};
 use crate::runtime::{Runtime, race};
 
-pub(crate) use crate::inbox::{Finished, Msg, StoreReport, TaskGuard};
+pub(crate) use crate::inbox::{Finished, Msg, SourceReport, StoreReport, TaskGuard};
 
 /// An input for a [`Machine`].
 #[derive(Debug)]
@@ -28,6 +28,7 @@ pub(crate) enum In<'a, C> {
     Closed(ConnId, CloseCause),
     Timeout,
     Store(StoreReport),
+    Source(SourceReport),
 }
 
 /// An output of a [`Machine`].
@@ -93,6 +94,8 @@ impl Machine for DataSystem {
                 In::Store(StoreReport::Failed(fault)) => Input::StoreFault(fault),
                 In::Store(StoreReport::Available(available)) => Input::StoreAvailable(available),
                 In::Store(StoreReport::Initialized) => Input::StoreInitialized,
+                In::Source(SourceReport::Data(cs)) => Input::SourceData(cs),
+                In::Source(SourceReport::Failed(f)) => Input::SourceFailed(f),
             },
         );
     }
@@ -133,8 +136,8 @@ impl Machine for EventStream {
             In::Data(conn, bytes) => self.handle_data(now, conn, bytes),
             In::Closed(conn, cause) => self.handle_closed(now, conn, cause),
             In::Timeout => self.handle_timeout(now),
-            // A bare stream has no persistent store.
-            In::Store(_) => {}
+            // A bare stream has no persistent store, nor an in-process source.
+            In::Store(_) | In::Source(_) => {}
         }
     }
 
@@ -311,6 +314,7 @@ fn handle<M: Machine, S: Sink<M>>(
         }
         Msg::Command(c) => machine.handle(now, In::Command(c)),
         Msg::Store(report) => machine.handle(now, In::Store(report)),
+        Msg::Source(report) => machine.handle(now, In::Source(report)),
         Msg::Shutdown => {
             machine.stop(now);
             *shutting_down = true;

@@ -18,6 +18,8 @@ pub(crate) enum Msg<C> {
     Command(C),
     /// The persistent store's writer reports a failure or an availability answer.
     Store(StoreReport),
+    /// An in-process data source (`TestData`, files) has data or failed.
+    Source(SourceReport),
     /// Stop the machine, close every connection and end the driver.
     Shutdown,
 }
@@ -31,6 +33,15 @@ pub(crate) enum StoreReport {
     Available(bool),
     /// The store was read and is initialized (`Input::StoreInitialized`).
     Initialized,
+}
+
+/// What an in-process data source tells the machine (`Mode::External`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SourceReport {
+    /// Data to apply (`Input::SourceData`).
+    Data(flagsync_core::store::ChangeSet),
+    /// The source failed (`Input::SourceFailed`).
+    Failed(flagsync_core::SourceFailure),
 }
 
 /// Set once the driver and all of its connection tasks have ended (every socket they

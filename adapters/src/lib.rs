@@ -72,6 +72,8 @@ mod error;
 pub mod eval;
 #[cfg(feature = "eval")]
 pub mod events;
+mod external;
+pub mod file_source;
 mod flag;
 #[cfg(feature = "eval")]
 pub mod hooks;
@@ -88,6 +90,7 @@ pub mod runtime;
 #[cfg(feature = "server")]
 pub use flagsync_server as server;
 pub mod sse_client;
+pub mod test_data;
 #[cfg(feature = "rustls")]
 mod tls;
 mod transport;
@@ -99,6 +102,7 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub use builder::ClientBuilder;
 pub use client::Client;
 pub use error::Error;
+pub use external::DataSource;
 pub use flag::{Flag, Segment};
 pub use flagsync_core::config::{CoordinatorTiming, Fdv2Config, SourceSpec};
 pub use flagsync_core::fdv2::PayloadLimits;

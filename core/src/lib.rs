@@ -68,6 +68,7 @@
 pub mod backoff;
 pub mod bigseg;
 pub mod config;
+pub mod datafile;
 pub mod endpoint;
 pub mod events;
 pub mod fdv1;
@@ -88,7 +89,7 @@ pub use status::{ErrorInfo, ErrorKind, State, Status};
 pub use store::{Kind, Selector, Snapshot};
 pub use system::{
     Command, DataAvailability, DataSystem, Event, Input, Output, Persist, PersistenceConfig,
-    StoreMode, StoreStatus,
+    SourceFailure, StoreMode, StoreStatus,
 };
 
 #[cfg(test)]

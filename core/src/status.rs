@@ -78,6 +78,8 @@ pub enum Cause {
     Store,
     /// The persistent store failed, and the driver said how.
     StoreFault(StoreFault),
+    /// An in-process source ([`crate::Mode::External`]) failed; its description.
+    Source(String),
 }
 
 /// How a persistent store failed, as the driver reports it
@@ -172,6 +174,7 @@ impl fmt::Display for Cause {
                 fault.kind.as_str(),
                 fault.message
             ),
+            Self::Source(message) => f.write_str(message),
         }
     }
 }

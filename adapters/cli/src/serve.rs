@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use flagsync_core::Kind;
+use flagsync_core::datafile::{DataSet, Format};
 use flagsync_server::{Server, ServerError, ServerHandle};
 use serde_json::{Value, json};
 
@@ -17,19 +18,24 @@ use crate::error::CliError;
 use crate::events;
 use crate::printer::plural;
 
+/// Read a flag data file (JSON, or YAML by its `.yaml`/`.yml` extension) with the
+/// loader the SDK's file data source uses ([`flagsync_core::datafile`]), as
+/// `{"flags":{…},"segments":{…}}` (`flagValues` made into flags).
 pub(crate) fn read_data(path: &Path) -> Result<Value, CliError> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    let bytes = std::fs::read(path).map_err(|e| {
         CliError::usage(format!(
             "cannot read the flag data file {}: {e}",
             path.display()
         ))
     })?;
-    serde_json::from_str(&text).map_err(|e| {
+    let format = Format::of_file_name(&path.to_string_lossy());
+    let data = DataSet::parse(&bytes, format).map_err(|e| {
         CliError::usage(format!(
-            "{} is not valid JSON: {e}. Expected {{\"flags\":{{…}},\"segments\":{{…}}}}, as `flagsync snapshot` prints",
+            "{}: {e}. Expected {{\"flags\":{{…}},\"segments\":{{…}}}}, as `flagsync snapshot` prints, or LaunchDarkly's flag file format",
             path.display()
         ))
-    })
+    })?;
+    Ok(data.to_value())
 }
 
 pub(crate) fn data_error(path: &Path, e: ServerError) -> CliError {

@@ -7,7 +7,8 @@ use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::sync::{Arc, OnceLock};
 
-use serde_json::{Map, Value, json};
+use flagsync_core::datafile::{self, DataSet};
+use serde_json::{Value, json};
 
 /// Which map an item lives in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +22,13 @@ impl ItemKind {
         match self {
             Self::Flag => "/flags/",
             Self::Segment => "/segments/",
+        }
+    }
+
+    fn core(self) -> flagsync_core::Kind {
+        match self {
+            Self::Flag => flagsync_core::Kind::Flag,
+            Self::Segment => flagsync_core::Kind::Segment,
         }
     }
 
@@ -113,56 +121,26 @@ impl Default for Data {
 }
 
 impl Data {
-    /// Build from `{"flags":{…},"segments":{…}}`. Either map may be missing. A
-    /// `flagValues` map (`key → value`, as in LaunchDarkly's flag data files) adds a
-    /// simple flag that serves that value to everyone. Items without `version` get 1;
-    /// items without `key` get the map key.
+    /// Build from `{"flags":{…},"segments":{…}}`, read by the loader of LaunchDarkly's
+    /// flag data files that the SDK's file data source uses too
+    /// ([`flagsync_core::datafile`]): either map may be missing; a `flagValues` map
+    /// (`key → value`) adds a simple flag that serves that value to everyone; items
+    /// without `version` get 1, items without `key` the map key. A whole `put` payload
+    /// (`{"path":"/","data":{…}}`) is accepted too.
     pub(super) fn from_json(value: Value) -> Result<Self, String> {
-        let Value::Object(mut top) = value else {
+        if !value.is_object() {
             return Err(
                 "the data must be a JSON object like {\"flags\":{…},\"segments\":{…}}".into(),
             );
-        };
-        // Accept a whole `put` payload too: {"path":"/","data":{…}}.
-        if !top.contains_key("flags")
-            && !top.contains_key("flagValues")
-            && let Some(Value::Object(inner)) = top.remove("data")
-        {
-            top = inner;
         }
+        let set = DataSet::from_value(value).map_err(|e| e.to_string())?;
         let mut data = Self::default();
-        for (name, kind) in [("flags", ItemKind::Flag), ("segments", ItemKind::Segment)] {
-            match top.remove(name) {
-                None | Some(Value::Null) => {}
-                Some(Value::Object(items)) => {
-                    for (key, item) in items {
-                        let item = normalise(kind, &key, item, None)
-                            .map_err(|e| format!("{name}.{key}: {e}"))?;
-                        data.map_mut(kind).insert(key, Entry::Live(item));
-                    }
-                }
-                Some(_) => return Err(format!("\"{name}\" must be an object keyed by {name} key")),
-            }
-        }
-        match top.remove("flagValues") {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(values)) => {
-                for (key, value) in values {
-                    if data.flags.contains_key(&key) {
-                        return Err(format!(
-                            "flag \"{key}\" is in both \"flags\" and \"flagValues\""
-                        ));
-                    }
-                    let flag = simple_flag(&key, value);
-                    data.flags.insert(key, Entry::Live(flag));
-                }
-            }
-            Some(_) => return Err("\"flagValues\" must be an object of key → value".into()),
-        }
-        if let Some(other) = top.keys().next() {
-            return Err(format!(
-                "unexpected top-level field \"{other}\" (expected \"flags\", \"segments\" or \"flagValues\")"
-            ));
+        for (kind, items) in [
+            (ItemKind::Flag, set.flags),
+            (ItemKind::Segment, set.segments),
+        ] {
+            let map = data.map_mut(kind);
+            map.extend(items.into_iter().map(|(k, v)| (k, Entry::Live(v))));
         }
         Ok(data)
     }
@@ -198,7 +176,7 @@ impl Data {
         item: Value,
     ) -> Result<Value, String> {
         let next = self.version_of(kind, key).unwrap_or(0) + 1;
-        let item = normalise(kind, key, item, Some(next))?;
+        let item = datafile::normalise(kind.core(), key, item, next)?;
         self.map_mut(kind)
             .insert(key.to_owned(), Entry::Live(item.clone()));
         self.version += 1;
@@ -231,8 +209,8 @@ impl Data {
                 };
                 let floor = match self.map(kind).get(key) {
                     None => continue,
-                    Some(old @ Entry::Live(Value::Object(o))) if same_but_version(o, item) => {
-                        old.version()
+                    Some(Entry::Live(old)) => {
+                        datafile::version_floor(old, &Value::Object(item.clone()))
                     }
                     Some(old) => old.version() + 1,
                 };
@@ -341,70 +319,6 @@ fn render_map(map: &BTreeMap<String, Entry>, out: &mut String) {
         })
         .collect();
     out.push_str(&serde_json::to_string(&live).unwrap_or_else(|_| "{}".into()));
-}
-
-/// Check an item and fill in `key` and `version`.
-fn normalise(
-    kind: ItemKind,
-    key: &str,
-    item: Value,
-    default_version: Option<u64>,
-) -> Result<Value, String> {
-    let what = match kind {
-        ItemKind::Flag => "flag",
-        ItemKind::Segment => "segment",
-    };
-    let Value::Object(mut obj) = item else {
-        return Err(format!("a {what} must be a JSON object"));
-    };
-    match obj.get("key") {
-        None => {
-            obj.insert("key".into(), Value::String(key.to_owned()));
-        }
-        Some(Value::String(k)) if k == key => {}
-        Some(other) => {
-            return Err(format!(
-                "the {what}'s \"key\" field ({other}) differs from its map key \"{key}\""
-            ));
-        }
-    }
-    match obj.get("version") {
-        None => {
-            obj.insert("version".into(), Value::from(default_version.unwrap_or(1)));
-        }
-        Some(v) if v.as_u64().is_some() => {}
-        Some(other) => {
-            return Err(format!(
-                "the {what}'s \"version\" must be a non-negative integer, not {other}"
-            ));
-        }
-    }
-    Ok(Value::Object(obj))
-}
-
-/// Whether `old` and `new` are the same item but for their `version` fields.
-fn same_but_version(old: &Map<String, Value>, new: &Map<String, Value>) -> bool {
-    old.len() == new.len()
-        && old
-            .iter()
-            .all(|(k, v)| k == "version" || new.get(k) == Some(v))
-}
-
-/// A flag that serves `value` to everyone, like LaunchDarkly's file data source does for
-/// `flagValues`.
-pub(super) fn simple_flag(key: &str, value: Value) -> Value {
-    let mut obj = Map::new();
-    obj.insert("key".into(), Value::String(key.to_owned()));
-    obj.insert("version".into(), Value::from(1));
-    obj.insert("on".into(), Value::Bool(true));
-    obj.insert("variations".into(), Value::Array(vec![value]));
-    obj.insert("fallthrough".into(), serde_json::json!({ "variation": 0 }));
-    obj.insert("offVariation".into(), Value::from(0));
-    obj.insert("targets".into(), Value::Array(vec![]));
-    obj.insert("rules".into(), Value::Array(vec![]));
-    obj.insert("prerequisites".into(), Value::Array(vec![]));
-    obj.insert("salt".into(), Value::String(key.to_owned()));
-    Value::Object(obj)
 }
 
 #[cfg(test)]

@@ -87,7 +87,7 @@ impl Machine for EventsMachine {
                 self.merge(now);
                 Input::Timeout
             }
-            In::Store(_) => return,
+            In::Store(_) | In::Source(_) => return,
         };
         self.processor.handle_input(now, input);
     }

@@ -23,6 +23,8 @@ pub(crate) struct DataSink {
     /// The flags changed by the store changes of this round, not yet published (the
     /// snapshot neither): see [`Sink::drained`].
     pending: Option<Vec<String>>,
+    /// Dropped when the driver ends: the in-process data source's task ends.
+    source_stop: Option<async_channel::Sender<()>>,
 }
 
 /// The driver's side of a persistent store.
@@ -46,7 +48,14 @@ impl DataSink {
             store,
             served: None,
             pending: None,
+            source_stop: None,
         }
+    }
+
+    /// End the in-process data source's task (through `stop`) when the driver ends.
+    pub(crate) fn with_source_stop(mut self, stop: async_channel::Sender<()>) -> Self {
+        self.source_stop = Some(stop);
+        self
     }
 
     /// Publish the store changes held since the last flush, if any: the snapshot once,
@@ -228,6 +237,7 @@ impl Sink<DataSystem> for DataSink {
         p.store_status_subs.close();
         // The store task finishes what is queued, then ends; the reader ends.
         self.store = None;
+        self.source_stop = None;
     }
 }
 

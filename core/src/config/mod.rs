@@ -30,6 +30,12 @@ pub enum Mode {
     Polling,
     /// The FDv2 data system described by [`Config::fdv2`].
     Fdv2,
+    /// No network source: the data comes from an in-process source outside the core
+    /// (the SDK's `TestData` or file data source), fed as [`crate::Input::SourceData`]
+    /// and [`crate::Input::SourceFailed`]. The core applies it to its store and runs the
+    /// status rules as for a stream: INITIALIZING until the first full data set, then
+    /// VALID; a failure reports INTERRUPTED and keeps the data; stopping reports OFF.
+    External,
 }
 
 /// Buffer limits (every buffer has one).

@@ -104,7 +104,9 @@ impl Coordinator {
             Input::StoreFailed
             | Input::StoreFault(_)
             | Input::StoreAvailable(_)
-            | Input::StoreInitialized => return,
+            | Input::StoreInitialized
+            | Input::SourceData(_)
+            | Input::SourceFailed(_) => return,
             _ => {}
         }
         let timeout = matches!(input, Input::Timeout);
@@ -124,7 +126,9 @@ impl Coordinator {
                 | Input::StoreFailed
                 | Input::StoreFault(_)
                 | Input::StoreAvailable(_)
-                | Input::StoreInitialized => {}
+                | Input::StoreInitialized
+                | Input::SourceData(_)
+                | Input::SourceFailed(_) => {}
             }
         }
         self.pump(now, shared);

@@ -5,7 +5,8 @@ use std::time::Instant;
 
 use super::persist::{Persist, StoreStatus};
 use crate::io::{Action, CloseCause, ConnId};
-use crate::status::Status;
+use crate::status::{ErrorKind, Status};
+use crate::store::ChangeSet;
 
 /// An instruction from the application.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +62,25 @@ pub enum Input<'a> {
     /// status VALID (clearing nothing: the last error stays); elsewhere the data source
     /// decides the status and this is ignored.
     StoreInitialized,
+    /// [`Mode::External`](crate::Mode::External): data from the in-process source. A
+    /// full transfer replaces the data set (and the first one makes the data system
+    /// ready and VALID), changes merge into it, by the change set's own rules. Ignored
+    /// in the other modes and once stopped.
+    SourceData(ChangeSet),
+    /// [`Mode::External`](crate::Mode::External): the in-process source failed (a
+    /// malformed file): the status becomes INTERRUPTED (INITIALIZING before the first
+    /// data set) with this error, and the store keeps what it has. The next
+    /// [`Input::SourceData`] makes it VALID again. Ignored in the other modes.
+    SourceFailed(SourceFailure),
+}
+
+/// How an in-process source failed ([`Input::SourceFailed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceFailure {
+    /// The error kind the status reports (INVALID_DATA for data that cannot be used).
+    pub kind: ErrorKind,
+    /// What went wrong, for people; reported as [`crate::status::Cause::Source`].
+    pub message: String,
 }
 
 /// Something that happened, for the application.

@@ -7,6 +7,7 @@
 
 mod availability;
 mod coordinator;
+mod external;
 mod grid;
 mod interface;
 mod persist;
@@ -17,7 +18,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 pub use availability::DataAvailability;
-pub use interface::{Command, Event, Input, Output};
+pub use interface::{Command, Event, Input, Output, SourceFailure};
 pub use persist::{Persist, PersistenceConfig, StoreMode, StoreStatus};
 
 pub(crate) use grid::next_on_grid;
@@ -70,6 +71,8 @@ pub struct DataSystem {
 enum Engine {
     Fdv1(Box<AnySource>),
     Fdv2(Box<Coordinator>),
+    /// [`Mode::External`]: data from an in-process source (`external.rs`).
+    External,
 }
 
 impl DataSystem {
@@ -82,6 +85,8 @@ impl DataSystem {
         let mut factory = Factory::new(config, seed);
         let engine = if fdv2 {
             Engine::Fdv2(Box::new(Coordinator::new(factory)))
+        } else if mode == Mode::External {
+            Engine::External
         } else {
             Engine::Fdv1(Box::new(factory.fdv1()?))
         };
@@ -149,8 +154,10 @@ impl DataSystem {
     pub fn data_availability(&self) -> DataAvailability {
         let store = &self.shared.store;
         match &self.engine {
-            Engine::Fdv1(_) if store.initialized() => DataAvailability::Refreshed,
-            Engine::Fdv1(_) => DataAvailability::Defaults,
+            Engine::Fdv1(_) | Engine::External if store.initialized() => {
+                DataAvailability::Refreshed
+            }
+            Engine::Fdv1(_) | Engine::External => DataAvailability::Defaults,
             Engine::Fdv2(_) if store.selector().is_defined() => DataAvailability::Refreshed,
             Engine::Fdv2(c) if c.has_no_sources() || store.initialized() => {
                 DataAvailability::Cached
@@ -190,7 +197,7 @@ impl DataSystem {
     pub fn active_source(&self) -> Option<&'static str> {
         match &self.engine {
             Engine::Fdv2(c) => c.active_name(),
-            Engine::Fdv1(_) => None,
+            Engine::Fdv1(_) | Engine::External => None,
         }
     }
 
@@ -262,11 +269,18 @@ impl DataSystem {
                     Input::StoreFailed
                     | Input::StoreFault(_)
                     | Input::StoreAvailable(_)
-                    | Input::StoreInitialized => {}
+                    | Input::StoreInitialized
+                    | Input::SourceData(_)
+                    | Input::SourceFailed(_) => {}
                 }
                 pump_fdv1(source, &mut self.shared, now);
             }
             Engine::Fdv2(c) => c.handle_input(now, input, &mut self.shared),
+            Engine::External => {
+                let stopped = self.stopped;
+                self.stopped |= input == Input::Command(Command::Stop);
+                external::handle(&mut self.shared, now, input, stopped);
+            }
         }
     }
 
@@ -277,6 +291,7 @@ impl DataSystem {
             let engine = match &self.engine {
                 Engine::Fdv1(s) => s.poll_timeout(),
                 Engine::Fdv2(c) => c.poll_timeout(),
+                Engine::External => None,
             };
             let store = self
                 .shared
