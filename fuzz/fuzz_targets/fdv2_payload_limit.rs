@@ -37,7 +37,10 @@ fn data(name: &str, n: u8, raw: &[u8]) -> Vec<u8> {
     }
 }
 
-fuzz_target!(|input: (u16, u8, Vec<(u8, u8, &[u8])>)| {
+/// An event: a name (index), a byte for its data (and whether to use the raw bytes), raw bytes.
+type Step<'a> = (u8, u8, &'a [u8]);
+
+fuzz_target!(|input: (u16, u8, Vec<Step<'_>>)| {
     let (max_bytes, max_objects, events) = input;
     let limits = PayloadLimits {
         max_bytes: usize::from(max_bytes % 2048),
@@ -49,14 +52,22 @@ fuzz_target!(|input: (u16, u8, Vec<(u8, u8, &[u8])>)| {
     for (name, n, raw) in events {
         let name = NAMES[usize::from(name) % NAMES.len()];
         // Mostly well-formed data; raw bytes when the low bit of `n` says so.
-        let bytes = if n & 1 == 1 { raw.to_vec() } else { data(name, n, raw) };
+        let bytes = if n & 1 == 1 {
+            raw.to_vec()
+        } else {
+            data(name, n, raw)
+        };
         let Ok(event) = parse_event(name, &Bytes::from(bytes)) else {
             continue;
         };
         let intent = name == "server-intent";
         let result = protocol.handle_event(event);
         let held = protocol.builder();
-        assert!(held.held_bytes() <= limits.max_bytes, "{} > {limits:?}", held.held_bytes());
+        assert!(
+            held.held_bytes() <= limits.max_bytes,
+            "{} > {limits:?}",
+            held.held_bytes()
+        );
         assert!(held.changes().len() <= limits.max_objects);
         match result {
             Err(Error::PayloadTooLarge { .. } | Error::TooManyObjects { .. }) => {

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use flagsync_core::Snapshot;
-use flagsync_core::store::Kind;
 use flagsync_eval::{Models, MultiContextBuilder, Options};
 use serde_json::{Value, json};
 

@@ -264,7 +264,9 @@ mod tests {
         // A new payload starts with its intent, as after any reconnect.
         p.handle_event(intent("xfer-full")).unwrap();
         p.handle_event(ev("put-object", put)).unwrap();
-        let applied = p.handle_event(ev("payload-transferred", transferred)).unwrap();
+        let applied = p
+            .handle_event(ev("payload-transferred", transferred))
+            .unwrap();
         assert!(matches!(applied, Action::Apply(cs) if cs.changes.len() == 1));
     }
 }

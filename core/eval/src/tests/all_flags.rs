@@ -208,9 +208,7 @@ fn prerequisites_lists_every_direct_prerequisite_the_evaluation_reached() {
 /// either filter.
 #[test]
 fn client_side_and_mobile_filters() {
-    let avail = |env: bool, mobile: bool| {
-        json!({"clientSideAvailability": {"usingEnvironmentId": env, "usingMobileKey": mobile}})
-    };
+    let avail = |env: bool, mobile: bool| json!({"clientSideAvailability": {"usingEnvironmentId": env, "usingMobileKey": mobile}});
     let flags = [
         full_flag("both", 1, json!([true]), avail(true, true)),
         full_flag("js", 1, json!([true]), avail(true, false)),
@@ -235,13 +233,20 @@ fn client_side_and_mobile_filters() {
         keys(AllFlagsOptions::new()),
         ["both", "broken", "default", "js", "mobile", "neither"]
     );
-    assert_eq!(keys(AllFlagsOptions::new().client_side_only(true)), ["both", "js"]);
+    assert_eq!(
+        keys(AllFlagsOptions::new().client_side_only(true)),
+        ["both", "js"]
+    );
     assert_eq!(
         keys(AllFlagsOptions::new().mobile_only(true)),
         ["both", "default", "mobile"]
     );
     assert_eq!(
-        keys(AllFlagsOptions::new().client_side_only(true).mobile_only(true)),
+        keys(
+            AllFlagsOptions::new()
+                .client_side_only(true)
+                .mobile_only(true)
+        ),
         ["both", "default", "js", "mobile"]
     );
 }
