@@ -19,11 +19,17 @@ async fn openfeature_code_under_test_reads_test_data() {
             .unwrap(),
     );
     let mut api = OpenFeature::singleton_mut().await;
-    api.set_provider(FlagsyncProvider::new(client.clone())).await; // starts it, waits
+    api.set_provider(FlagsyncProvider::new(client.clone()))
+        .await; // starts it, waits
     let features = api.create_client();
     drop(api);
     let context = EvaluationContext::default().with_targeting_key("user-123");
-    assert!(features.get_bool_value("dark-mode", Some(&context), None).await.unwrap());
+    assert!(
+        features
+            .get_bool_value("dark-mode", Some(&context), None)
+            .await
+            .unwrap()
+    );
     let details = features
         .get_bool_details("dark-mode", Some(&context), None)
         .await
@@ -34,7 +40,10 @@ async fn openfeature_code_under_test_reads_test_data() {
     td.update(td.flag("dark-mode").variation_for_user("user-123", false));
     let mut off = false;
     for _ in 0..200 {
-        off = !features.get_bool_value("dark-mode", Some(&context), None).await.unwrap();
+        off = !features
+            .get_bool_value("dark-mode", Some(&context), None)
+            .await
+            .unwrap();
         if off {
             break;
         }
@@ -42,6 +51,11 @@ async fn openfeature_code_under_test_reads_test_data() {
     }
     assert!(off, "the update reached the provider");
     let other = EvaluationContext::default().with_targeting_key("user-456");
-    assert!(features.get_bool_value("dark-mode", Some(&other), None).await.unwrap());
+    assert!(
+        features
+            .get_bool_value("dark-mode", Some(&other), None)
+            .await
+            .unwrap()
+    );
     client.close().await;
 }
