@@ -261,8 +261,11 @@ impl RedisStore {
 
     async fn init_items(&self, items: &[(Kind, String, Item)]) -> Result<(), StoreError> {
         let mut conn = self.pool.get().await?;
+        // MULTI and EXEC by hand rather than `pipe.atomic()`: the redis crate (1.8)
+        // panics in its connection task when the server refuses MULTI itself (an ACL
+        // user without `@transaction`); by hand, the refusal is the pipeline's error.
         let mut pipe = redis::pipe();
-        pipe.atomic();
+        pipe.cmd("MULTI").ignore();
         pipe.del(&self.keys.segments).ignore();
         pipe.del(&self.keys.features).ignore();
         // Keep the given order (segments first, prerequisites first): consecutive items
@@ -288,7 +291,9 @@ impl RedisStore {
         pipe.set(&self.keys.inited, "").ignore();
         let n = self.writes.load(Ordering::Acquire) + 1;
         pipe.set_ex(&self.marker, n, MARKER_TTL_SECS).ignore();
-        let result: Result<(), _> = pipe.query_async(conn.get()).await;
+        pipe.cmd("EXEC");
+        // A command refused when queued aborts the transaction: EXEC answers EXECABORT.
+        let result: Result<(redis::Value,), _> = pipe.query_async(conn.get()).await;
         conn.check(result)?;
         self.writes.store(n, Ordering::Release);
         // Which Redis process holds the data set now (a failed look-up is found out by

@@ -311,8 +311,12 @@ impl RedisServer {
 
     /// The URL of the ACL user `user` with `password`.
     pub fn user_url(&self, user: &str, password: &str) -> String {
-        self.url()
-            .replacen("://", &format!("://{user}:{password}@"), 1)
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://{user}:{password}@127.0.0.1:{}/0", self.port)
     }
 
     /// The port.
