@@ -440,10 +440,14 @@ impl ClientBuilder {
             let uses_proxy = !matches!(self.transport.proxy, transport::ProxyChoice::None);
             events::client::ClientEvents::build(&self.events, &config, uses_proxy, seed, now)
         };
+        // A client that never writes lists what the store holds, `$inited` or not.
+        let reader = config
+            .persistence
+            .is_some_and(|p| p.mode == flagsync_core::StoreMode::ReadOnly);
         let system = DataSystem::new(config, seed, now)?;
         let (store, view) = match self.persistent {
             Some((store, cache)) => {
-                let (view, fetches) = persist::view::StoreView::new(cache);
+                let (view, fetches) = persist::view::StoreView::new(cache, reader);
                 let store = Arc::new(CachingStore::new(store, cache));
                 (Some((store, fetches)), Some(view))
             }

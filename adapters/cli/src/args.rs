@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use flagsync_server::Endpoint;
 
-use crate::client::Fdv2Preset;
+use crate::client::{Fdv2Preset, RedisTls};
 
 use crate::error::CliError;
 
@@ -77,6 +77,8 @@ pub(crate) struct ServeArgs {
     /// The Redis key prefix [default: launchdarkly].
     #[arg(long, value_name = "PREFIX", requires = "redis")]
     pub(crate) prefix: Option<String>,
+    #[command(flatten)]
+    pub(crate) redis_tls: RedisTlsArgs,
     /// The port on 127.0.0.1 (0 picks a free one).
     #[arg(long, default_value_t = 8030)]
     pub(crate) port: u16,
@@ -193,7 +195,8 @@ pub(crate) struct ConnArgs {
     /// A payload filter key.
     #[arg(long, value_name = "KEY")]
     pub(crate) filter: Option<String>,
-    /// Also keep the flags in Redis at URL (redis://[:password@]host[:port][/db]), in
+    /// Also keep the flags in Redis at URL (redis://[user:password@]host[:port][/db];
+    /// rediss://… for TLS), in
     /// the key layout of the LaunchDarkly SDKs and Relay Proxy. Until the service
     /// delivers, the flags already there are served; an outage of Redis is survived
     /// and repaired when it returns.
@@ -202,6 +205,8 @@ pub(crate) struct ConnArgs {
     /// The Redis key prefix [default: launchdarkly].
     #[arg(long, value_name = "PREFIX", requires = "redis")]
     pub(crate) prefix: Option<String>,
+    #[command(flatten)]
+    pub(crate) redis_tls: RedisTlsArgs,
     /// Daemon mode: connect to no flag service; serve the flags another process keeps
     /// in --redis (re-read every 15 s).
     #[arg(long, requires = "redis", conflicts_with_all = ["polling", "fdv2", "filter", "stream_uri", "polling_uri"])]
@@ -215,6 +220,48 @@ pub(crate) struct ConnArgs {
     /// server's self-signed certificate).
     #[arg(long, value_name = "PEM")]
     pub(crate) ca_file: Option<std::path::PathBuf>,
+}
+
+/// The certificates of a `--redis rediss://…` connection.
+#[derive(Debug, Args)]
+pub(crate) struct RedisTlsArgs {
+    /// For --redis rediss://…: trust the CA certificate(s) in this PEM file instead of
+    /// the webpki roots (a Redis whose certificate a private CA signed).
+    #[arg(long, value_name = "PEM", requires = "redis")]
+    pub(crate) redis_ca_file: Option<PathBuf>,
+    /// For --redis rediss://…: present this client certificate (PEM) to a Redis that
+    /// requires one (mutual TLS); with --redis-client-key.
+    #[arg(long, value_name = "PEM", requires_all = ["redis", "redis_client_key"])]
+    pub(crate) redis_client_cert: Option<PathBuf>,
+    /// The private key (PEM) of --redis-client-cert.
+    #[arg(long, value_name = "PEM", requires = "redis_client_cert")]
+    pub(crate) redis_client_key: Option<PathBuf>,
+}
+
+impl RedisTlsArgs {
+    /// The files' contents.
+    pub(crate) fn read(&self) -> Result<RedisTls, CliError> {
+        let read = |flag: &str, path: &PathBuf| {
+            std::fs::read(path).map_err(|e| {
+                CliError::usage(format!("cannot read --{flag} {}: {e}", path.display()))
+            })
+        };
+        let ca_pem = match &self.redis_ca_file {
+            Some(path) => Some(read("redis-ca-file", path)?),
+            None => None,
+        };
+        let client_cert = match (&self.redis_client_cert, &self.redis_client_key) {
+            (Some(cert), Some(key)) => Some((
+                read("redis-client-cert", cert)?,
+                read("redis-client-key", key)?,
+            )),
+            _ => None,
+        };
+        Ok(RedisTls {
+            ca_pem,
+            client_cert,
+        })
+    }
 }
 
 #[derive(Debug, Args)]

@@ -43,6 +43,28 @@ pub struct RedisOptions {
     pub prefix: Option<String>,
     /// Connect to no flag service: serve what another process keeps in Redis.
     pub daemon: bool,
+    /// For `rediss://`: a private CA and a client certificate.
+    pub tls: RedisTls,
+}
+
+/// The certificates of a `rediss://` connection, read from the files named on the
+/// command line (PEM).
+#[derive(Clone, Default)]
+pub struct RedisTls {
+    /// The CA certificates trusted instead of the webpki roots (`--redis-ca-file`).
+    pub ca_pem: Option<Vec<u8>>,
+    /// The client certificate chain and its key, for mutual TLS
+    /// (`--redis-client-cert`, `--redis-client-key`).
+    pub client_cert: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for RedisTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisTls")
+            .field("ca_pem", &self.ca_pem.is_some())
+            .field("client_cert", &self.client_cert.is_some())
+            .finish()
+    }
 }
 
 impl RedisOptions {
@@ -52,8 +74,14 @@ impl RedisOptions {
         if let Some(p) = &self.prefix {
             builder = builder.prefix(p.clone());
         }
+        if let Some(ca) = &self.tls.ca_pem {
+            builder = builder.tls_ca_pem(ca.clone());
+        }
+        if let Some((cert, key)) = &self.tls.client_cert {
+            builder = builder.tls_client_cert(cert.clone(), key.clone());
+        }
         builder.build().map_err(|e| {
-            format!("{e}. Expected --redis redis://[:password@]host[:port][/db], e.g. redis://127.0.0.1:6379")
+            format!("{e}. Expected --redis redis://[user:password@]host[:port][/db] or rediss://… (TLS, with --redis-ca-file PEM for a private CA), e.g. redis://127.0.0.1:6379")
         })
     }
 }

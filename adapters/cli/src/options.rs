@@ -56,10 +56,12 @@ pub(crate) fn resolve(conn: ConnArgs) -> Result<Options, CliError> {
             "the SDK key is malformed: it may only contain letters, digits, '.', '_' and '-' (check --sdk-key or FLAGSYNC_SDK_KEY)",
         ));
     }
+    let tls = conn.redis_tls.read()?;
     let redis = conn.redis.map(|url| RedisOptions {
         url,
         prefix: conn.prefix,
         daemon: conn.daemon,
+        tls,
     });
     if let Some(r) = &redis {
         r.store().map_err(CliError::usage)?;

@@ -65,6 +65,7 @@ impl ServeSource {
                 url: url.clone(),
                 prefix: args.prefix.clone(),
                 daemon: true,
+                tls: args.redis_tls.read()?,
             };
             let store = opts.store().map_err(CliError::usage)?;
             let name = format!("Redis {} (prefix {})", store.target(), store.prefix());

@@ -309,3 +309,79 @@ fn daemon_snapshot_started_while_redis_is_down_waits_for_it() {
     let snap: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(snap["flags"]["good"]["version"], 1, "{snap}");
 }
+
+/// `--redis rediss://…` with a private CA and a client certificate (mutual TLS
+/// required), as an ACL user: the daemon snapshot reads what Redis holds; without the
+/// CA, or without the client certificate, it stops at once saying why.
+#[test]
+fn snapshot_over_tls_with_a_private_ca_and_a_client_certificate() {
+    use common::redis_server::{TestCerts, Tls};
+    let certs = TestCerts::new();
+    let redis = RedisServer::start_with(
+        None,
+        Some(Tls {
+            certs: certs.clone(),
+            auth_clients: "yes",
+            client_cert: true,
+        }),
+    );
+    redis.cli(&[
+        "ACL",
+        "SETUSER",
+        "app",
+        "on",
+        &format!(">{PASSWORD}"),
+        "~launchdarkly:*",
+        "+@all",
+    ]);
+    for (key, flag) in data()["flags"].as_object().unwrap() {
+        redis.cli(&["HSET", "launchdarkly:features", key, &flag.to_string()]);
+    }
+    for (key, seg) in data()["segments"].as_object().unwrap() {
+        redis.cli(&["HSET", "launchdarkly:segments", key, &seg.to_string()]);
+    }
+    redis.cli(&["SET", "launchdarkly:$inited", ""]);
+    let url = redis.user_url("app", PASSWORD);
+    assert!(url.starts_with("rediss://app:"), "{url}");
+    let ca = temp_file("redis-ca.pem", &certs.ca_pem);
+    let cert = temp_file("redis-client.pem", &certs.client_cert_pem);
+    let key = temp_file("redis-client.key", &certs.client_key_pem);
+    let (ca, cert, key) = (
+        ca.to_str().unwrap(),
+        cert.to_str().unwrap(),
+        key.to_str().unwrap(),
+    );
+    let out = run(&[
+        "snapshot",
+        "--daemon",
+        "--redis",
+        &url,
+        "--redis-ca-file",
+        ca,
+        "--redis-client-cert",
+        cert,
+        "--redis-client-key",
+        key,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(got, data());
+    for (args, reason) in [
+        (
+            vec!["--redis-client-cert", cert, "--redis-client-key", key],
+            "not trusted",
+        ),
+        (vec!["--redis-ca-file", ca], "client certificate"),
+    ] {
+        let started = Instant::now();
+        let out = run(&[
+            &["snapshot", "--daemon", "--timeout", "20", "--redis", &url][..],
+            &args,
+        ]
+        .concat());
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{err}");
+        assert!(err.contains(reason), "{args:?}: {err}");
+    }
+}

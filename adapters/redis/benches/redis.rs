@@ -10,7 +10,10 @@
 //!   serves), against the floor: the same two HGETALLs through the redis crate without
 //!   decoding.
 //!
-//! Run: `cargo bench -p flagsync-redis --bench redis`. Needs redis-server
+//! - with the `rustls` feature, `tls`: init and point reads over TLS against plaintext
+//!   (see `tls/mod.rs`); `REDIS_BENCH_TLS_ONLY=1` runs only that comparison.
+//!
+//! Run: `cargo bench -p flagsync-redis --bench redis` (`--features rustls` for TLS). Needs redis-server
 //! and redis-cli on the PATH; the payload comes from `../shared/tools/gen_payload.py`
 //! (generated into `target/payloads/` on first run).
 
@@ -27,6 +30,9 @@ use flagsync::persist::{CacheConfig, CachingStore, Item, PersistentStore};
 use flagsync::{Client, Kind};
 use flagsync_core::store::{ChangeSet, Store, split_all_data};
 use flagsync_redis::RedisStore;
+
+#[cfg(feature = "rustls")]
+mod tls;
 
 /// The payload generator the core's benches use.
 #[path = "../../../core/benches/common/mod.rs"]
@@ -99,6 +105,31 @@ fn resp(out: &mut Vec<u8>, args: &[&[u8]]) {
 
 fn bench(c: &mut Criterion) {
     let server = Server::start();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+
+    #[cfg(feature = "rustls")]
+    {
+        let mut small = Store::new();
+        small.apply(ChangeSet::fdv1_full(
+            split_all_data(&payload(5_000), false).unwrap(),
+        ));
+        let plain = Arc::new(
+            RedisStore::builder(server.url())
+                .prefix("tls-cmp")
+                .pool_size(1)
+                .build()
+                .unwrap(),
+        );
+        tls::compare(&rt, plain, &small.persist_order());
+        if std::env::var_os("REDIS_BENCH_TLS_ONLY").is_some() {
+            return;
+        }
+    }
+
     let whole = payload(50_000);
     let mut memory = Store::new();
     memory.apply(ChangeSet::fdv1_full(split_all_data(&whole, false).unwrap()));
@@ -110,12 +141,6 @@ fn bench(c: &mut Criterion) {
         items.len(),
         bytes as f64 / 1e6
     );
-
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
     let store = Arc::new(RedisStore::new(server.url()).unwrap());
 
     // The floor's input: the same items as plain commands.

@@ -43,6 +43,7 @@ mod big_segments;
 mod errors;
 mod pool;
 mod store;
+mod tls;
 
 pub use big_segments::{RedisBigSegmentStore, RedisBigSegmentStoreBuilder};
 pub use store::{RedisStore, RedisStoreBuilder};

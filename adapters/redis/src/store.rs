@@ -43,6 +43,7 @@ use flagsync::runtime::BoxFuture;
 use crate::DEFAULT_PREFIX;
 use crate::errors::redact_url;
 use crate::pool::{BlockingConn, Pool};
+use crate::tls::{self, TlsSettings};
 
 /// How long a writer's count of its writes lives after its last write.
 const MARKER_TTL_SECS: u64 = 7 * 24 * 3600;
@@ -60,6 +61,7 @@ pub struct RedisStoreBuilder {
     pool_size: usize,
     connect_timeout: Duration,
     response_timeout: Duration,
+    tls: TlsSettings,
 }
 
 impl fmt::Debug for RedisStoreBuilder {
@@ -70,6 +72,7 @@ impl fmt::Debug for RedisStoreBuilder {
             .field("pool_size", &self.pool_size)
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -101,11 +104,29 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// For a `rediss://` URL: trust the CA certificates in `pem` (PEM) instead of the
+    /// webpki roots, as for a server whose certificate a private CA signed.
+    pub fn tls_ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.ca_pem = Some(pem.into());
+        self
+    }
+
+    /// For a `rediss://` URL: present this client certificate chain with its private
+    /// key (both PEM) to a server that asks for one (mutual TLS,
+    /// `tls-auth-clients yes`). The key never appears in `Debug` output.
+    pub fn tls_client_cert(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.client = Some((cert_pem.into(), key_pem.into()));
+        self
+    }
+
     /// Check the URL and make the store. No connection is opened until the first
     /// operation.
     pub fn build(self) -> Result<RedisStore, StoreError> {
-        let client = redis::Client::open(self.url.as_str())
-            .map_err(|e| StoreError::Config(format!("redis URL: {}", e.category())))?;
+        let client = tls::client(&self.url, &self.tls)?;
         let config = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.response_timeout));
@@ -199,8 +220,9 @@ impl fmt::Debug for RedisStore {
 }
 
 impl RedisStore {
-    /// Settings for a store at `url`: `redis://[user:password@]host[:port][/db]`
-    /// (`rediss://`, Redis over TLS, is not supported by this build).
+    /// Settings for a store at `url`: `redis://[user:password@]host[:port][/db]`, or
+    /// `rediss://…` for Redis over TLS (feature `rustls`; the server is verified
+    /// against the webpki roots unless [`RedisStoreBuilder::tls_ca_pem`] names its CA).
     pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
         RedisStoreBuilder {
             url: url.into(),
@@ -208,6 +230,7 @@ impl RedisStore {
             pool_size: 4,
             connect_timeout: Duration::from_secs(2),
             response_timeout: Duration::from_secs(10),
+            tls: TlsSettings::default(),
         }
     }
 
@@ -238,8 +261,11 @@ impl RedisStore {
 
     async fn init_items(&self, items: &[(Kind, String, Item)]) -> Result<(), StoreError> {
         let mut conn = self.pool.get().await?;
+        // MULTI and EXEC by hand rather than `pipe.atomic()`: the redis crate (1.8)
+        // panics in its connection task when the server refuses MULTI itself (an ACL
+        // user without `@transaction`); by hand, the refusal is the pipeline's error.
         let mut pipe = redis::pipe();
-        pipe.atomic();
+        pipe.cmd("MULTI").ignore();
         pipe.del(&self.keys.segments).ignore();
         pipe.del(&self.keys.features).ignore();
         // Keep the given order (segments first, prerequisites first): consecutive items
@@ -265,7 +291,9 @@ impl RedisStore {
         pipe.set(&self.keys.inited, "").ignore();
         let n = self.writes.load(Ordering::Acquire) + 1;
         pipe.set_ex(&self.marker, n, MARKER_TTL_SECS).ignore();
-        let result: Result<(), _> = pipe.query_async(conn.get()).await;
+        pipe.cmd("EXEC");
+        // A command refused when queued aborts the transaction: EXEC answers EXECABORT.
+        let result: Result<(redis::Value,), _> = pipe.query_async(conn.get()).await;
         conn.check(result)?;
         self.writes.store(n, Ordering::Release);
         // Which Redis process holds the data set now (a failed look-up is found out by

@@ -15,6 +15,8 @@ use flagsync::persist::{CacheConfig, PersistentStore, StoreMode};
 use flagsync_redis::RedisStore;
 
 const PASSWORD: &str = "pw-never-logged-42";
+const ACL_PASSWORD: &str = "acl-pw-never-logged-77";
+const ACL_WRONG: &str = "acl-wrong-pw-never-logged-78";
 const SEC: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Default)]
@@ -97,7 +99,51 @@ async fn the_redis_password_is_never_logged(rt: Rt) {
     let wrong = RedisStore::new(redis.url().replace(PASSWORD, "wrong-pw")).unwrap();
     assert!(wrong.initialized().await.is_err());
     assert!(!format!("{wrong:?}").contains("wrong-pw"));
+    // An ACL user: a wrong password through a client (its status and logs), the
+    // blocking connection and the big-segment store.
+    redis.cli(&[
+        "ACL",
+        "SETUSER",
+        "app",
+        "on",
+        &format!(">{ACL_PASSWORD}"),
+        "~launchdarkly:*",
+        "+@all",
+    ]);
+    let acl = Arc::new(
+        RedisStore::builder(redis.user_url("app", ACL_WRONG))
+            .connect_timeout(Duration::from_millis(300))
+            .build()
+            .unwrap(),
+    );
+    let daemon = builder(&rt, "http://127.0.0.1:1")
+        .daemon(acl.clone(), CacheConfig::default())
+        .build()
+        .unwrap();
+    daemon.start().unwrap();
+    let _ = daemon.wait_for_initialization(SEC).await;
+    let status = format!("{:?} {:?}", daemon.store_status(), daemon.status());
+    assert!(!status.contains(ACL_WRONG), "{status}");
+    assert!(
+        acl.get_now(flagsync::Kind::Flag, "f", SEC)
+            .unwrap()
+            .is_err()
+    );
+    daemon.close().await;
+    let big = flagsync_redis::RedisBigSegmentStore::new(redis.user_url("app", ACL_WRONG)).unwrap();
+    let e = flagsync::bigseg::BigSegmentStore::metadata(&big).unwrap_err();
+    assert!(!format!("{e} {e:?}").contains(ACL_WRONG));
     let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    for secret in [ACL_PASSWORD, ACL_WRONG] {
+        assert!(
+            !text.contains(secret),
+            "an ACL password leaked into the logs:\n{text}"
+        );
+    }
+    assert!(
+        text.contains("app:***@") || text.contains("authentication"),
+        "the ACL session was logged:\n{text}"
+    );
     assert!(
         text.contains("persistent store"),
         "the session was logged:\n{text}"

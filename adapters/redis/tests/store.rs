@@ -16,7 +16,28 @@ use flagsync::Kind;
 use flagsync::persist::{CacheConfig, CachingStore, Item, PersistentStore, StoreError, Upserted};
 use flagsync_redis::RedisStore;
 
-runtime_tests!(
+/// The contract, on a plaintext server and on a TLS-only one (`--port 0`, the stores
+/// trusting the test's CA).
+macro_rules! contract_tests {
+    ($($name:ident),* $(,)?) => {
+        mod plaintext {
+            use super::*;
+            $( async fn $name(rt: Rt) { super::$name(rt, RedisServer::start).await } )*
+            runtime_tests!($($name),*);
+        }
+        #[cfg(feature = "rustls")]
+        mod over_tls {
+            use super::*;
+            $( async fn $name(rt: Rt) { super::$name(rt, RedisServer::start_tls).await } )*
+            runtime_tests!($($name),*);
+        }
+    };
+}
+
+/// Starts the server a test runs against.
+type Start = fn() -> RedisServer;
+
+contract_tests!(
     init_replaces_everything_and_marks_initialized,
     get_and_all_return_tombstones_and_live_items,
     upsert_writes_newer_and_rejects_same_or_older,
@@ -41,7 +62,7 @@ fn item(key: &str, version: u64) -> Item {
 }
 
 fn store(server: &RedisServer) -> RedisStore {
-    RedisStore::new(server.url()).unwrap()
+    server.store_builder().build().unwrap()
 }
 
 fn keys(mut v: Vec<(String, Item)>) -> Vec<(String, u64, bool)> {
@@ -55,8 +76,8 @@ fn json(s: &str) -> serde_json::Value {
     serde_json::from_str(s).unwrap()
 }
 
-async fn init_replaces_everything_and_marks_initialized(_rt: Rt) {
-    let server = RedisServer::start();
+async fn init_replaces_everything_and_marks_initialized(_rt: Rt, start: Start) {
+    let server = start();
     let store = store(&server);
     assert!(!store.initialized().await.unwrap());
     store
@@ -94,8 +115,8 @@ async fn init_replaces_everything_and_marks_initialized(_rt: Rt) {
     assert!(store.is_available().await);
 }
 
-async fn get_and_all_return_tombstones_and_live_items(_rt: Rt) {
-    let server = RedisServer::start();
+async fn get_and_all_return_tombstones_and_live_items(_rt: Rt, start: Start) {
+    let server = start();
     let store = store(&server);
     store
         .init(&[
@@ -120,8 +141,8 @@ async fn get_and_all_return_tombstones_and_live_items(_rt: Rt) {
     );
 }
 
-async fn upsert_writes_newer_and_rejects_same_or_older(_rt: Rt) {
-    let server = RedisServer::start();
+async fn upsert_writes_newer_and_rejects_same_or_older(_rt: Rt, start: Start) {
+    let server = start();
     let store = store(&server);
     store
         .init(&[(Kind::Flag, "f".into(), item("f", 5))])
@@ -158,8 +179,8 @@ async fn upsert_writes_newer_and_rejects_same_or_older(_rt: Rt) {
     assert_eq!(store.all(Kind::Flag).await.unwrap().len(), 2);
 }
 
-async fn delete_is_a_tombstone_that_blocks_older_upserts(_rt: Rt) {
-    let server = RedisServer::start();
+async fn delete_is_a_tombstone_that_blocks_older_upserts(_rt: Rt, start: Start) {
+    let server = start();
     let store = store(&server);
     store
         .init(&[(Kind::Flag, "f".into(), item("f", 1))])
@@ -203,8 +224,8 @@ async fn delete_is_a_tombstone_that_blocks_older_upserts(_rt: Rt) {
     );
 }
 
-async fn tombstones_in_three_shapes_written_by_redis_cli(_rt: Rt) {
-    let server = RedisServer::start();
+async fn tombstones_in_three_shapes_written_by_redis_cli(_rt: Rt, start: Start) {
+    let server = start();
     // As the Node/.NET/Java SDKs, the Go SDK/Relay Proxy, and the Python SDK write them.
     server.cli(&[
         "HSET",
@@ -259,16 +280,10 @@ async fn tombstones_in_three_shapes_written_by_redis_cli(_rt: Rt) {
     assert_eq!(all.keys().collect::<Vec<_>>(), ["go", "node"]);
 }
 
-async fn prefixes_are_isolated(_rt: Rt) {
-    let server = RedisServer::start();
-    let a = RedisStore::builder(server.url())
-        .prefix("env-a")
-        .build()
-        .unwrap();
-    let b = RedisStore::builder(server.url())
-        .prefix("env-b")
-        .build()
-        .unwrap();
+async fn prefixes_are_isolated(_rt: Rt, start: Start) {
+    let server = start();
+    let a = server.store_builder().prefix("env-a").build().unwrap();
+    let b = server.store_builder().prefix("env-b").build().unwrap();
     let default = store(&server);
     a.init(&[(Kind::Flag, "f".into(), item("f", 1))])
         .await
@@ -303,8 +318,8 @@ async fn prefixes_are_isolated(_rt: Rt) {
     );
 }
 
-async fn concurrent_upserts_keep_the_highest_version(rt: Rt) {
-    let server = RedisServer::start();
+async fn concurrent_upserts_keep_the_highest_version(rt: Rt, start: Start) {
+    let server = start();
     // Several writers (separate pools, as separate processes would be) race on one
     // hash: the optimistic lock lets exactly the newest version written win. A writer
     // that loses the race every time gives up with `Contended` after
@@ -348,8 +363,8 @@ async fn concurrent_upserts_keep_the_highest_version(rt: Rt) {
     }
 }
 
-async fn a_store_written_by_flagsync_has_the_layout_other_sdks_read(_rt: Rt) {
-    let server = RedisServer::start();
+async fn a_store_written_by_flagsync_has_the_layout_other_sdks_read(_rt: Rt, start: Start) {
+    let server = start();
     let store = store(&server);
     let flag = r#"{"key":"f","version":2,"on":true,"prerequisites":[{"key":"p","variation":0}],"variations":[1,2]}"#;
     store
@@ -419,8 +434,8 @@ async fn a_store_written_by_flagsync_has_the_layout_other_sdks_read(_rt: Rt) {
     }
 }
 
-async fn data_written_as_other_sdks_do_is_read(_rt: Rt) {
-    let server = RedisServer::start();
+async fn data_written_as_other_sdks_do_is_read(_rt: Rt, start: Start) {
+    let server = start();
     // What the Relay Proxy leaves under a custom prefix: one hash per kind, JSON items,
     // and the marker (whose value does not matter).
     server.cli(&[
@@ -438,10 +453,7 @@ async fn data_written_as_other_sdks_do_is_read(_rt: Rt) {
         r#"{"key":"seg","version":2,"included":["u1"]}"#,
     ]);
     server.cli(&["SET", "relay:$inited", "relay:$inited"]);
-    let store = RedisStore::builder(server.url())
-        .prefix("relay")
-        .build()
-        .unwrap();
+    let store = server.store_builder().prefix("relay").build().unwrap();
     assert!(store.initialized().await.unwrap());
     assert_eq!(
         keys(store.all(Kind::Flag).await.unwrap()),
@@ -462,9 +474,10 @@ async fn data_written_as_other_sdks_do_is_read(_rt: Rt) {
     assert_eq!(store.get(Kind::Flag, "broken").await.unwrap(), None);
 }
 
-async fn operations_fail_while_the_server_is_down_and_work_after_it_returns(_rt: Rt) {
-    let mut server = RedisServer::start();
-    let store = RedisStore::builder(server.url())
+async fn operations_fail_while_the_server_is_down_and_work_after_it_returns(_rt: Rt, start: Start) {
+    let mut server = start();
+    let store = server
+        .store_builder()
         .connect_timeout(std::time::Duration::from_millis(500))
         .build()
         .unwrap();
@@ -495,8 +508,8 @@ async fn operations_fail_while_the_server_is_down_and_work_after_it_returns(_rt:
     );
 }
 
-async fn the_caching_wrapper_over_redis(_rt: Rt) {
-    let server = RedisServer::start();
+async fn the_caching_wrapper_over_redis(_rt: Rt, start: Start) {
+    let server = start();
     let cached = CachingStore::new(Arc::new(store(&server)), CacheConfig::default());
     assert!(!cached.initialized().await.unwrap());
     // Another process initializes the store: the cached "false" holds for the TTL.

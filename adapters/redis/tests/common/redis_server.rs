@@ -9,7 +9,10 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use flagsync_redis::{RedisBigSegmentStoreBuilder, RedisStoreBuilder};
 
 /// How to get the Redis binaries, for the failure messages.
 const INSTALL: &str = "install it with `sudo apt-get install redis-server` \
@@ -23,6 +26,68 @@ pub struct RedisServer {
     port: u16,
     dir: PathBuf,
     password: Option<String>,
+    tls: Option<Tls>,
+}
+
+/// Certificates made for one test: a CA, a server certificate it signed for
+/// 127.0.0.1 and localhost, a client certificate it signed, and another CA that
+/// signed nothing of these. All PEM.
+#[derive(Debug)]
+pub struct TestCerts {
+    pub ca_pem: String,
+    pub server_cert_pem: String,
+    pub server_key_pem: String,
+    pub client_cert_pem: String,
+    pub client_key_pem: String,
+    pub other_ca_pem: String,
+}
+
+impl TestCerts {
+    pub fn new() -> Arc<Self> {
+        let ca = |name: &str| {
+            let key = rcgen::KeyPair::generate().unwrap();
+            let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+            params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, name);
+            let cert = params.self_signed(&key).unwrap();
+            (cert, key)
+        };
+        let (ca_cert, ca_key) = ca("flagsync redis test CA");
+        let (other_ca, _) = ca("flagsync redis other CA");
+        let leaf = |names: &[&str], cn: &str| {
+            let key = rcgen::KeyPair::generate().unwrap();
+            let mut params = rcgen::CertificateParams::new(
+                names.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
+            )
+            .unwrap();
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, cn);
+            let cert = params.signed_by(&key, &ca_cert, &ca_key).unwrap();
+            (cert.pem(), key.serialize_pem())
+        };
+        let (server_cert_pem, server_key_pem) = leaf(&["127.0.0.1", "localhost"], "redis");
+        let (client_cert_pem, client_key_pem) = leaf(&[], "flagsync client");
+        Arc::new(Self {
+            ca_pem: ca_cert.pem(),
+            server_cert_pem,
+            server_key_pem,
+            client_cert_pem,
+            client_key_pem,
+            other_ca_pem: other_ca.pem(),
+        })
+    }
+}
+
+/// How a TLS server is run: `tls-auth-clients` (`no`, `optional`, `yes`), and whether
+/// the test's stores and redis-cli present the client certificate.
+#[derive(Debug, Clone)]
+pub struct Tls {
+    pub certs: Arc<TestCerts>,
+    pub auth_clients: &'static str,
+    pub client_cert: bool,
 }
 
 /// Panics, saying how to install it, unless `redis-server --version` runs and succeeds.
@@ -53,6 +118,25 @@ impl RedisServer {
 
     /// [`Self::start`], requiring `password` (`requirepass`) when given.
     pub fn start_with_password(password: Option<&str>) -> Self {
+        Self::start_with(password, None)
+    }
+
+    /// A server on TLS only (`--port 0`), with new certificates, clients optionally
+    /// authenticated (`tls-auth-clients optional`); the test's stores trust its CA
+    /// and present no client certificate.
+    pub fn start_tls() -> Self {
+        Self::start_with(
+            None,
+            Some(Tls {
+                certs: TestCerts::new(),
+                auth_clients: "optional",
+                client_cert: false,
+            }),
+        )
+    }
+
+    /// A server on TLS only; see [`Tls`].
+    pub fn start_with(password: Option<&str>, tls: Option<Tls>) -> Self {
         require_redis_server();
         let dir = std::env::temp_dir().join(format!(
             "flagsync-redis-{}-{}",
@@ -71,6 +155,7 @@ impl RedisServer {
                 port,
                 dir: dir.clone(),
                 password: password.map(str::to_owned),
+                tls: tls.clone(),
             };
             if server.spawn() {
                 return server;
@@ -79,9 +164,93 @@ impl RedisServer {
         panic!("redis-server did not start");
     }
 
+    /// The server's TLS settings, if it runs on TLS.
+    pub fn tls(&self) -> Option<&Tls> {
+        self.tls.as_ref()
+    }
+
+    /// Write `pem` to a file in the server's folder; its path.
+    fn file(&self, name: &str, pem: &str) -> String {
+        let path = self.dir.join(name);
+        std::fs::write(&path, pem).unwrap();
+        path.to_str().unwrap().to_owned()
+    }
+
+    /// The arguments that make redis-server listen on TLS only, or on plaintext.
+    fn listen_args(&self) -> Vec<String> {
+        let port = self.port.to_string();
+        let Some(tls) = &self.tls else {
+            return vec!["--port".into(), port];
+        };
+        let c = &tls.certs;
+        vec![
+            "--port".into(),
+            "0".into(),
+            "--tls-port".into(),
+            port,
+            "--tls-cert-file".into(),
+            self.file("server.pem", &c.server_cert_pem),
+            "--tls-key-file".into(),
+            self.file("server.key", &c.server_key_pem),
+            "--tls-ca-cert-file".into(),
+            self.file("ca.pem", &c.ca_pem),
+            "--tls-auth-clients".into(),
+            tls.auth_clients.into(),
+        ]
+    }
+
+    /// The arguments that make redis-cli speak TLS to this server, if it runs on TLS.
+    fn cli_tls_args(&self) -> Vec<String> {
+        let Some(tls) = &self.tls else {
+            return Vec::new();
+        };
+        let c = &tls.certs;
+        let mut args = vec![
+            "--tls".into(),
+            "--cacert".into(),
+            self.file("ca.pem", &c.ca_pem),
+        ];
+        // redis-cli presents it whenever it can (the server may require it).
+        args.extend([
+            "--cert".into(),
+            self.file("client.pem", &c.client_cert_pem),
+            "--key".into(),
+            self.file("client.key", &c.client_key_pem),
+        ]);
+        args
+    }
+
+    /// A store builder for this server: its URL, and over TLS its CA (and the client
+    /// certificate when [`Tls::client_cert`]).
+    pub fn store_builder(&self) -> RedisStoreBuilder {
+        let b = flagsync_redis::RedisStore::builder(self.url());
+        match &self.tls {
+            Some(tls) if tls.client_cert => b.tls_ca_pem(tls.certs.ca_pem.clone()).tls_client_cert(
+                tls.certs.client_cert_pem.clone(),
+                tls.certs.client_key_pem.clone(),
+            ),
+            Some(tls) => b.tls_ca_pem(tls.certs.ca_pem.clone()),
+            None => b,
+        }
+    }
+
+    /// A big-segment store builder for this server, as [`Self::store_builder`].
+    pub fn big_segment_builder(&self) -> RedisBigSegmentStoreBuilder {
+        let b = flagsync_redis::RedisBigSegmentStore::builder(self.url());
+        match &self.tls {
+            Some(tls) if tls.client_cert => b.tls_ca_pem(tls.certs.ca_pem.clone()).tls_client_cert(
+                tls.certs.client_cert_pem.clone(),
+                tls.certs.client_key_pem.clone(),
+            ),
+            Some(tls) => b.tls_ca_pem(tls.certs.ca_pem.clone()),
+            None => b,
+        }
+    }
+
     fn spawn(&mut self) -> bool {
         let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1"])
+            .args(self.listen_args())
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
             .args(["--protected-mode", "no", "--loglevel", "warning"])
             .arg("--dir")
@@ -117,18 +286,37 @@ impl RedisServer {
         let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
             return false;
         };
+        if self.tls.is_some() {
+            // It accepts connections: it is listening (a TLS handshake is redis-cli's).
+            return true;
+        }
         let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
         // Any answer will do (without the password it is an error): it is listening.
         let mut buf = [0u8; 1];
         s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok()
     }
 
-    /// `redis://[:password@]127.0.0.1:<port>/0`.
+    /// `redis://[:password@]127.0.0.1:<port>/0` (`rediss://` over TLS).
     pub fn url(&self) -> String {
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
         match &self.password {
-            Some(p) => format!("redis://:{p}@127.0.0.1:{}/0", self.port),
-            None => format!("redis://127.0.0.1:{}/0", self.port),
+            Some(p) => format!("{scheme}://:{p}@127.0.0.1:{}/0", self.port),
+            None => format!("{scheme}://127.0.0.1:{}/0", self.port),
         }
+    }
+
+    /// The URL of the ACL user `user` with `password`.
+    pub fn user_url(&self, user: &str, password: &str) -> String {
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://{user}:{password}@127.0.0.1:{}/0", self.port)
     }
 
     /// The port.
@@ -140,6 +328,7 @@ impl RedisServer {
     pub fn cli(&self, args: &[&str]) -> String {
         let out = Command::new("redis-cli")
             .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(self.cli_tls_args())
             .args(
                 self.password
                     .iter()
@@ -148,8 +337,17 @@ impl RedisServer {
             .args(args)
             .output()
             .unwrap_or_else(|e| panic!("redis-cli did not run ({e}): {INSTALL}"));
-        assert!(out.status.success(), "redis-cli {args:?} failed");
-        String::from_utf8(out.stdout).unwrap().trim_end().to_owned()
+        assert!(
+            out.status.success(),
+            "redis-cli {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap().trim_end().to_owned();
+        assert!(
+            !text.starts_with("ERR") && !text.contains("Could not connect"),
+            "redis-cli {args:?}: {text}"
+        );
+        text
     }
 
     /// Stop the server (kill and reap it); the port stays reserved for [`Self::restart`].

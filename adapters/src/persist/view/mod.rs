@@ -114,6 +114,11 @@ struct State {
 #[derive(Debug)]
 pub(crate) struct StoreView {
     config: CacheConfig,
+    /// The client only reads the store (daemon mode, [`StoreMode::ReadOnly`]): a
+    /// listing is what the store holds, `$inited` or not.
+    ///
+    /// [`StoreMode::ReadOnly`]: flagsync_core::StoreMode::ReadOnly
+    reader: bool,
     state: Mutex<State>,
     /// Signalled whenever a fetch is answered (or given up).
     answered: Condvar,
@@ -255,11 +260,16 @@ impl State {
 
 impl StoreView {
     /// An empty view with `config`'s TTL and capacity, and the receiving side of its
-    /// fetch requests (for [`run`]).
-    pub(crate) fn new(config: CacheConfig) -> (Arc<Self>, async_channel::Receiver<Fetch>) {
+    /// fetch requests (for [`run`]); `reader` for a client that never writes the store
+    /// (see [`answer`]).
+    pub(crate) fn new(
+        config: CacheConfig,
+        reader: bool,
+    ) -> (Arc<Self>, async_channel::Receiver<Fetch>) {
         let (requests, rx) = async_channel::unbounded();
         let view = Self {
             config,
+            reader,
             state: Mutex::new(State {
                 entries: [HashMap::new(), HashMap::new()],
                 lists: [HashMap::new(), HashMap::new()],
@@ -428,7 +438,7 @@ impl StoreView {
     pub(crate) async fn load_all(&self, store: &CachingStore) -> Result<(), StoreError> {
         for kind in [Kind::Segment, Kind::Flag] {
             let fetch = Fetch::All(kind);
-            let a = answer(store, &fetch).await?;
+            let a = answer(store, &fetch, self.reader).await?;
             self.fetched(&fetch, a, Instant::now());
         }
         Ok(())
@@ -545,6 +555,11 @@ impl StoreView {
         changed
     }
 
+    /// The client only reads the store (see [`StoreView::new`]).
+    pub(crate) fn is_reader(&self) -> bool {
+        self.reader
+    }
+
     /// This process has written a full data set to the store.
     pub(crate) fn has_written(&self) -> bool {
         self.lock().reset_at.is_some()
@@ -594,7 +609,7 @@ enum Answer {
     NotInitialized,
 }
 
-async fn answer(store: &CachingStore, fetch: &Fetch) -> Result<Answer, StoreError> {
+async fn answer(store: &CachingStore, fetch: &Fetch, reader: bool) -> Result<Answer, StoreError> {
     // The store itself, not its cache: the view is the cache of these reads.
     let inner = store.inner();
     let answer = match fetch {
@@ -602,13 +617,17 @@ async fn answer(store: &CachingStore, fetch: &Fetch) -> Result<Answer, StoreErro
         Fetch::All(kind) => Answer::All(inner.all(*kind).await?),
         Fetch::Inited => return Ok(Answer::Inited(inner.initialized().await?)),
     };
-    // A listing counts only from a store that holds a data set: a store without
-    // `$inited` (a Redis restarted empty) is "not initialized", never an empty data
-    // set (issue 19). A point read is taken as it is, as LaunchDarkly's SDKs take it
-    // (their contract tests: a daemon reads flags written without `$inited`, and a
-    // flag removed from the store reads as missing once its cache entry expires).
+    // A reader lists what the store holds, `$inited` or not, as LaunchDarkly's SDKs
+    // list it (their persistent-store wrappers' `GetAll`/`all` never ask `$inited`:
+    // it says whether a writer's data set is complete, it does not gate reads).
+    //
+    // A writer's view (a warm start, FDv1 with a persistent store) counts a listing
+    // only from a store that holds a data set: a store without `$inited` (a Redis
+    // restarted empty) is "not initialized", never an empty data set (issue 19), and
+    // the writer writes its data set again. A point read is taken as it is, as
+    // LaunchDarkly's SDKs take it.
     let removes = matches!(answer, Answer::All(_));
-    if removes && !inner.initialized().await? {
+    if removes && !reader && !inner.initialized().await? {
         return Ok(Answer::NotInitialized);
     }
     Ok(answer)

@@ -34,7 +34,7 @@ pub(crate) async fn run(
         };
         view.fetching_on_this_thread();
         let started = Instant::now();
-        let changed = match answer(&store, &fetch).await {
+        let changed = match answer(&store, &fetch, view.is_reader()).await {
             Ok(Answer::NotInitialized) => {
                 if !lost && published.initialized() {
                     lost = true;

@@ -23,7 +23,7 @@ fn versions(view: &StoreView, kind: Kind) -> Vec<(String, u64)> {
 
 #[test]
 fn a_read_without_a_fresh_entry_asks_once_until_answered() {
-    let (view, rx) = StoreView::new(CacheConfig::ttl(Duration::from_secs(60)));
+    let (view, rx) = StoreView::new(CacheConfig::ttl(Duration::from_secs(60)), false);
     view.touch(Kind::Flag, "f");
     view.touch(Kind::Flag, "f");
     assert_eq!(rx.try_recv(), Ok(Fetch::Item(Kind::Flag, "f".into())));
@@ -38,7 +38,7 @@ fn a_read_without_a_fresh_entry_asks_once_until_answered() {
 
 #[test]
 fn an_absent_answer_is_cached_too() {
-    let (view, rx) = StoreView::new(CacheConfig::infinite());
+    let (view, rx) = StoreView::new(CacheConfig::infinite(), false);
     let fetch = Fetch::Item(Kind::Segment, "s".into());
     view.touch(Kind::Segment, "s");
     assert!(rx.try_recv().is_ok());
@@ -53,7 +53,7 @@ fn an_absent_answer_is_cached_too() {
 
 #[test]
 fn expired_and_uncached_entries_are_served_and_asked_again() {
-    let (view, rx) = StoreView::new(CacheConfig::ttl(Duration::from_millis(50)));
+    let (view, rx) = StoreView::new(CacheConfig::ttl(Duration::from_millis(50)), false);
     let fetch = Fetch::Item(Kind::Flag, "f".into());
     let long_ago = Instant::now() - Duration::from_secs(1);
     view.fetched(&fetch, Answer::Item(Some(item("f", 1))), long_ago);
@@ -65,7 +65,7 @@ fn expired_and_uncached_entries_are_served_and_asked_again() {
         "and served meanwhile"
     );
 
-    let (off, rx) = StoreView::new(CacheConfig::disabled());
+    let (off, rx) = StoreView::new(CacheConfig::disabled(), false);
     off.fetched(&fetch, Answer::Item(Some(item("f", 1))), Instant::now());
     off.touch(Kind::Flag, "f");
     assert_eq!(rx.try_recv(), Ok(fetch), "no cache: every read asks");
@@ -96,7 +96,7 @@ fn an_entry_is_read_again_shortly_before_it_expires() {
 
 #[test]
 fn a_read_that_began_before_a_write_is_dropped() {
-    let (view, _rx) = StoreView::new(CacheConfig::infinite());
+    let (view, _rx) = StoreView::new(CacheConfig::infinite(), false);
     let fetch = Fetch::Item(Kind::Flag, "f".into());
     let began = Instant::now();
     std::thread::sleep(Duration::from_millis(2));
@@ -117,7 +117,7 @@ fn a_read_that_began_before_a_write_is_dropped() {
 
 #[test]
 fn writes_replace_entries_and_a_full_write_replaces_all() {
-    let (view, _rx) = StoreView::new(CacheConfig::infinite());
+    let (view, _rx) = StoreView::new(CacheConfig::infinite(), false);
     let fetch = Fetch::Item(Kind::Flag, "old".into());
     view.fetched(&fetch, Answer::Item(Some(item("old", 1))), Instant::now());
     view.wrote_all(&[
@@ -132,14 +132,14 @@ fn writes_replace_entries_and_a_full_write_replaces_all() {
 
 #[test]
 fn listings_are_read_whole_and_kept_apart_from_point_reads() {
-    let (view, rx) = StoreView::new(CacheConfig::infinite());
+    let (view, rx) = StoreView::new(CacheConfig::infinite(), false);
     view.wrote_all(&[(Kind::Flag, "a".into(), item("a", 1))]);
     view.touch_all(Kind::Flag);
     assert!(
         rx.try_recv().is_err(),
         "a full write counts as a whole read"
     );
-    let (view, rx) = StoreView::new(CacheConfig::infinite());
+    let (view, rx) = StoreView::new(CacheConfig::infinite(), false);
     let fetch = Fetch::Item(Kind::Flag, "a".into());
     view.fetched(&fetch, Answer::Item(Some(item("a", 1))), Instant::now());
     view.touch_all(Kind::Flag);
@@ -206,7 +206,7 @@ impl crate::persist::PersistentStore for AsyncOnly {
 
 /// A view whose fetch task "runs" (the test answers its requests).
 fn linked(config: CacheConfig) -> (Arc<StoreView>, async_channel::Receiver<Fetch>) {
-    let (view, rx) = StoreView::new(config);
+    let (view, rx) = StoreView::new(config, false);
     let store = Arc::new(AsyncOnly(crate::persist::InMemoryStore::new()));
     view.started(
         Arc::new(CachingStore::new(store, config)),
@@ -298,7 +298,7 @@ fn a_live_entry_is_refreshed_ahead_without_waiting_and_the_fetch_thread_never_wa
 #[test]
 fn before_the_fetch_task_runs_nothing_waits_and_a_blocking_store_answers_at_once() {
     let config = CacheConfig::disabled().with_read_wait(Duration::from_secs(5));
-    let (view, rx) = StoreView::new(config);
+    let (view, rx) = StoreView::new(config, false);
     let t0 = Instant::now();
     view.touch(Kind::Flag, "f");
     assert!(!view.store_initialized());
@@ -314,7 +314,7 @@ fn before_the_fetch_task_runs_nothing_waits_and_a_blocking_store_answers_at_once
 
     // A store with reads on the caller's thread: no request reaches the task.
     let config = config.with_read_wait(Duration::from_millis(200));
-    let (view, rx) = StoreView::new(config);
+    let (view, rx) = StoreView::new(config, false);
     let db = Arc::new(crate::persist::InMemoryStore::new());
     db.put_raw(Kind::Flag, "f", r#"{"key":"f","version":7}"#);
     db.set_initialized(true);
@@ -364,7 +364,7 @@ fn inited_is_read_and_cached_as_the_reference_caches_it() {
 
 #[test]
 fn the_capacity_evicts_the_oldest_entries() {
-    let (view, _rx) = StoreView::new(CacheConfig::infinite().with_capacity(2));
+    let (view, _rx) = StoreView::new(CacheConfig::infinite().with_capacity(2), false);
     let t0 = Instant::now();
     for (i, key) in ["a", "b", "c"].into_iter().enumerate() {
         let fetch = Fetch::Item(Kind::Flag, key.into());
