@@ -205,12 +205,15 @@ mod tests {
         );
         let mut p = Protocol::with_limits(limits(60, 100));
         p.handle_event(intent("xfer-changes")).unwrap();
-        let endless = (0..1_000).map(|i| p.handle_event(put(&format!("k{i:03}"))));
-        assert_eq!(
-            endless.filter(Result::is_err).count(),
-            // Two puts of 30 bytes fit in 60; the third fails and drops them.
-            1_000 / 3
-        );
+        let results: Vec<_> = (0..1_000)
+            .map(|i| p.handle_event(put(&format!("k{i:03}"))))
+            .collect();
+        // Two puts of 30 bytes fit in 60; the third fails and drops them with their
+        // intent, so nothing more is held until a new `server-intent`.
+        assert!(results[..2].iter().all(Result::is_ok));
+        assert_eq!(results[2], Err(Error::PayloadTooLarge { limit: 60 }));
+        assert!(results[3..].iter().all(|r| *r == Err(Error::MissingIntent)));
+        assert!(p.builder().changes().is_empty());
     }
 
     #[test]
