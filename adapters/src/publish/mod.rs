@@ -18,5 +18,6 @@ pub(crate) use published::Published;
 pub(crate) use sink::{DataSink, StoreLink};
 pub(crate) use status::Clock;
 pub use status::{DataSourceError, DataSourceStatus, FlagChange};
+#[cfg(feature = "eval")]
 pub(crate) use subscription::{Coalesce, Subscribers};
 pub use subscription::{DEFAULT_SUBSCRIPTION_CAPACITY, Subscription};
