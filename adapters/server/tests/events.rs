@@ -1,7 +1,11 @@
 //! The local flag server's events endpoints (`POST /bulk`, `POST /diagnostic`), posted
 //! to with a raw `TcpStream` client as an SDK's event processor would.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use common::{Response, gzip};
+
+use std::io::{BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -38,27 +42,6 @@ fn diagnostic() -> Value {
            "configuration": {"eventsCapacity": 10000}, "platform": {"name": "rust"}})
 }
 
-fn gzip(bytes: &[u8]) -> Vec<u8> {
-    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    enc.write_all(bytes).unwrap();
-    enc.finish().unwrap()
-}
-
-struct Response {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Response {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
 /// One keep-alive connection.
 struct Conn {
     r: BufReader<TcpStream>,
@@ -92,36 +75,7 @@ impl Conn {
     }
 
     fn read_response(&mut self) -> Response {
-        let mut line = String::new();
-        self.r.read_line(&mut line).unwrap();
-        let status = line
-            .split(' ')
-            .nth(1)
-            .unwrap_or_else(|| panic!("bad status line {line:?}"))
-            .parse()
-            .unwrap();
-        let mut headers = Vec::new();
-        loop {
-            line.clear();
-            self.r.read_line(&mut line).unwrap();
-            let l = line.trim_end();
-            if l.is_empty() {
-                break;
-            }
-            let (n, v) = l.split_once(':').unwrap();
-            headers.push((n.to_owned(), v.trim().to_owned()));
-        }
-        let mut resp = Response {
-            status,
-            headers,
-            body: Vec::new(),
-        };
-        if let Some(len) = resp.header("content-length") {
-            let mut body = vec![0; len.parse().unwrap()];
-            self.r.read_exact(&mut body).unwrap();
-            resp.body = body;
-        }
-        resp
+        common::read_response(&mut self.r)
     }
 }
 

@@ -3,7 +3,11 @@
 //! connection, gzip, bodies split across many reads, limits on the decoded size, and
 //! malformed framing.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use common::{Response, gzip};
+
+use std::io::{BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
@@ -21,12 +25,6 @@ fn start(max_body: usize) -> ServerHandle {
         .max_body(max_body)
         .start()
         .unwrap()
-}
-
-fn gzip(bytes: &[u8]) -> Vec<u8> {
-    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    enc.write_all(bytes).unwrap();
-    enc.finish().unwrap()
 }
 
 /// `body` in the chunked transfer coding: chunks of `size` bytes, an extension on the
@@ -60,20 +58,6 @@ fn head(method: &str, path: &str, version: &str, extra: &[(&str, &str)]) -> Vec<
     head.into_bytes()
 }
 
-struct Response {
-    status: u16,
-    headers: Vec<(String, String)>,
-}
-
-impl Response {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
 /// One connection, written to in pieces.
 struct Conn {
     r: BufReader<TcpStream>,
@@ -99,31 +83,7 @@ impl Conn {
     }
 
     fn read_response(&mut self) -> Response {
-        let mut line = String::new();
-        self.r.read_line(&mut line).unwrap();
-        let status = line
-            .split(' ')
-            .nth(1)
-            .unwrap_or_else(|| panic!("bad status line {line:?}"))
-            .parse()
-            .unwrap();
-        let mut headers = Vec::new();
-        loop {
-            line.clear();
-            self.r.read_line(&mut line).unwrap();
-            let l = line.trim_end();
-            if l.is_empty() {
-                break;
-            }
-            let (n, v) = l.split_once(':').unwrap();
-            headers.push((n.to_owned(), v.trim().to_owned()));
-        }
-        let resp = Response { status, headers };
-        if let Some(len) = resp.header("content-length") {
-            let mut body = vec![0; len.parse().unwrap()];
-            self.r.read_exact(&mut body).unwrap();
-        }
-        resp
+        common::read_response(&mut self.r)
     }
 
     /// Whether the server closed the connection (nothing more arrives).
