@@ -1,22 +1,28 @@
 //! [`Server`] and [`ServerBuilder`]: the settings, and starting the server.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::{Ipv4Addr, TcpListener};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::data::Data;
+use crate::env::Environment;
 use crate::events::Subscribers;
 use crate::fault::Faults;
+use crate::hub::{Frame, Hub};
 
 use crate::conn::accept_loop;
 use crate::error::ServerError;
-use crate::handle::{Inner, ServerHandle, Shared};
-use crate::http;
+use crate::handle::ServerHandle;
+use crate::state::{Env, Inner, Shared};
+use crate::{fdv2, http};
+
+/// The listen backlog: room for a thousand SDKs connecting at once.
+const BACKLOG: i32 = 4096;
 
 /// Entry point: see [`Server::builder`].
 #[derive(Debug)]
@@ -33,6 +39,7 @@ impl Server {
             heartbeat: Duration::from_secs(15),
             data: Value::Object(serde_json::Map::new()),
             max_body: http::DEFAULT_MAX_BODY,
+            environments: Vec::new(),
         }
     }
 }
@@ -47,6 +54,7 @@ pub struct ServerBuilder {
     pub(crate) heartbeat: Duration,
     pub(crate) data: Value,
     pub(crate) max_body: usize,
+    pub(crate) environments: Vec<Environment>,
 }
 
 impl ServerBuilder {
@@ -97,6 +105,15 @@ impl ServerBuilder {
         self
     }
 
+    /// Serve another environment beside the default one, to requests that carry its
+    /// SDK key (see [`Environment`]). Once any is added, a request whose key names no
+    /// environment gets `401`, and the default environment serves only its own
+    /// [`sdk_key`](Self::sdk_key), if it has one.
+    pub fn environment(mut self, environment: Environment) -> Self {
+        self.environments.push(environment);
+        self
+    }
+
     /// The initial data as the server would serve it, without serving it: `{"flags":
     /// {…},"segments":{…}}` exactly as polling serves it once started (`flagValues`
     /// expanded, keys and versions filled in). `flagsync eval` evaluates this.
@@ -116,28 +133,47 @@ impl ServerBuilder {
 
     /// Validate the data, bind the socket and start serving.
     pub fn start(self) -> Result<ServerHandle, ServerError> {
-        let mut data = Data::from_json(self.data).map_err(ServerError::InvalidData)?;
-        data.set_epoch(format!("{:08x}", fastrand::u32(..)));
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, self.port)).map_err(|source| {
-            ServerError::Bind {
-                port: self.port,
-                source,
-            }
-        })?;
+        let epoch = format!("{:08x}", fastrand::u32(..));
+        let now = Instant::now();
+        let mut default = Data::from_json(self.data).map_err(ServerError::InvalidData)?;
+        default.set_epoch(epoch.clone());
+        let mut envs = vec![Env {
+            name: "default".into(),
+            sdk_key: self.sdk_key,
+            env_id: self.env_id,
+            data: default,
+            starting_until: None,
+        }];
+        for e in self.environments {
+            let (mut data, starting_until) = match e.data {
+                Some(d) => (Data::from_json(d).map_err(ServerError::InvalidData)?, None),
+                None => (Data::default(), Some(now + e.init_timeout)),
+            };
+            data.set_epoch(epoch.clone());
+            envs.push(Env {
+                name: e.name,
+                sdk_key: Some(e.sdk_key),
+                env_id: e.env_id,
+                data,
+                starting_until,
+            });
+        }
+        let listener = bind(self.port)?;
         let addr = listener.local_addr().map_err(|source| ServerError::Bind {
             port: self.port,
             source,
         })?;
+        let heartbeats = [
+            Frame::new(&b":\n"[..]),
+            Frame::new(fdv2::to_sse(&[fdv2::heartbeat()]).into_bytes()),
+        ];
+        let hub = Hub::start(self.heartbeat, heartbeats).map_err(ServerError::Thread)?;
         let shared = Arc::new(Shared {
             addr,
-            sdk_key: self.sdk_key,
-            env_id: self.env_id,
-            heartbeat: self.heartbeat,
             max_body: self.max_body,
             shutting_down: AtomicBool::new(false),
             inner: Mutex::new(Inner {
-                data,
-                streams: Vec::new(),
+                envs,
                 conns: HashMap::new(),
                 threads: Vec::new(),
                 next_id: 0,
@@ -147,6 +183,7 @@ impl ServerBuilder {
                 event_subs: Subscribers::default(),
             }),
             unhang: Condvar::new(),
+            hub,
         });
         let accept_shared = shared.clone();
         let accept = thread::Builder::new()
@@ -158,4 +195,16 @@ impl ServerBuilder {
             accept: Mutex::new(Some(accept)),
         })
     }
+}
+
+/// Bind 127.0.0.1:`port` with a backlog for many SDKs connecting at once.
+fn bind(port: u16) -> Result<TcpListener, ServerError> {
+    use socket2::{Domain, Socket, Type};
+    let err = |source| ServerError::Bind { port, source };
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).map_err(err)?;
+    socket.set_reuse_address(true).map_err(err)?;
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    socket.bind(&addr.into()).map_err(err)?;
+    socket.listen(BACKLOG).map_err(err)?;
+    Ok(socket.into())
 }

@@ -1,24 +1,23 @@
 //! Connections: the accept loop and one thread per connection, reading requests
-//! and handing them to the routes.
+//! and handing them to the routes; a stream's connection goes to the stream hub and
+//! its thread ends.
 
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::thread::{self};
 use std::time::Duration;
 
-use crate::http::{Framing, write_response};
+use crate::http::{Framing, WRITE_TIMEOUT, write_response};
 use crate::reader::{ReadError, RequestReader};
 
 use crate::fault::Endpoint;
-use crate::handle::Shared;
 use crate::http;
 use crate::recorded::RecordedRequest;
 use crate::routes::{FALLBACK_HEADER, Routed, refused, route};
+use crate::state::Shared;
 
 /// How long an idle keep-alive connection is kept open.
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long a write to a slow client may block before the connection is dropped.
-pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How many requests [`ServerHandle::requests`] remembers.
 pub(crate) const MAX_RECORDED: usize = 1000;
 /// How long a refused request's unread body is read and discarded before closing.
@@ -138,7 +137,8 @@ pub(crate) fn handle_connection(shared: &Arc<Shared>, id: u64, mut stream: TcpSt
             }
             None => match route(shared, id, &req, endpoint, &headers, &mut stream) {
                 Routed::Done(ok) => ok,
-                Routed::Streamed => false,
+                // The stream hub holds the connection now.
+                Routed::Streamed => return,
             },
         };
         if unread_body && keep {

@@ -10,6 +10,8 @@ use std::sync::{Arc, OnceLock};
 use flagsync_core::datafile::{self, DataSet};
 use serde_json::{Value, json};
 
+use crate::hub::Frame;
+
 /// Which map an item lives in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum ItemKind {
@@ -69,6 +71,7 @@ pub(super) struct Rendered {
     /// A quoted strong ETag derived from the body.
     pub(super) etag: String,
     gzipped: OnceLock<Vec<u8>>,
+    put_event: OnceLock<Frame>,
 }
 
 impl Rendered {
@@ -80,6 +83,19 @@ impl Rendered {
             let _ = enc.write_all(self.body.as_bytes());
             enc.finish().unwrap_or_default()
         })
+    }
+
+    /// The FDv1 `put` event of this data, encoded once for every stream.
+    pub(super) fn put_event(&self) -> Frame {
+        self.put_event
+            .get_or_init(|| {
+                let mut text = String::with_capacity(self.body.len() + 40);
+                text.push_str("event: put\ndata: {\"path\":\"/\",\"data\":");
+                text.push_str(&self.body);
+                text.push_str("}\n\n");
+                Frame::new(text.into_bytes())
+            })
+            .clone()
     }
 }
 
@@ -93,6 +109,11 @@ pub(super) struct Fdv2Objects {
     pub(super) version: u64,
     /// One `put-object` data JSON per live flag, then per live segment.
     pub(super) puts: Vec<String>,
+    /// The stream encoding of the full transfer, made once (`fdv2::full_transfer_frame`).
+    pub(super) full: OnceLock<Frame>,
+    /// The stream encodings of a first payload for a client without a basis and for one
+    /// with an old basis, made once (`fdv2::initial_frame`).
+    pub(super) initial: [OnceLock<Frame>; 2],
 }
 
 #[derive(Debug)]
@@ -281,6 +302,8 @@ impl Data {
             state: self.state(),
             version: self.version,
             puts,
+            full: OnceLock::new(),
+            initial: [OnceLock::new(), OnceLock::new()],
         });
         self.fdv2 = Some(o.clone());
         o
@@ -304,6 +327,7 @@ impl Data {
             body,
             etag,
             gzipped: OnceLock::new(),
+            put_event: OnceLock::new(),
         });
         self.rendered = Some(r.clone());
         r

@@ -70,6 +70,11 @@ pub struct EventPayload {
     /// The decoded body: a JSON array for [`PayloadKind::Bulk`], an object for
     /// [`PayloadKind::Diagnostic`].
     pub body: Value,
+    /// The body's bytes as the SDK sent them, once gunzipped (what a relay forwards).
+    pub raw: Arc<[u8]>,
+    /// The [`Environment`](crate::Environment) it was posted to, by name; `None` for
+    /// the default environment.
+    pub environment: Option<String>,
 }
 
 impl EventPayload {
@@ -152,6 +157,8 @@ pub(super) fn accept(
         gzip,
         received,
         body,
+        raw: Arc::from(bytes),
+        environment: None,
     })
 }
 

@@ -5,6 +5,27 @@
 use serde_json::json;
 
 use super::data::{Fdv2Objects, ItemKind};
+use crate::hub::Frame;
+
+/// The whole data set as one `xfer-full` payload on a stream, encoded once for every
+/// stream until the data changes.
+pub(super) fn full_transfer_frame(objects: &Fdv2Objects) -> Frame {
+    objects
+        .full
+        .get_or_init(|| Frame::new(to_sse(&full_transfer(objects)).into_bytes()))
+        .clone()
+}
+
+/// The first payload of a stream whose client has no basis (`has_basis == false`) or
+/// an old one: a full transfer, encoded once for every such stream.
+pub(super) fn initial_frame(objects: &Fdv2Objects, has_basis: bool) -> Frame {
+    objects.initial[usize::from(has_basis)]
+        .get_or_init(|| {
+            let basis = has_basis.then_some("");
+            Frame::new(to_sse(&initial_payload(objects, basis, false)).into_bytes())
+        })
+        .clone()
+}
 
 /// The payload id the server announces in `server-intent` and `error`.
 pub(super) const PAYLOAD_ID: &str = "flagsync-local";
@@ -151,6 +172,8 @@ mod tests {
                     &json!({"key": "s", "version": 5}),
                 ),
             ],
+            full: std::sync::OnceLock::new(),
+            initial: [std::sync::OnceLock::new(), std::sync::OnceLock::new()],
         }
     }
 

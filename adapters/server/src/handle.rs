@@ -1,25 +1,21 @@
 //! [`ServerHandle`]: the running server, its shared state and what a test changes
 //! through it (data, faults, events, shutdown).
 
-use std::collections::{HashMap, VecDeque};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::data::{Data, ItemKind};
-use crate::events::Subscribers;
-use crate::fault::Faults;
-
+use crate::data::ItemKind;
+use crate::env::{self, EnvironmentHandle};
 use crate::error::ServerError;
 use crate::events::EventSubscription;
 use crate::fault::Endpoint;
 use crate::recorded::RecordedRequest;
-use crate::{data, fdv2};
+use crate::state::Shared;
 
 /// How long [`ServerHandle::shutdown`] waits for connection threads.
 pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -29,85 +25,6 @@ pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 pub struct ServerHandle {
     pub(crate) shared: Arc<Shared>,
     pub(crate) accept: Mutex<Option<JoinHandle<()>>>,
-}
-
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) addr: SocketAddr,
-    pub(crate) sdk_key: Option<String>,
-    pub(crate) env_id: Option<String>,
-    pub(crate) heartbeat: Duration,
-    pub(crate) max_body: usize,
-    pub(crate) shutting_down: AtomicBool,
-    pub(crate) inner: Mutex<Inner>,
-    pub(crate) unhang: Condvar,
-}
-
-#[derive(Debug)]
-pub(crate) struct Inner {
-    pub(crate) data: Data,
-    /// Open streams (FDv1 and FDv2).
-    pub(crate) streams: Vec<StreamSub>,
-    /// Every open connection, to close them at shutdown.
-    pub(crate) conns: HashMap<u64, TcpStream>,
-    pub(crate) threads: Vec<JoinHandle<()>>,
-    pub(crate) next_id: u64,
-    pub(crate) faults: Faults,
-    pub(crate) requests: VecDeque<RecordedRequest>,
-    pub(crate) request_count: u64,
-    pub(crate) event_subs: Subscribers,
-}
-
-/// An open stream: its connection id, protocol, and the channel to its thread.
-#[derive(Debug)]
-pub(crate) struct StreamSub {
-    pub(crate) id: u64,
-    pub(crate) fdv2: bool,
-    pub(crate) tx: Sender<StreamMsg>,
-}
-
-#[derive(Debug)]
-pub(crate) enum StreamMsg {
-    Event(Arc<str>),
-    Close,
-}
-
-impl Shared {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub(crate) fn is_shutting_down(&self) -> bool {
-        self.shutting_down.load(Ordering::SeqCst)
-    }
-}
-
-impl Inner {
-    /// Send every FDv1 stream `fdv1` and every FDv2 stream `fdv2` (both SSE text).
-    pub(crate) fn broadcast(&mut self, fdv1: &str, fdv2: &str) {
-        let (fdv1, fdv2): (Arc<str>, Arc<str>) = (fdv1.into(), fdv2.into());
-        self.streams.retain(|s| {
-            let text = if s.fdv2 { &fdv2 } else { &fdv1 };
-            s.tx.send(StreamMsg::Event(text.clone())).is_ok()
-        });
-    }
-
-    /// Close every stream.
-    pub(crate) fn close_streams(&mut self) {
-        for s in self.streams.drain(..) {
-            let _ = s.tx.send(StreamMsg::Close);
-        }
-    }
-
-    /// The current data as one FDv2 payload of changes on an open stream.
-    pub(crate) fn fdv2_changes(&self, change: fdv2::Event) -> String {
-        let done = fdv2::payload_transferred(&self.data.state(), self.data.version());
-        fdv2::to_sse(&[change, done])
-    }
-}
-
-pub(crate) fn sse_event(name: &str, data: &str) -> String {
-    format!("event: {name}\ndata: {data}\n\n")
 }
 
 impl ServerHandle {
@@ -167,29 +84,42 @@ impl ServerHandle {
     /// # Ok::<(), flagsync_server::ServerError>(())
     /// ```
     pub fn replace_all(&self, data: Value) -> Result<(), ServerError> {
-        let data = Data::from_json(data).map_err(ServerError::InvalidData)?;
-        let mut inner = self.shared.lock();
-        inner.data.replace(data);
-        let body = inner.data.rendered();
-        let put = sse_event("put", &format!("{{\"path\":\"/\",\"data\":{}}}", body.body));
-        let full = fdv2::to_sse(&fdv2::full_transfer(&inner.data.fdv2_objects()));
-        inner.broadcast(&put, &full);
-        Ok(())
+        env::replace_all(&self.shared, 0, data)
+    }
+
+    /// An environment added with
+    /// [`ServerBuilder::environment`](crate::ServerBuilder::environment), by its name.
+    pub fn environment(&self, name: &str) -> Option<EnvironmentHandle> {
+        let index = self
+            .shared
+            .lock()
+            .envs
+            .iter()
+            .skip(1)
+            .position(|e| e.name == name)?
+            + 1;
+        Some(EnvironmentHandle {
+            shared: self.shared.clone(),
+            index,
+        })
     }
 
     /// A flag as currently served, if it exists.
     pub fn flag(&self, key: &str) -> Option<Value> {
-        self.shared.lock().data.get(ItemKind::Flag, key).cloned()
+        self.shared.lock().envs[0]
+            .data
+            .get(ItemKind::Flag, key)
+            .cloned()
     }
 
     /// The keys of the flags currently served, sorted.
     pub fn flag_keys(&self) -> Vec<String> {
-        self.shared.lock().data.keys(ItemKind::Flag)
+        self.shared.lock().envs[0].data.keys(ItemKind::Flag)
     }
 
     /// The current data as `{"flags":{…},"segments":{…}}`, exactly as polling serves it.
     pub fn data_json(&self) -> String {
-        self.shared.lock().data.rendered().body.clone()
+        self.shared.lock().envs[0].data.rendered().body.clone()
     }
 
     /// The selector state of the current data, `<epoch>-<payload version>`: a client
@@ -206,7 +136,7 @@ impl ServerHandle {
     /// # Ok::<(), flagsync_server::ServerError>(())
     /// ```
     pub fn fdv2_state(&self) -> String {
-        self.shared.lock().data.state()
+        self.shared.lock().envs[0].data.state()
     }
 
     /// The payload version: 1 for the initial data, plus one per change.
@@ -221,7 +151,7 @@ impl ServerHandle {
     /// # Ok::<(), flagsync_server::ServerError>(())
     /// ```
     pub fn payload_version(&self) -> u64 {
-        self.shared.lock().data.version()
+        self.shared.lock().envs[0].data.version()
     }
 
     /// Fault: answer the next `count` requests (any endpoint, any path) with `status`
@@ -249,7 +179,8 @@ impl ServerHandle {
     /// Fault: close every open stream now: its body ends (the last chunk) and the
     /// connection closes, so clients see the stream end and reconnect.
     pub fn drop_streams(&self) {
-        self.shared.lock().close_streams();
+        let done = self.shared.hub.close_all(None);
+        let _ = done.recv_timeout(Duration::from_secs(5));
     }
 
     /// Fault: while `true`, accept connections and read requests but never answer them
@@ -324,7 +255,7 @@ impl ServerHandle {
 
     /// The number of streams currently open.
     pub fn open_streams(&self) -> usize {
-        self.shared.lock().streams.len()
+        self.shared.hub.open()
     }
 
     /// Wait until at least `n` streams are open; `false` on timeout.
@@ -389,8 +320,8 @@ impl ServerHandle {
         };
         self.shared.shutting_down.store(true, Ordering::SeqCst);
         {
+            self.shared.hub.shutdown();
             let mut inner = self.shared.lock();
-            inner.close_streams();
             inner.event_subs.close();
             for (_, conn) in inner.conns.drain() {
                 let _ = conn.shutdown(std::net::Shutdown::Both);
@@ -418,30 +349,11 @@ impl ServerHandle {
         key: &str,
         item: Value,
     ) -> Result<u64, ServerError> {
-        let mut inner = self.shared.lock();
-        let item = inner
-            .data
-            .upsert(kind, key, item)
-            .map_err(ServerError::InvalidData)?;
-        let version = item.get("version").and_then(Value::as_u64).unwrap_or(0);
-        let path = format!("{}{key}", kind.path_prefix());
-        let payload = serde_json::json!({ "path": path, "data": item });
-        let patch = sse_event("patch", &payload.to_string());
-        let put = fdv2::put(data::put_object(kind, key, version, &item));
-        let changes = inner.fdv2_changes(put);
-        inner.broadcast(&patch, &changes);
-        Ok(version)
+        env::upsert(&self.shared, 0, kind, key, item)
     }
 
     pub(crate) fn delete(&self, kind: ItemKind, key: &str, version: Option<u64>) -> u64 {
-        let mut inner = self.shared.lock();
-        let version = inner.data.delete(kind, key, version);
-        let path = format!("{}{key}", kind.path_prefix());
-        let payload = serde_json::json!({ "path": path, "version": version });
-        let delete = sse_event("delete", &payload.to_string());
-        let changes = inner.fdv2_changes(fdv2::delete_object(kind, key, version));
-        inner.broadcast(&delete, &changes);
-        version
+        env::delete(&self.shared, 0, kind, key, version)
     }
 }
 

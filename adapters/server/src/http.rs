@@ -203,21 +203,9 @@ pub(super) fn stream_head(chunked: bool, extra: &[(&str, &str)]) -> Vec<u8> {
     head.into_bytes()
 }
 
-/// Append `data` to `buf`: as one chunk of the chunked transfer coding when `chunked`,
-/// as it is otherwise. Empty `data` appends nothing (an empty chunk would end the body:
-/// see [`LAST_CHUNK`]).
-pub(super) fn push_chunk(buf: &mut Vec<u8>, data: &[u8], chunked: bool) {
-    if data.is_empty() {
-        return;
-    }
-    if !chunked {
-        buf.extend_from_slice(data);
-        return;
-    }
-    buf.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
-    buf.extend_from_slice(data);
-    buf.extend_from_slice(b"\r\n");
-}
+/// How long a write to a slow client may make no progress before the connection is
+/// dropped.
+pub(crate) const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The end of a chunked body: the last chunk, no trailers.
 pub(super) const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
@@ -294,22 +282,6 @@ mod tests {
         assert_eq!(query_param("/p?a=%zz%4", "a").as_deref(), Some("%zz%4"));
         assert_eq!(query_param("/p?a=%+1", "a").as_deref(), Some("% 1"));
         assert_eq!(query_param("/p?a=1+2#basis=3", "a").as_deref(), Some("1 2"));
-    }
-
-    #[test]
-    fn chunks() {
-        let mut buf = Vec::new();
-        push_chunk(&mut buf, b"event: put\ndata: {}\n\n", true);
-        push_chunk(&mut buf, b"", true);
-        push_chunk(&mut buf, &[b'x'; 300], true);
-        buf.extend_from_slice(LAST_CHUNK);
-        let mut want = b"15\r\nevent: put\ndata: {}\n\n\r\n12c\r\n".to_vec();
-        want.extend_from_slice(&[b'x'; 300]);
-        want.extend_from_slice(b"\r\n0\r\n\r\n");
-        assert_eq!(buf, want);
-        let mut plain = Vec::new();
-        push_chunk(&mut plain, b"data: x\n\n", false);
-        assert_eq!(plain, b"data: x\n\n");
     }
 
     #[test]

@@ -83,6 +83,7 @@
 mod builder;
 mod conn;
 mod data;
+mod env;
 mod error;
 mod events;
 mod fault;
@@ -92,11 +93,14 @@ mod fdv2;
 pub mod fuzzing;
 mod handle;
 mod http;
+mod hub;
 mod reader;
 mod recorded;
 mod routes;
+mod state;
 
 pub use builder::{Server, ServerBuilder};
+pub use env::{Environment, EnvironmentHandle};
 pub use error::ServerError;
 pub use events::{EventPayload, EventSubscription, PayloadKind};
 pub use fault::{Endpoint, UnknownEndpoint};

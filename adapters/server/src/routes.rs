@@ -4,14 +4,14 @@
 use std::io::{self, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
-use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::time::{Instant, SystemTime};
 
 use crate::http::{Request, write_response};
 
 use crate::events::PayloadKind;
 use crate::fault::Endpoint;
-use crate::handle::{Shared, StreamMsg, StreamSub, sse_event};
+use crate::hub::{Frame, NewStream};
+use crate::state::{Readiness, Shared};
 use crate::{events, fdv2, http};
 
 /// Directs FDv2 clients to FDv1 for good (PROTOCOL.md B §5.4, §5.5).
@@ -24,14 +24,9 @@ pub(crate) enum Routed {
     Streamed,
 }
 
-pub(crate) fn authorized(shared: &Shared, req: &Request) -> bool {
-    let Some(key) = &shared.sdk_key else {
-        return true;
-    };
-    match req.header("authorization") {
-        Some(v) => v == key || v.strip_prefix("api_key ") == Some(key.as_str()),
-        None => false,
-    }
+/// The environment `req` is for, by its SDK key; `None`: refused.
+pub(crate) fn environment(shared: &Shared, req: &Request) -> Option<usize> {
+    shared.lock().env_for(req.header("authorization"))
 }
 
 /// Why a request is refused before its body matters.
@@ -60,7 +55,9 @@ pub(crate) fn refused(
     if req.method != method {
         return Some(Refused::Method(method));
     }
-    (!authorized(shared, req)).then_some(Refused::Unauthorized)
+    environment(shared, req)
+        .is_none()
+        .then_some(Refused::Unauthorized)
 }
 
 /// Serve `req`. `error_headers` go on error responses (`Content-Type`, and the FDv1
@@ -106,19 +103,39 @@ fn serve(
     error_headers: &[(&str, &str)],
     stream: &mut TcpStream,
 ) -> Routed {
+    let _ = id;
     let fallback = error_headers.contains(&FALLBACK_HEADER);
+    let Some(env) = environment(shared, req) else {
+        return Routed::Done(false);
+    };
+    if !endpoint.is_events() {
+        let readiness = shared.lock().envs[env].readiness(Instant::now());
+        let stream_waits = readiness == Readiness::Waiting
+            && matches!(endpoint, Endpoint::Fdv1Stream | Endpoint::Fdv2Stream);
+        if readiness != Readiness::Ready && !stream_waits {
+            // As LaunchDarkly's Relay Proxy answers before it has the environment's data.
+            let body = b"{\"message\":\"this environment has no flag data yet\"}";
+            let mut headers = vec![("Retry-After", "1")];
+            headers.extend_from_slice(error_headers);
+            return Routed::Done(write_response(stream, 503, &headers, body, req.close).is_ok());
+        }
+    }
     match endpoint {
-        Endpoint::Fdv1Poll => Routed::Done(serve_poll(shared, req, stream).is_ok()),
-        Endpoint::Fdv2Poll => Routed::Done(serve_fdv2_poll(shared, req, fallback, stream).is_ok()),
+        Endpoint::Fdv1Poll => Routed::Done(serve_poll(shared, env, req, stream).is_ok()),
+        Endpoint::Fdv2Poll => {
+            Routed::Done(serve_fdv2_poll(shared, env, req, fallback, stream).is_ok())
+        }
         Endpoint::Fdv1Stream | Endpoint::Fdv2Stream => {
-            let _ = serve_stream(shared, id, req, endpoint, fallback, stream);
-            Routed::Streamed
+            match serve_stream(shared, env, req, endpoint, fallback, stream) {
+                Ok(()) => Routed::Streamed,
+                Err(_) => Routed::Done(false),
+            }
         }
         Endpoint::Bulk => {
-            Routed::Done(serve_events(shared, PayloadKind::Bulk, req, stream).is_ok())
+            Routed::Done(serve_events(shared, env, PayloadKind::Bulk, req, stream).is_ok())
         }
         Endpoint::Diagnostic => {
-            Routed::Done(serve_events(shared, PayloadKind::Diagnostic, req, stream).is_ok())
+            Routed::Done(serve_events(shared, env, PayloadKind::Diagnostic, req, stream).is_ok())
         }
     }
 }
@@ -127,12 +144,16 @@ fn serve(
 /// subscriptions (never waiting for them), answer `202` with no body.
 pub(crate) fn serve_events(
     shared: &Shared,
+    env: usize,
     kind: PayloadKind,
     req: &Request,
     stream: &mut TcpStream,
 ) -> io::Result<()> {
     match events::accept(kind, req, shared.max_body, SystemTime::now()) {
-        Ok(payload) => {
+        Ok(mut payload) => {
+            if env > 0 {
+                payload.environment = Some(shared.lock().envs[env].name.clone());
+            }
             shared.lock().event_subs.publish(&payload);
             write_response(stream, 202, &[], b"", req.close)
         }
@@ -144,10 +165,19 @@ pub(crate) fn serve_events(
     }
 }
 
-pub(crate) fn serve_poll(shared: &Shared, req: &Request, stream: &mut TcpStream) -> io::Result<()> {
-    let rendered = shared.lock().data.rendered();
+pub(crate) fn serve_poll(
+    shared: &Shared,
+    env: usize,
+    req: &Request,
+    stream: &mut TcpStream,
+) -> io::Result<()> {
+    let (rendered, env_id) = {
+        let mut inner = shared.lock();
+        let e = &mut inner.envs[env];
+        (e.data.rendered(), e.env_id.clone())
+    };
     let mut headers: Vec<(&str, &str)> = vec![("ETag", &rendered.etag)];
-    if let Some(env) = &shared.env_id {
+    if let Some(env) = &env_id {
         headers.push(("X-LD-EnvID", env));
     }
     if etag_matches(req, &rendered.etag) {
@@ -174,26 +204,28 @@ pub(crate) fn etag_matches(req: &Request, etag: &str) -> bool {
 /// current one gets `304` (the client already holds this state).
 pub(crate) fn serve_fdv2_poll(
     shared: &Shared,
+    env: usize,
     req: &Request,
     fallback: bool,
     stream: &mut TcpStream,
 ) -> io::Result<()> {
     let basis = req.query("basis");
-    let (etag, events) = {
+    let (etag, events, env_id) = {
         let mut inner = shared.lock();
-        let objects = inner.data.fdv2_objects();
+        let env_id = inner.envs[env].env_id.clone();
+        let objects = inner.envs[env].data.fdv2_objects();
         let etag = format!("\"fdv2-{}\"", objects.state);
         if etag_matches(req, &etag) {
-            (etag, None)
+            (etag, None, env_id)
         } else {
             let error = basis.as_deref() != Some(objects.state.as_str())
                 && inner.faults.take_payload_error();
             let events = fdv2::initial_payload(&objects, basis.as_deref(), error);
-            (etag, Some(events))
+            (etag, Some(events), env_id)
         }
     };
     let mut headers: Vec<(&str, &str)> = vec![("ETag", &etag)];
-    if let Some(env) = &shared.env_id {
+    if let Some(env) = &env_id {
         headers.push(("X-LD-EnvID", env));
     }
     if fallback {
@@ -215,110 +247,64 @@ pub(crate) fn serve_fdv2_poll(
     }
 }
 
-/// What a new stream sends first, and whether it then stays open.
-pub(crate) struct Opening {
-    pub(crate) text: String,
-    /// Registered for later changes; `false`: close after `text` (FDv2 `goodbye`).
-    pub(crate) stays_open: bool,
-}
-
-/// Register the stream and render its first events under one lock, so that no change
-/// falls between them and the first change sent.
-pub(crate) fn open_stream(
-    shared: &Shared,
-    id: u64,
-    req: &Request,
-    endpoint: Endpoint,
-    tx: Sender<StreamMsg>,
-) -> Opening {
-    let mut inner = shared.lock();
-    if endpoint != Endpoint::Fdv2Stream {
-        inner.streams.push(StreamSub {
-            id,
-            fdv2: false,
-            tx,
-        });
-        let body = inner.data.rendered();
-        return Opening {
-            text: sse_event("put", &format!("{{\"path\":\"/\",\"data\":{}}}", body.body)),
-            stays_open: true,
-        };
-    }
-    let basis = req.query("basis");
-    let objects = inner.data.fdv2_objects();
-    let error =
-        basis.as_deref() != Some(objects.state.as_str()) && inner.faults.take_payload_error();
-    let mut events = fdv2::initial_payload(&objects, basis.as_deref(), error);
-    let goodbye = inner.faults.take_goodbye();
-    if goodbye {
-        events.push(fdv2::goodbye("injected fault: goodbye"));
-    } else {
-        inner.streams.push(StreamSub { id, fdv2: true, tx });
-    }
-    Opening {
-        text: fdv2::to_sse(&events),
-        stays_open: !goodbye,
-    }
-}
-
+/// Open a stream: render its first payload and hand the connection to the hub under
+/// one lock, so that no change falls between them and the first change sent. The
+/// first payload is shared with every stream opened on the same data (a full
+/// transfer is encoded once per data version).
 pub(crate) fn serve_stream(
     shared: &Arc<Shared>,
-    id: u64,
+    env: usize,
     req: &Request,
     endpoint: Endpoint,
     fallback: bool,
     stream: &mut TcpStream,
 ) -> io::Result<()> {
-    let (tx, rx) = mpsc::channel();
-    let opening = open_stream(shared, id, req, endpoint, tx);
-    let heartbeat: Arc<str> = if endpoint == Endpoint::Fdv2Stream {
-        fdv2::to_sse(&[fdv2::heartbeat()]).into()
+    let socket = stream.try_clone()?;
+    socket.set_write_timeout(None)?;
+    let fdv2 = endpoint == Endpoint::Fdv2Stream;
+    let chunked = !req.http10;
+    let mut inner = shared.lock();
+    let e = &mut inner.envs[env];
+    let mut headers: Vec<(&str, &str)> = Vec::new();
+    if let Some(id) = &e.env_id {
+        headers.push(("X-LD-EnvID", id));
+    }
+    if fallback {
+        headers.push(FALLBACK_HEADER);
+    }
+    let head = http::stream_head(chunked, &headers);
+    let ready = e.starting_until.is_none();
+    let (first, close_after) = if !ready {
+        // Waiting for data: the whole data set follows when it arrives.
+        (None, false)
+    } else if !fdv2 {
+        (Some(e.data.rendered().put_event()), false)
     } else {
-        ":\n".into()
+        let basis = req.query("basis");
+        let objects = e.data.fdv2_objects();
+        let current = basis.as_deref() == Some(objects.state.as_str());
+        let error = !current && inner.faults.take_payload_error();
+        let goodbye = inner.faults.take_goodbye();
+        let first = if !current && !error && !goodbye {
+            fdv2::initial_frame(&objects, basis.is_some())
+        } else {
+            let mut events = fdv2::initial_payload(&objects, basis.as_deref(), error);
+            if goodbye {
+                events.push(fdv2::goodbye("injected fault: goodbye"));
+            }
+            Frame::new(fdv2::to_sse(&events).into_bytes())
+        };
+        (Some(first), goodbye)
     };
-    let result = (|| {
-        let mut headers: Vec<(&str, &str)> = Vec::new();
-        if let Some(env) = &shared.env_id {
-            headers.push(("X-LD-EnvID", env));
-        }
-        if fallback {
-            headers.push(FALLBACK_HEADER);
-        }
-        // Each write is one chunk (HTTP/1.0 clients get the bare events): the head and
-        // the first payload go out together.
-        let chunked = !req.http10;
-        let end = if chunked { http::LAST_CHUNK } else { b"" };
-        let mut out = http::stream_head(chunked, &headers);
-        http::push_chunk(&mut out, opening.text.as_bytes(), chunked);
-        if !opening.stays_open {
-            out.extend_from_slice(end);
-        }
-        stream.write_all(&out)?;
-        stream.flush()?;
-        if !opening.stays_open {
-            return Ok(());
-        }
-        let mut next_heartbeat = Instant::now() + shared.heartbeat;
-        loop {
-            let wait = next_heartbeat.saturating_duration_since(Instant::now());
-            let text = match rx.recv_timeout(wait) {
-                Ok(StreamMsg::Event(e)) => e,
-                Ok(StreamMsg::Close) | Err(RecvTimeoutError::Disconnected) => {
-                    // End the body cleanly; the connection closes after it.
-                    stream.write_all(end)?;
-                    return stream.flush();
-                }
-                Err(RecvTimeoutError::Timeout) => {
-                    next_heartbeat = Instant::now() + shared.heartbeat;
-                    heartbeat.clone()
-                }
-            };
-            out.clear();
-            http::push_chunk(&mut out, text.as_bytes(), chunked);
-            stream.write_all(&out)?;
-            stream.flush()?;
-        }
-    })();
-    shared.lock().streams.retain(|s| s.id != id);
-    result
+    shared.hub.add(NewStream {
+        socket,
+        env,
+        fdv2,
+        chunked,
+        head,
+        first,
+        close_after,
+    });
+    drop(inner);
+    Ok(())
 }

@@ -1,0 +1,247 @@
+//! Environments: the data a server serves to the SDKs of one SDK key, whether it is
+//! ready yet, and the changes made to it (each pushed to the environment's streams).
+//!
+//! A server always has its default environment (the builder's [`sdk_key`] and
+//! [`data`]); [`ServerBuilder::environment`] adds more, each chosen by the SDK key a
+//! request carries, as LaunchDarkly's Relay Proxy serves several environments on one
+//! port. [`EnvironmentHandle`] changes an added environment as [`ServerHandle`]
+//! changes the default one.
+//!
+//! [`sdk_key`]: crate::ServerBuilder::sdk_key
+//! [`data`]: crate::ServerBuilder::data
+//! [`ServerBuilder::environment`]: crate::ServerBuilder::environment
+//! [`ServerHandle`]: crate::ServerHandle
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::data::{self, Data, ItemKind};
+use crate::error::ServerError;
+use crate::fdv2;
+use crate::hub::Frame;
+use crate::state::{Inner, Shared};
+
+/// An environment served beside the default one, chosen by its SDK key.
+///
+/// Until it has data (given here, or later with [`EnvironmentHandle::replace_all`]),
+/// its SDKs are answered as LaunchDarkly's Relay Proxy answers them before it has
+/// connected: every stream and poll request gets `503` for the
+/// [`init_timeout`](Self::init_timeout); after that, polls still get `503` while
+/// streams are accepted and receive the data when it arrives.
+///
+/// ```
+/// use std::time::Duration;
+/// use flagsync_server::{Environment, Server};
+/// use serde_json::json;
+///
+/// let server = Server::builder()
+///     .environment(Environment::new("production", "sdk-prod").data(json!({"flagValues": {"x": 1}})))
+///     .environment(Environment::new("staging", "sdk-staging").init_timeout(Duration::from_secs(5)))
+///     .start()?;
+/// let staging = server.environment("staging").expect("configured");
+/// assert!(!staging.is_ready());
+/// staging.replace_all(json!({"flagValues": {"x": 2}}))?;
+/// assert!(staging.is_ready());
+/// # Ok::<(), flagsync_server::ServerError>(())
+/// ```
+#[derive(Clone)]
+#[must_use]
+pub struct Environment {
+    pub(crate) name: String,
+    pub(crate) sdk_key: String,
+    pub(crate) env_id: Option<String>,
+    pub(crate) data: Option<Value>,
+    pub(crate) init_timeout: Duration,
+}
+
+impl std::fmt::Debug for Environment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the SDK key.
+        f.debug_struct("Environment")
+            .field("name", &self.name)
+            .field("env_id", &self.env_id)
+            .field("has_data", &self.data.is_some())
+            .field("init_timeout", &self.init_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Environment {
+    /// An environment called `name` (in logs, events and [`ServerHandle::environment`](crate::ServerHandle::environment)),
+    /// served to requests whose `Authorization` is `sdk_key`. No data yet; an
+    /// initialization timeout of 10 s, as the Relay Proxy's `initTimeout`.
+    pub fn new(name: impl Into<String>, sdk_key: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            sdk_key: sdk_key.into(),
+            env_id: None,
+            data: None,
+            init_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// Send this value in an `X-LD-EnvID` header on the environment's responses.
+    pub fn env_id(mut self, env_id: impl Into<String>) -> Self {
+        self.env_id = Some(env_id.into());
+        self
+    }
+
+    /// Start ready, with this data (the shape of [`ServerBuilder::data`](crate::ServerBuilder::data)).
+    pub fn data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+
+    /// How long, without data, every stream and poll request gets `503` (default 10 s).
+    pub fn init_timeout(mut self, timeout: Duration) -> Self {
+        self.init_timeout = timeout;
+        self
+    }
+}
+
+/// A change to environment `env`, shared by the default environment's methods on
+/// [`ServerHandle`](crate::ServerHandle) and by [`EnvironmentHandle`].
+pub(crate) fn upsert(
+    shared: &Shared,
+    env: usize,
+    kind: ItemKind,
+    key: &str,
+    item: Value,
+) -> Result<u64, ServerError> {
+    let mut inner = shared.lock();
+    let e = &mut inner.envs[env];
+    let item = e
+        .data
+        .upsert(kind, key, item)
+        .map_err(ServerError::InvalidData)?;
+    let version = item.get("version").and_then(Value::as_u64).unwrap_or(0);
+    let path = format!("{}{key}", kind.path_prefix());
+    let payload = serde_json::json!({ "path": path, "data": item });
+    let patch = sse_event("patch", &payload.to_string());
+    let put = fdv2::put(data::put_object(kind, key, version, &item));
+    let changes = fdv2_changes(&inner, env, put);
+    broadcast(shared, &inner, env, patch, changes);
+    Ok(version)
+}
+
+pub(crate) fn delete(
+    shared: &Shared,
+    env: usize,
+    kind: ItemKind,
+    key: &str,
+    version: Option<u64>,
+) -> u64 {
+    let mut inner = shared.lock();
+    let version = inner.envs[env].data.delete(kind, key, version);
+    let path = format!("{}{key}", kind.path_prefix());
+    let payload = serde_json::json!({ "path": path, "version": version });
+    let delete = sse_event("delete", &payload.to_string());
+    let changes = fdv2_changes(&inner, env, fdv2::delete_object(kind, key, version));
+    broadcast(shared, &inner, env, delete, changes);
+    version
+}
+
+pub(crate) fn replace_all(shared: &Shared, env: usize, data: Value) -> Result<(), ServerError> {
+    let data = Data::from_json(data).map_err(ServerError::InvalidData)?;
+    let mut inner = shared.lock();
+    let e = &mut inner.envs[env];
+    e.data.replace(data);
+    e.starting_until = None;
+    let put = e.data.rendered().put_event();
+    let full = fdv2::full_transfer_frame(&e.data.fdv2_objects());
+    shared.hub.broadcast(env, put, full);
+    Ok(())
+}
+
+/// The changes as one FDv2 payload on an open stream.
+fn fdv2_changes(inner: &Inner, env: usize, change: fdv2::Event) -> String {
+    let data = &inner.envs[env].data;
+    let done = fdv2::payload_transferred(&data.state(), data.version());
+    fdv2::to_sse(&[change, done])
+}
+
+/// Send the streams of `env` a change (sent while the lock is held, so changes reach
+/// the hub in order). An environment without data yet sends nothing: its waiting
+/// streams get the whole data set when it arrives.
+fn broadcast(shared: &Shared, inner: &Inner, env: usize, fdv1: String, fdv2: String) {
+    if inner.envs[env].starting_until.is_none() {
+        shared.hub.broadcast(
+            env,
+            Frame::new(fdv1.into_bytes()),
+            Frame::new(fdv2.into_bytes()),
+        );
+    }
+}
+
+pub(crate) fn sse_event(name: &str, data: &str) -> String {
+    format!("event: {name}\ndata: {data}\n\n")
+}
+
+/// Changes one environment added with
+/// [`ServerBuilder::environment`](crate::ServerBuilder::environment): see
+/// [`ServerHandle::environment`](crate::ServerHandle::environment).
+#[derive(Debug, Clone)]
+pub struct EnvironmentHandle {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) index: usize,
+}
+
+impl EnvironmentHandle {
+    /// The environment's name.
+    pub fn name(&self) -> String {
+        self.shared.lock().envs[self.index].name.clone()
+    }
+
+    /// Whether it has data (its SDKs are served).
+    pub fn is_ready(&self) -> bool {
+        self.shared.lock().envs[self.index].starting_until.is_none()
+    }
+
+    /// Replace all its data, as [`ServerHandle::replace_all`](crate::ServerHandle::replace_all); the first call makes
+    /// it ready, and its waiting streams receive the data.
+    pub fn replace_all(&self, data: Value) -> Result<(), ServerError> {
+        replace_all(&self.shared, self.index, data)
+    }
+
+    /// Insert or replace a flag, as [`ServerHandle::set_flag`](crate::ServerHandle::set_flag) (a `version` field is kept).
+    pub fn set_flag(&self, key: &str, flag: Value) -> Result<u64, ServerError> {
+        upsert(&self.shared, self.index, ItemKind::Flag, key, flag)
+    }
+
+    /// Insert or replace a segment, as [`ServerHandle::set_segment`](crate::ServerHandle::set_segment).
+    pub fn set_segment(&self, key: &str, segment: Value) -> Result<u64, ServerError> {
+        upsert(&self.shared, self.index, ItemKind::Segment, key, segment)
+    }
+
+    /// Delete a flag with this tombstone version.
+    pub fn delete_flag_version(&self, key: &str, version: u64) -> u64 {
+        delete(&self.shared, self.index, ItemKind::Flag, key, Some(version))
+    }
+
+    /// Delete a segment with this tombstone version.
+    pub fn delete_segment_version(&self, key: &str, version: u64) -> u64 {
+        delete(
+            &self.shared,
+            self.index,
+            ItemKind::Segment,
+            key,
+            Some(version),
+        )
+    }
+
+    /// Its data as `{"flags":{…},"segments":{…}}`, exactly as polling serves it.
+    pub fn data_json(&self) -> String {
+        self.shared.lock().envs[self.index]
+            .data
+            .rendered()
+            .body
+            .clone()
+    }
+
+    /// Its payload version: 1 for the initial data, plus one per change.
+    pub fn payload_version(&self) -> u64 {
+        self.shared.lock().envs[self.index].data.version()
+    }
+}

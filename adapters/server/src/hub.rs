@@ -1,0 +1,567 @@
+//! The stream hub: one thread holding every open stream on non-blocking sockets (a
+//! `mio` event loop), writing each change to all of them from one shared encoding.
+//!
+//! A stream costs a small record here (its socket, its environment and protocol, a
+//! queue of pieces to write), not a thread: the first payload and every change are
+//! encoded once per data version ([`Frame`]) and queued to each stream as a shared
+//! reference, so 10,000 streams hold one copy of a 5 MB payload, not 10,000. A stream
+//! whose client does not read is dropped when its queue holds more than
+//! [`MAX_QUEUED_PIECES`] pieces or makes no progress for [`WRITE_TIMEOUT`]; the client
+//! reconnects and gets the current data. Heartbeats go to every idle stream at once,
+//! every heartbeat interval.
+//!
+//! Commands reach the hub through a channel and a `mio` waker, in the order they are
+//! sent: a stream is added (under the server's lock, right after its first payload is
+//! rendered) before any change that follows it, so no change falls between.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token, Waker};
+
+use crate::http::{LAST_CHUNK, WRITE_TIMEOUT};
+
+/// The most pieces (three per event with chunked framing) a stream may have queued.
+pub(crate) const MAX_QUEUED_PIECES: usize = 3 * 4096;
+
+const WAKER: Token = Token(0);
+
+/// An event stream's text (one or more SSE events), encoded once and shared by every
+/// stream it goes to: the bytes, and the chunk-size line that frames them.
+#[derive(Debug, Clone)]
+pub(crate) struct Frame {
+    size_line: Arc<[u8]>,
+    body: Arc<[u8]>,
+}
+
+impl Frame {
+    pub(crate) fn new(text: impl Into<Arc<[u8]>>) -> Self {
+        let body: Arc<[u8]> = text.into();
+        Self {
+            size_line: format!("{:x}\r\n", body.len()).into_bytes().into(),
+            body,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.body.is_empty()
+    }
+}
+
+/// What a new stream is sent first.
+#[derive(Debug)]
+pub(crate) struct NewStream {
+    pub(crate) socket: std::net::TcpStream,
+    pub(crate) env: usize,
+    pub(crate) fdv2: bool,
+    /// Framed with the chunked transfer coding (HTTP/1.1) or bare (HTTP/1.0).
+    pub(crate) chunked: bool,
+    /// The response head.
+    pub(crate) head: Vec<u8>,
+    /// The first payload, if there is one yet.
+    pub(crate) first: Option<Frame>,
+    /// Close once `first` is written (an FDv2 `goodbye`).
+    pub(crate) close_after: bool,
+}
+
+enum Command {
+    Add(Box<NewStream>),
+    Broadcast {
+        env: usize,
+        fdv1: Frame,
+        fdv2: Frame,
+    },
+    CloseAll {
+        env: Option<usize>,
+        done: Sender<()>,
+    },
+    Shutdown,
+}
+
+/// The server's handle on its hub thread.
+#[derive(Debug)]
+pub(crate) struct Hub {
+    tx: Sender<Command>,
+    waker: Arc<Waker>,
+    open: Arc<AtomicUsize>,
+    thread: std::sync::Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Add(_) => "Add",
+            Self::Broadcast { .. } => "Broadcast",
+            Self::CloseAll { .. } => "CloseAll",
+            Self::Shutdown => "Shutdown",
+        })
+    }
+}
+
+impl Hub {
+    /// Start the hub thread; `heartbeats[fdv2 as usize]` is each protocol's heartbeat.
+    pub(crate) fn start(heartbeat: Duration, heartbeats: [Frame; 2]) -> io::Result<Self> {
+        let poll = Poll::new()?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let (tx, rx) = mpsc::channel();
+        let open = Arc::new(AtomicUsize::new(0));
+        let mut state = Loop {
+            poll,
+            rx,
+            conns: HashMap::new(),
+            next_token: 1,
+            open: open.clone(),
+            heartbeat,
+            heartbeats,
+            scratch: vec![0; 4096],
+        };
+        let thread = thread::Builder::new()
+            .name("flagsync-server-streams".into())
+            .spawn(move || state.run())?;
+        Ok(Self {
+            tx,
+            waker,
+            open,
+            thread: std::sync::Mutex::new(Some(thread)),
+        })
+    }
+
+    fn send(&self, command: Command) {
+        if self.tx.send(command).is_ok() {
+            let _ = self.waker.wake();
+        }
+    }
+
+    /// Hand a stream to the hub; it counts as open from now on.
+    pub(crate) fn add(&self, stream: NewStream) {
+        if !stream.close_after {
+            self.open.fetch_add(1, Ordering::SeqCst);
+        }
+        self.send(Command::Add(Box::new(stream)));
+    }
+
+    /// Send `fdv1` to every FDv1 stream of `env` and `fdv2` to every FDv2 one.
+    pub(crate) fn broadcast(&self, env: usize, fdv1: Frame, fdv2: Frame) {
+        self.send(Command::Broadcast { env, fdv1, fdv2 });
+    }
+
+    /// Tell the hub to end every stream (of `env`, or all); the receiver answers once
+    /// they no longer count as open.
+    pub(crate) fn close_all(&self, env: Option<usize>) -> Receiver<()> {
+        let (done, rx) = mpsc::channel();
+        self.send(Command::CloseAll { env, done });
+        rx
+    }
+
+    /// The streams open now.
+    pub(crate) fn open(&self) -> usize {
+        self.open.load(Ordering::SeqCst)
+    }
+
+    /// End every stream and stop the thread.
+    pub(crate) fn shutdown(&self) {
+        self.send(Command::Shutdown);
+        let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
+    }
+}
+
+struct Conn {
+    socket: TcpStream,
+    env: usize,
+    fdv2: bool,
+    chunked: bool,
+    queue: VecDeque<(Arc<[u8]>, usize)>,
+    /// Ending: close once the queue is written.
+    closing: bool,
+    /// When a write last made progress (or the queue was last empty).
+    progress: Instant,
+}
+
+impl Conn {
+    fn push(&mut self, frame: &Frame) {
+        if frame.is_empty() {
+            return;
+        }
+        if self.queue.is_empty() {
+            self.progress = Instant::now();
+        }
+        if self.chunked {
+            self.queue.push_back((frame.size_line.clone(), 0));
+            self.queue.push_back((frame.body.clone(), 0));
+            self.queue.push_back((CRLF.with(Clone::clone), 0));
+        } else {
+            self.queue.push_back((frame.body.clone(), 0));
+        }
+    }
+
+    fn end(&mut self) {
+        if self.chunked {
+            self.queue.push_back((Arc::from(LAST_CHUNK), 0));
+        }
+        self.closing = true;
+    }
+
+    /// Write what the socket takes. `Err`: the connection is dead (or done).
+    fn flush(&mut self) -> Result<(), ()> {
+        while let Some((bytes, off)) = self.queue.front_mut() {
+            match self.socket.write(&bytes[*off..]) {
+                Ok(0) => return Err(()),
+                Ok(n) => {
+                    *off += n;
+                    self.progress = Instant::now();
+                    if *off == bytes.len() {
+                        self.queue.pop_front();
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Err(()),
+            }
+        }
+        if self.closing { Err(()) } else { Ok(()) }
+    }
+}
+
+thread_local! {
+    static CRLF: Arc<[u8]> = Arc::from(&b"\r\n"[..]);
+}
+
+struct Loop {
+    poll: Poll,
+    rx: Receiver<Command>,
+    conns: HashMap<usize, Conn>,
+    next_token: usize,
+    open: Arc<AtomicUsize>,
+    heartbeat: Duration,
+    heartbeats: [Frame; 2],
+    scratch: Vec<u8>,
+}
+
+impl Loop {
+    fn run(&mut self) {
+        let mut events = Events::with_capacity(1024);
+        let mut next_beat = Instant::now() + self.heartbeat;
+        let mut next_check = Instant::now() + Duration::from_secs(1);
+        loop {
+            let now = Instant::now();
+            let timeout = next_beat
+                .saturating_duration_since(now)
+                .min(Duration::from_secs(1));
+            if self.poll.poll(&mut events, Some(timeout)).is_err() {
+                thread::sleep(Duration::from_millis(10));
+            }
+            for event in &events {
+                let token = event.token();
+                if token == WAKER {
+                    continue;
+                }
+                if event.is_readable() && !self.drain_input(token.0) {
+                    self.remove(token.0);
+                    continue;
+                }
+                if event.is_writable() {
+                    self.flush(token.0);
+                }
+            }
+            loop {
+                match self.rx.try_recv() {
+                    Ok(Command::Shutdown) | Err(mpsc::TryRecvError::Disconnected) => {
+                        self.shutdown();
+                        return;
+                    }
+                    Ok(command) => self.handle(command),
+                    Err(mpsc::TryRecvError::Empty) => break,
+                }
+            }
+            let now = Instant::now();
+            if now >= next_beat {
+                next_beat = now + self.heartbeat;
+                self.beat();
+            }
+            if now >= next_check {
+                next_check = now + Duration::from_secs(1);
+                self.drop_stalled(now);
+            }
+        }
+    }
+
+    fn handle(&mut self, command: Command) {
+        match command {
+            Command::Add(new) => self.add(*new),
+            Command::Broadcast { env, fdv1, fdv2 } => {
+                let tokens: Vec<usize> = self
+                    .conns
+                    .iter_mut()
+                    .filter(|(_, c)| c.env == env && !c.closing)
+                    .map(|(t, c)| {
+                        c.push(if c.fdv2 { &fdv2 } else { &fdv1 });
+                        *t
+                    })
+                    .collect();
+                for t in tokens {
+                    self.flush(t);
+                }
+            }
+            Command::CloseAll { env, done } => {
+                let tokens: Vec<usize> = self
+                    .conns
+                    .iter_mut()
+                    .filter(|(_, c)| env.is_none_or(|e| e == c.env) && !c.closing)
+                    .map(|(t, c)| {
+                        c.end();
+                        *t
+                    })
+                    .collect();
+                self.open.fetch_sub(tokens.len(), Ordering::SeqCst);
+                for t in tokens {
+                    self.flush(t);
+                }
+                let _ = done.send(());
+            }
+            Command::Shutdown => {}
+        }
+    }
+
+    fn add(&mut self, new: NewStream) {
+        let counted = !new.close_after;
+        let uncount = |open: &AtomicUsize| {
+            if counted {
+                open.fetch_sub(1, Ordering::SeqCst);
+            }
+        };
+        if new.socket.set_nonblocking(true).is_err() {
+            uncount(&self.open);
+            return;
+        }
+        let mut socket = TcpStream::from_std(new.socket);
+        let token = self.next_token;
+        self.next_token += 1;
+        let interest = Interest::READABLE | Interest::WRITABLE;
+        if self
+            .poll
+            .registry()
+            .register(&mut socket, Token(token), interest)
+            .is_err()
+        {
+            uncount(&self.open);
+            return;
+        }
+        let mut conn = Conn {
+            socket,
+            env: new.env,
+            fdv2: new.fdv2,
+            chunked: new.chunked,
+            queue: VecDeque::new(),
+            closing: false,
+            progress: Instant::now(),
+        };
+        conn.queue.push_back((Arc::from(new.head), 0));
+        if let Some(first) = &new.first {
+            conn.push(first);
+        }
+        if new.close_after {
+            conn.end();
+        }
+        self.conns.insert(token, conn);
+        self.flush(token);
+    }
+
+    /// Read and discard what the client sends; `false` once it has closed.
+    fn drain_input(&mut self, token: usize) -> bool {
+        let Some(conn) = self.conns.get_mut(&token) else {
+            return true;
+        };
+        loop {
+            match conn.socket.read(&mut self.scratch) {
+                Ok(0) => return false,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+    }
+
+    fn flush(&mut self, token: usize) {
+        let Some(conn) = self.conns.get_mut(&token) else {
+            return;
+        };
+        let dead = conn.flush().is_err() || conn.queue.len() > MAX_QUEUED_PIECES;
+        if dead {
+            self.remove(token);
+        }
+    }
+
+    fn remove(&mut self, token: usize) {
+        if let Some(mut conn) = self.conns.remove(&token) {
+            if !conn.closing {
+                self.open.fetch_sub(1, Ordering::SeqCst);
+            }
+            let _ = self.poll.registry().deregister(&mut conn.socket);
+            let _ = conn.socket.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn beat(&mut self) {
+        let [fdv1, fdv2] = &self.heartbeats;
+        let tokens: Vec<usize> = self
+            .conns
+            .iter_mut()
+            .filter(|(_, c)| c.queue.is_empty() && !c.closing)
+            .map(|(t, c)| {
+                c.push(if c.fdv2 { fdv2 } else { fdv1 });
+                *t
+            })
+            .collect();
+        for t in tokens {
+            self.flush(t);
+        }
+    }
+
+    fn drop_stalled(&mut self, now: Instant) {
+        let stalled: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| {
+                !c.queue.is_empty() && now.saturating_duration_since(c.progress) > WRITE_TIMEOUT
+            })
+            .map(|(t, _)| *t)
+            .collect();
+        for t in stalled {
+            self.remove(t);
+        }
+    }
+
+    fn shutdown(&mut self) {
+        let tokens: Vec<usize> = self.conns.keys().copied().collect();
+        for t in tokens {
+            if let Some(c) = self.conns.get_mut(&t) {
+                if !c.closing {
+                    c.end();
+                    self.open.fetch_sub(1, Ordering::SeqCst);
+                }
+                let _ = c.flush();
+            }
+            self.remove(t);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{TcpListener, TcpStream as StdStream};
+
+    fn pair() -> (StdStream, StdStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = StdStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        (server, client)
+    }
+
+    fn read_until_closed(mut client: StdStream) -> Vec<u8> {
+        client
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut out = Vec::new();
+        client.read_to_end(&mut out).unwrap();
+        out
+    }
+
+    fn hub() -> Hub {
+        let beats = [
+            Frame::new(&b":\n"[..]),
+            Frame::new(&b"event: heart-beat\n\n"[..]),
+        ];
+        Hub::start(Duration::from_secs(60), beats).unwrap()
+    }
+
+    #[test]
+    fn frames_chunks_shares_payloads_and_ends_streams() {
+        let hub = hub();
+        let (server, client) = pair();
+        let first = Frame::new(&b"event: put\ndata: {}\n\n"[..]);
+        hub.add(NewStream {
+            socket: server,
+            env: 0,
+            fdv2: false,
+            chunked: true,
+            head: b"HEAD\r\n\r\n".to_vec(),
+            first: Some(first.clone()),
+            close_after: false,
+        });
+        assert_eq!(hub.open(), 1);
+        let big = Frame::new(vec![b'x'; 300]);
+        hub.broadcast(0, big.clone(), Frame::new(&b"unused"[..]));
+        hub.broadcast(
+            1,
+            Frame::new(&b"other env"[..]),
+            Frame::new(&b"other env"[..]),
+        );
+        hub.close_all(None)
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap();
+        assert_eq!(hub.open(), 0);
+        let mut want = b"HEAD\r\n\r\n15\r\nevent: put\ndata: {}\n\n\r\n12c\r\n".to_vec();
+        want.extend_from_slice(&[b'x'; 300]);
+        want.extend_from_slice(b"\r\n0\r\n\r\n");
+        assert_eq!(read_until_closed(client), want);
+        // The payloads were shared, not copied, and are released once written.
+        assert_eq!(Arc::strong_count(&big.body), 1);
+        assert_eq!(Arc::strong_count(&first.body), 1);
+        hub.shutdown();
+    }
+
+    #[test]
+    fn unframed_streams_and_goodbyes() {
+        let hub = hub();
+        let (server, client) = pair();
+        hub.add(NewStream {
+            socket: server,
+            env: 0,
+            fdv2: true,
+            chunked: false,
+            head: b"H\r\n\r\n".to_vec(),
+            first: Some(Frame::new(&b"data: x\n\n"[..])),
+            close_after: true,
+        });
+        assert_eq!(
+            hub.open(),
+            0,
+            "a stream that closes after its first payload is not open"
+        );
+        assert_eq!(read_until_closed(client), b"H\r\n\r\ndata: x\n\n");
+        hub.shutdown();
+    }
+
+    #[test]
+    fn a_closed_client_is_forgotten() {
+        let hub = hub();
+        let (server, client) = pair();
+        hub.add(NewStream {
+            socket: server,
+            env: 0,
+            fdv2: false,
+            chunked: true,
+            head: b"H\r\n\r\n".to_vec(),
+            first: None,
+            close_after: false,
+        });
+        drop(client);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while hub.open() > 0 && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(hub.open(), 0);
+        hub.shutdown();
+    }
+}
