@@ -65,10 +65,32 @@ pub(crate) struct ServeArgs {
     #[arg(
         long,
         value_name = "FILE",
-        required_unless_present = "redis",
-        conflicts_with = "redis"
+        required_unless_present_any = ["redis", "relay", "upstream"],
+        conflicts_with_all = ["redis", "relay", "upstream"]
     )]
     pub(crate) data: Option<PathBuf>,
+    /// Relay mode: keep the environments of FILE (JSON: {"upstream": URI, "eventsUri":
+    /// URI, "protocol": "fdv2"|"fdv1", "environments": {NAME: {"sdkKey": KEY, …}}}) in
+    /// sync with their upstream flag service and serve them to SDKs, each by its SDK
+    /// key, as LaunchDarkly's Relay Proxy does; events are forwarded upstream. With
+    /// --redis, each environment is also written to Redis (prefix "redisPrefix", or
+    /// --prefix).
+    #[arg(long, value_name = "FILE", conflicts_with = "upstream")]
+    pub(crate) relay: Option<PathBuf>,
+    /// Relay mode for one environment: keep the flags of --sdk-key in sync with the
+    /// flag service at URI (streaming and polling) and serve them.
+    #[arg(long, value_name = "URI", requires = "sdk_key")]
+    pub(crate) upstream: Option<String>,
+    /// With --upstream: forward SDKs' events to this events service.
+    #[arg(long, value_name = "URI", requires = "upstream")]
+    pub(crate) upstream_events: Option<String>,
+    /// With --upstream: use FDv1 streaming upstream (default: FDv2).
+    #[arg(long, requires = "upstream")]
+    pub(crate) upstream_fdv1: bool,
+    /// Relay mode: the largest SSE event accepted from upstream, in bytes (default
+    /// 64 MiB).
+    #[arg(long, value_name = "BYTES")]
+    pub(crate) max_event_bytes: Option<u64>,
     /// Serve the flags kept in Redis at URL (LaunchDarkly key layout, as the Relay
     /// Proxy, other SDKs or `flagsync watch --redis` write them) instead of a file;
     /// changes there are pushed to clients within a second.

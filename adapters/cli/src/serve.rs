@@ -118,6 +118,9 @@ impl ServeSource {
 }
 
 pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
+    if args.relay.is_some() || args.upstream.is_some() {
+        return crate::relay::relay(args).await;
+    }
     let source = ServeSource::new(&args)?;
     let mut data = source.load().await?;
     let server = Server::builder()

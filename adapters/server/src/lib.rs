@@ -96,6 +96,7 @@ mod http;
 mod hub;
 mod reader;
 mod recorded;
+mod relay_config;
 mod routes;
 mod state;
 
@@ -106,3 +107,4 @@ pub use events::{EventPayload, EventSubscription, PayloadKind};
 pub use fault::{Endpoint, UnknownEndpoint};
 pub use handle::ServerHandle;
 pub use recorded::RecordedRequest;
+pub use relay_config::{MAX_RELAY_CONFIG_BYTES, RelayConfig, RelayEnvironment, UpstreamProtocol};

@@ -1,0 +1,147 @@
+//! The relay's events forwarder: every analytics payload a downstream SDK posts goes
+//! to its environment's events service unchanged (the same path, body and
+//! LaunchDarkly headers, the environment's SDK key), as an SDK would send it: one
+//! retry after a second on a network error or a recoverable status (400, 408, 429,
+//! 5xx), and an environment whose key the service rejects (401, 403) sends no more.
+//!
+//! Payloads wait in the server's event subscription, which holds at most
+//! [`QUEUE`] of them: beyond that they are dropped and counted (reported at the end),
+//! never buffered without bound.
+
+use std::collections::HashMap;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use flagsync_server::{EventPayload, EventSubscription, RelayEnvironment, ServerHandle};
+
+/// The most payloads waiting to be forwarded.
+pub(crate) const QUEUE: usize = 10_000;
+
+/// How long a post may take.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+struct Target {
+    uri: String,
+    sdk_key: String,
+    rejected: bool,
+}
+
+/// The forwarding thread.
+pub(crate) struct Forwarder {
+    thread: Option<JoinHandle<(u64, u64)>>,
+}
+
+impl Forwarder {
+    /// Forward what `server` receives for `environments` (those with an events URI).
+    pub(crate) fn start(server: &ServerHandle, environments: &[RelayEnvironment]) -> Self {
+        let mut targets: HashMap<String, Target> = environments
+            .iter()
+            .filter_map(|e| {
+                let uri = e.events_uri.as_ref()?.trim_end_matches('/').to_owned();
+                Some((
+                    e.name.clone(),
+                    Target {
+                        uri,
+                        sdk_key: e.sdk_key.clone(),
+                        rejected: false,
+                    },
+                ))
+            })
+            .collect();
+        let events = server.subscribe_events(QUEUE);
+        let thread = std::thread::Builder::new()
+            .name("flagsync-relay-events".into())
+            .spawn(move || run(&events, &mut targets))
+            .ok();
+        Self { thread }
+    }
+
+    /// Wait for the thread (the server has shut down, which ends the subscription) and
+    /// report what was lost.
+    pub(crate) fn finish(self) {
+        if let Some(t) = self.thread
+            && let Ok((failed, dropped)) = t.join()
+            && failed + dropped > 0
+        {
+            eprintln!(
+                "flagsync: {failed} event payloads could not be forwarded, {dropped} were dropped (the queue was full)"
+            );
+        }
+    }
+}
+
+fn run(events: &EventSubscription, targets: &mut HashMap<String, Target>) -> (u64, u64) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(TIMEOUT))
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut failed = 0;
+    while let Some(payload) = events.recv() {
+        let Some(target) = payload
+            .environment
+            .as_ref()
+            .and_then(|name| targets.get_mut(name))
+        else {
+            continue;
+        };
+        if target.rejected {
+            continue;
+        }
+        match post(&agent, target, &payload) {
+            Ok(()) => {}
+            Err(Some(status)) if status == 401 || status == 403 => {
+                eprintln!(
+                    "flagsync: environment {:?}: the events service rejected the SDK key (HTTP {status}); no more events are forwarded for it",
+                    payload.environment.as_deref().unwrap_or_default()
+                );
+                target.rejected = true;
+                failed += 1;
+            }
+            Err(_) => failed += 1,
+        }
+    }
+    (failed, events.dropped())
+}
+
+/// Post `payload`, retrying once after a second when that may help. `Err(status)`:
+/// the last status (`None` for a network error).
+fn post(agent: &ureq::Agent, target: &Target, payload: &EventPayload) -> Result<(), Option<u16>> {
+    let url = format!("{}{}", target.uri, payload.kind.path());
+    let mut last = None;
+    for attempt in 0..2 {
+        if attempt > 0 {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        let mut request = agent
+            .post(&url)
+            .header("Authorization", &target.sdk_key)
+            .header("Content-Type", "application/json");
+        for (name, value) in [
+            ("User-Agent", &payload.user_agent),
+            ("X-LaunchDarkly-Event-Schema", &payload.schema),
+            ("X-LaunchDarkly-Payload-ID", &payload.payload_id),
+            ("X-LaunchDarkly-Wrapper", &payload.wrapper),
+            ("X-LaunchDarkly-Tags", &payload.tags),
+            ("X-LaunchDarkly-Instance-Id", &payload.instance_id),
+        ] {
+            if let Some(v) = value {
+                request = request.header(name, v);
+            }
+        }
+        match request.send(&payload.raw[..]) {
+            Ok(response) => {
+                let status = response.status().as_u16();
+                if (200..300).contains(&status) {
+                    return Ok(());
+                }
+                last = Some(status);
+                if !matches!(status, 400 | 408 | 429 | 500..=599) {
+                    return Err(last);
+                }
+            }
+            Err(_) => last = None,
+        }
+    }
+    Err(last)
+}

@@ -1,0 +1,223 @@
+//! `flagsync serve --relay FILE` (or `--upstream URI --sdk-key KEY`): relay mode. Each
+//! environment is kept in sync with its upstream flag service by flagsync's own client
+//! (FDv2 by default, FDv1 on request), optionally written to Redis as it goes, and
+//! served to downstream SDKs by the local server (FDv1 and FDv2, streaming and
+//! polling), which picks the environment by the SDK key each request carries.
+//! Downstream analytics events are forwarded to the environment's events service.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use flagsync::{Kind, Snapshot};
+use flagsync_server::{
+    Environment, EnvironmentHandle, RelayConfig, Server, ServerError, UpstreamProtocol,
+};
+use serde_json::Value;
+
+use crate::args::ServeArgs;
+use crate::client::{Fdv2Preset, Options, RedisOptions, Session, Update};
+use crate::error::CliError;
+use crate::forward::Forwarder;
+use crate::options::redact_userinfo;
+use crate::printer::plural;
+
+/// How often an environment's data is compared with what is served, besides on every
+/// change the client reports (a segment change that no flag uses reports none).
+const RESYNC: Duration = Duration::from_secs(1);
+
+/// More changes than this at once go out as one replacement of the whole data set.
+const MAX_PATCHES: usize = 64;
+
+/// The relay's configuration from the command line.
+pub(crate) fn config(args: &ServeArgs) -> Result<RelayConfig, CliError> {
+    if let Some(path) = &args.relay {
+        let bytes = std::fs::read(path).map_err(|e| {
+            CliError::usage(format!("cannot read --relay {}: {e}", path.display()))
+        })?;
+        return RelayConfig::parse(&bytes)
+            .map_err(|e| CliError::usage(format!("{}: {e}", path.display())));
+    }
+    let upstream = args.upstream.clone().unwrap_or_default();
+    let key = args.sdk_key.clone().unwrap_or_default();
+    let mut file = serde_json::json!({
+        "upstream": upstream,
+        "protocol": if args.upstream_fdv1 { "fdv1" } else { "fdv2" },
+        "environments": {"default": {"sdkKey": key}},
+    });
+    if let Some(events) = &args.upstream_events {
+        file["eventsUri"] = Value::from(events.clone());
+    }
+    if let Some(prefix) = &args.prefix {
+        file["environments"]["default"]["redisPrefix"] = Value::from(prefix.clone());
+    }
+    RelayConfig::parse(file.to_string().as_bytes()).map_err(CliError::usage)
+}
+
+pub(crate) async fn relay(args: ServeArgs) -> Result<(), CliError> {
+    let config = config(&args)?;
+    let tls = args.redis_tls.read()?;
+    let mut builder = Server::builder()
+        .port(args.port)
+        .heartbeat(Duration::from_secs(args.heartbeat));
+    for env in &config.environments {
+        let mut e =
+            Environment::new(&env.name, &env.sdk_key).init_timeout(config.init_timeout);
+        if let Some(id) = &env.env_id {
+            e = e.env_id(id);
+        }
+        builder = builder.environment(e);
+    }
+    let server = builder.start().map_err(|e| match e {
+        ServerError::Bind { port, source } => CliError::failed(format!(
+            "cannot listen on 127.0.0.1:{port}: {source}. Choose another port with --port (0 picks a free one)"
+        )),
+        other => CliError::failed(other.to_string()),
+    })?;
+    let url = server.url();
+    println!("flagsync: relaying on {url}");
+    let mut sessions = Vec::new();
+    for env in &config.environments {
+        let redis = args.redis.as_ref().map(|url| RedisOptions {
+            url: url.clone(),
+            prefix: env.redis_prefix.clone().or_else(|| args.prefix.clone()),
+            daemon: false,
+            tls: tls.clone(),
+        });
+        let opts = Options {
+            sdk_key: env.sdk_key.clone(),
+            stream_uri: env.stream_uri.clone(),
+            polling_uri: env.polling_uri.clone(),
+            polling: false,
+            filter: None,
+            fdv2: (config.protocol == UpstreamProtocol::Fdv2).then_some(Fdv2Preset::Default),
+            redis,
+            events_uri: None,
+            max_event_bytes: args.max_event_bytes.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            ca_pem: None,
+        };
+        let session = Session::start(&opts).map_err(CliError::usage)?;
+        let handle = server
+            .environment(&env.name)
+            .ok_or_else(|| CliError::failed("an environment went missing"))?;
+        println!(
+            "  environment {:?}: upstream {} ({}){}{}",
+            env.name,
+            redact_userinfo(&env.stream_uri),
+            match config.protocol {
+                UpstreamProtocol::Fdv2 => "FDv2",
+                UpstreamProtocol::Fdv1 => "FDv1",
+            },
+            env.events_uri
+                .as_deref()
+                .map(|u| format!(", events to {}", redact_userinfo(u)))
+                .unwrap_or_default(),
+            if args.redis.is_some() { ", kept in Redis" } else { "" }
+        );
+        sessions.push(tokio::spawn(keep_in_sync(env.name.clone(), session, handle)));
+    }
+    println!("  SDKs: stream and polling URI {url}, events URI {url}; each with its environment's SDK key");
+    let forwarder = Forwarder::start(&server, &config.environments);
+    let _ = tokio::signal::ctrl_c().await;
+    println!("stopping");
+    for s in &sessions {
+        s.abort();
+    }
+    tokio::task::spawn_blocking(move || {
+        server.shutdown();
+        forwarder.finish();
+    })
+    .await
+    .map_err(|e| CliError::failed(e.to_string()))
+}
+
+/// Serve what `session` holds in `env`: the whole data set once it arrives, then each
+/// change as the upstream sent it.
+async fn keep_in_sync(name: String, mut session: Session, env: EnvironmentHandle) {
+    let mut served = Served::default();
+    let mut tick = tokio::time::interval(RESYNC);
+    loop {
+        let changed = tokio::select! {
+            update = session.next() => match update {
+                None => break,
+                Some(Update::Ready | Update::FlagChanged(_)) => true,
+                Some(Update::Status(s)) => {
+                    if let Some(e) = &s.error {
+                        eprintln!("flagsync: environment {name:?}: upstream: {} (still serving the last data)", e.message);
+                    }
+                    false
+                }
+                Some(_) => false,
+            },
+            _ = tick.tick() => true,
+        };
+        if changed && session.snapshot().initialized() {
+            match served.sync(&env, &session.snapshot()) {
+                Ok(0) => {}
+                Ok(n) => eprintln!(
+                    "flagsync: environment {name:?}: {} served",
+                    plural(n, "change", "changes")
+                ),
+                Err(e) => eprintln!("flagsync: environment {name:?}: {e}"),
+            }
+        }
+    }
+}
+
+/// What an environment serves: each item's version and whether it is deleted.
+#[derive(Default)]
+struct Served {
+    ready: bool,
+    items: [HashMap<String, (u64, bool)>; 2],
+}
+
+fn slot(kind: Kind) -> usize {
+    usize::from(kind == Kind::Segment)
+}
+
+impl Served {
+    /// Bring `env` to `snap`; the number of items changed.
+    fn sync(&mut self, env: &EnvironmentHandle, snap: &Snapshot) -> Result<usize, ServerError> {
+        let mut changes: Vec<(Kind, String, u64, Option<Value>)> = Vec::new();
+        let mut seen = 0;
+        for kind in [Kind::Flag, Kind::Segment] {
+            let served = &self.items[slot(kind)];
+            for (key, item) in snap.iter_including_deleted(kind) {
+                seen += 1;
+                if served.get(key) == Some(&(item.version, item.deleted)) {
+                    continue;
+                }
+                let value = if item.deleted {
+                    None
+                } else {
+                    Some(serde_json::from_str(item.raw_str()).unwrap_or(Value::Null))
+                };
+                changes.push((kind, key.to_owned(), item.version, value));
+            }
+        }
+        let vanished = self.items.iter().map(HashMap::len).sum::<usize>() > seen;
+        if !self.ready || vanished || changes.len() > MAX_PATCHES {
+            let n = if self.ready { changes.len().max(1) } else { 0 };
+            env.replace_all(serde_json::from_str(&snap.to_json()).unwrap_or(Value::Null))?;
+            self.ready = true;
+            for (i, kind) in [Kind::Flag, Kind::Segment].into_iter().enumerate() {
+                self.items[i] = snap
+                    .iter_including_deleted(kind)
+                    .map(|(k, item)| (k.to_owned(), (item.version, item.deleted)))
+                    .collect();
+            }
+            return Ok(n);
+        }
+        let n = changes.len();
+        for (kind, key, version, value) in changes {
+            let deleted = value.is_none();
+            match (kind, value) {
+                (Kind::Flag, Some(v)) => drop(env.set_flag(&key, v)?),
+                (Kind::Segment, Some(v)) => drop(env.set_segment(&key, v)?),
+                (Kind::Flag, None) => drop(env.delete_flag_version(&key, version)),
+                (Kind::Segment, None) => drop(env.delete_segment_version(&key, version)),
+            }
+            self.items[slot(kind)].insert(key, (version, deleted));
+        }
+        Ok(n)
+    }
+}
