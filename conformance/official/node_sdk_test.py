@@ -195,10 +195,10 @@ def compare(what, got, want):
             raise Failure(f"{what}, context {i + 1} ({json.dumps(CONTEXTS[i])}): {shown}")
 
 
-def check_mode(mode, flagsync, sdk_dir):
+def check_mode(mode, flagsync, sdk_dir, relay=False):
     """Run one mode; returns (SDK output, event kinds)."""
     with tempfile.TemporaryDirectory(prefix="flagsync-official-node-") as tmp:
-        serve = Serve(flagsync, tmp, data())
+        serve = Serve(flagsync, tmp, data(), relay=relay)
         err = ""
         try:
             want = [flagsync_eval(flagsync, serve.data, c) for c in CONTEXTS]
@@ -260,6 +260,11 @@ def main():
         help="the scratch folder to install the SDK into (default: target/official-node-sdk)",
     )
     p.add_argument("--mode", action="append", choices=MODES, help="run only this mode (repeatable)")
+    p.add_argument(
+        "--relay",
+        action="store_true",
+        help="connect the SDK to a relay (`flagsync serve --upstream`) in front of serve",
+    )
     args = p.parse_args()
     flagsync = os.path.abspath(args.flagsync)
     try:
@@ -274,11 +279,12 @@ def main():
     except Failure as e:
         print(f"FAIL: {e}", file=sys.stderr)
         return 1
-    print(f"{SDK_PACKAGE} {SDK_VERSION} (node {node}) against {flagsync} serve")
+    through = " through `serve --upstream` (relay mode)" if args.relay else ""
+    print(f"{SDK_PACKAGE} {SDK_VERSION} (node {node}) against {flagsync} serve{through}")
     failed = 0
     for mode in args.mode or MODES:
         try:
-            out, kinds = check_mode(mode, flagsync, sdk_dir)
+            out, kinds = check_mode(mode, flagsync, sdk_dir, args.relay)
         except Failure as e:
             failed += 1
             print(f"FAIL {mode}: {e}")

@@ -124,6 +124,8 @@ def outer(args):
     cmd = [python, os.path.abspath(__file__), "--inside", "--flagsync", flagsync]
     for m in args.mode or []:
         cmd += ["--mode", m]
+    if args.relay:
+        cmd.append("--relay")
     return subprocess.run(cmd).returncode
 
 
@@ -174,7 +176,7 @@ class Captured:
         return "\n".join(self.lines)
 
 
-def check_mode(mode, flagsync):
+def check_mode(mode, flagsync, relay=False):
     """Run one mode; returns (init seconds, change seconds or None, event kinds)."""
     from ldclient import Context
     from ldclient.client import LDClient
@@ -182,7 +184,7 @@ def check_mode(mode, flagsync):
     ctx = Context.builder("official-sdk-user").build()
     log = Captured()
     with tempfile.TemporaryDirectory(prefix="flagsync-official-") as tmp:
-        serve = Serve(flagsync, tmp, data(True))
+        serve = Serve(flagsync, tmp, data(True), relay=relay)
         client = None
         try:
             started = time.monotonic()
@@ -234,11 +236,12 @@ def check_edit(client, serve, ctx):
 def inside(args):
     import ldclient.version
 
-    print(f"launchdarkly-server-sdk {ldclient.version.VERSION} against {args.flagsync} serve")
+    through = " through `serve --upstream` (relay mode)" if args.relay else ""
+    print(f"launchdarkly-server-sdk {ldclient.version.VERSION} against {args.flagsync} serve{through}")
     failed = 0
     for mode in args.mode or MODES:
         try:
-            init, seen, kinds = check_mode(mode, args.flagsync)
+            init, seen, kinds = check_mode(mode, args.flagsync, args.relay)
         except Failure as e:
             failed += 1
             print(f"FAIL {mode}: {e}")
@@ -264,6 +267,11 @@ def main():
         help="the virtualenv to create or reuse (default: target/official-python-venv)",
     )
     p.add_argument("--mode", action="append", choices=MODES, help="run only this mode (repeatable)")
+    p.add_argument(
+        "--relay",
+        action="store_true",
+        help="connect the SDK to a relay (`flagsync serve --upstream`) in front of serve",
+    )
     p.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     try:

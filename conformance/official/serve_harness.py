@@ -32,38 +32,47 @@ def write_json(path, value):
 class Serve:
     """`flagsync serve` on a free port, with a data file and an events log in `tmp`."""
 
-    def __init__(self, flagsync, tmp, data):
+    def __init__(self, flagsync, tmp, data, relay=False):
+        """With `relay`, SDKs talk to a second process, `flagsync serve --upstream`
+        (relay mode), in front of this one: `url` is the relay's, and the events it
+        forwards land in this one's events log."""
         self.data = os.path.join(tmp, "flags.json")
         self.events = os.path.join(tmp, "events.jsonl")
         write_json(self.data, data)
         self.log_path = os.path.join(tmp, "serve.log")
         self.log = open(self.log_path, "w+", encoding="utf-8")
-        self.proc = subprocess.Popen(
+        self.procs = []
+        self.url = self._start(
             [flagsync, "serve", "--data", self.data, "--port", "0", "--sdk-key", SDK_KEY,
              "--events", self.events],
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-            text=True,
+            r"serving on (http://127\.0\.0\.1:\d+)",
         )
-        self.url = None
+        self.upstream_url = self.url
+        if relay:
+            self.url = self._start(
+                [flagsync, "serve", "--upstream", self.upstream_url, "--sdk-key", SDK_KEY,
+                 "--upstream-events", self.upstream_url, "--port", "0"],
+                r"relaying on (http://127\.0\.0\.1:\d+)",
+            )
+
+    def _start(self, argv, pattern):
+        """Start `argv`; the URL it prints (the first group of `pattern`)."""
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.procs.append(proc)
         deadline = time.monotonic() + 10
         lines = []
         while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
+            line = proc.stdout.readline()
             if not line:
                 break
             lines.append(line)
-            m = re.search(r"serving on (http://127\.0\.0\.1:\d+)", line)
+            m = re.search(pattern, line)
             if m:
-                self.url = m.group(1)
-                break
-        if self.url is None:
-            self.stop()
-            raise Failure(
-                "flagsync serve did not print its URL:\n" + "".join(lines) + self.stderr()
-            )
-        # Keep reading its output so that it never blocks on a full pipe.
-        threading.Thread(target=self.proc.stdout.read, daemon=True).start()
+                # Keep reading its output so that it never blocks on a full pipe.
+                threading.Thread(target=proc.stdout.read, daemon=True).start()
+                return m.group(1)
+        self.stop()
+        raise Failure(f"{' '.join(argv[:2])} did not print its URL:\n" + "".join(lines) + self.stderr())
 
     def stderr(self):
         self.log.flush()
@@ -79,13 +88,14 @@ class Serve:
             return []
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
         self.log.close()
 
 
