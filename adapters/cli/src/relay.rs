@@ -31,9 +31,8 @@ const MAX_PATCHES: usize = 64;
 /// The relay's configuration from the command line.
 pub(crate) fn config(args: &ServeArgs) -> Result<RelayConfig, CliError> {
     if let Some(path) = &args.relay {
-        let bytes = std::fs::read(path).map_err(|e| {
-            CliError::usage(format!("cannot read --relay {}: {e}", path.display()))
-        })?;
+        let bytes = std::fs::read(path)
+            .map_err(|e| CliError::usage(format!("cannot read --relay {}: {e}", path.display())))?;
         return RelayConfig::parse(&bytes)
             .map_err(|e| CliError::usage(format!("{}: {e}", path.display())));
     }
@@ -60,8 +59,7 @@ pub(crate) async fn relay(args: ServeArgs) -> Result<(), CliError> {
         .port(args.port)
         .heartbeat(Duration::from_secs(args.heartbeat));
     for env in &config.environments {
-        let mut e =
-            Environment::new(&env.name, &env.sdk_key).init_timeout(config.init_timeout);
+        let mut e = Environment::new(&env.name, &env.sdk_key).init_timeout(config.init_timeout);
         if let Some(id) = &env.env_id {
             e = e.env_id(id);
         }
@@ -92,7 +90,9 @@ pub(crate) async fn relay(args: ServeArgs) -> Result<(), CliError> {
             fdv2: (config.protocol == UpstreamProtocol::Fdv2).then_some(Fdv2Preset::Default),
             redis,
             events_uri: None,
-            max_event_bytes: args.max_event_bytes.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            max_event_bytes: args
+                .max_event_bytes
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             ca_pem: None,
         };
         let session = Session::start(&opts).map_err(CliError::usage)?;
@@ -111,11 +111,21 @@ pub(crate) async fn relay(args: ServeArgs) -> Result<(), CliError> {
                 .as_deref()
                 .map(|u| format!(", events to {}", redact_userinfo(u)))
                 .unwrap_or_default(),
-            if args.redis.is_some() { ", kept in Redis" } else { "" }
+            if args.redis.is_some() {
+                ", kept in Redis"
+            } else {
+                ""
+            }
         );
-        sessions.push(tokio::spawn(keep_in_sync(env.name.clone(), session, handle)));
+        sessions.push(tokio::spawn(keep_in_sync(
+            env.name.clone(),
+            session,
+            handle,
+        )));
     }
-    println!("  SDKs: stream and polling URI {url}, events URI {url}; each with its environment's SDK key");
+    println!(
+        "  SDKs: stream and polling URI {url}, events URI {url}; each with its environment's SDK key"
+    );
     let forwarder = Forwarder::start(&server, &config.environments);
     let _ = tokio::signal::ctrl_c().await;
     println!("stopping");

@@ -152,7 +152,9 @@ impl RelayConfig {
                     .or_else(|| shared.clone())
                     .or_else(|| base.cloned())
                     .ok_or_else(|| {
-                        format!("environment {name:?} has no {what} (set \"upstream\" or \"{what}\")")
+                        format!(
+                            "environment {name:?} has no {what} (set \"upstream\" or \"{what}\")"
+                        )
                     })
             };
             let stream_uri = pick(&env.stream_uri, &file.stream_uri, "streamUri")?;
