@@ -1,9 +1,13 @@
 //! A local LaunchDarkly-compatible flag server (FDv1 and FDv2), for offline development
 //! and tests.
 //!
-//! It uses only the standard library's blocking sockets and one thread per connection,
-//! so it works whatever async runtime (if any) the rest of the program uses. It binds
-//! `127.0.0.1` only.
+//! It answers requests on the standard library's blocking sockets, a short-lived thread
+//! per connection, and hands every stream to one event-loop thread (`mio`) that holds
+//! them all and writes each change to every one of them from a single encoding; so it
+//! works whatever async runtime (if any) the rest of the program uses, and holds tens
+//! of thousands of streams. It binds `127.0.0.1` only. Several environments can be
+//! served at once, each chosen by its SDK key ([`Environment`]): `flagsync serve
+//! --relay` uses this to relay upstream environments ([`RelayConfig`]).
 //!
 //! | Request | Answer |
 //! | --- | --- |
