@@ -189,10 +189,10 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
 
     let mut modified = args.data.as_deref().and_then(file_stamp);
     let mut failing = false;
-    // A file costs one stat a check: checked five times a second, an edit reaches
+    // A file costs one stat a check: checked ten times a second, an edit reaches
     // clients well within a second. Redis is read once a second.
     let every = match source {
-        ServeSource::File(_) => Duration::from_millis(200),
+        ServeSource::File(_) => Duration::from_millis(100),
         ServeSource::Redis(..) => Duration::from_secs(1),
     };
     let mut tick = tokio::time::interval(every);
