@@ -17,18 +17,28 @@ fn check(bytes: &[u8]) {
     assert!(!config.environments.is_empty());
     let mut keys = BTreeSet::new();
     for env in &config.environments {
-        assert!(keys.insert(env.sdk_key.clone()), "a key serves two environments");
+        assert!(
+            keys.insert(env.sdk_key.clone()),
+            "a key serves two environments"
+        );
         assert!(!env.sdk_key.is_empty());
         assert!(
             env.sdk_key
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
         );
-        for uri in [Some(&env.stream_uri), Some(&env.polling_uri), env.events_uri.as_ref()]
-            .into_iter()
-            .flatten()
+        for uri in [
+            Some(&env.stream_uri),
+            Some(&env.polling_uri),
+            env.events_uri.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
         {
-            assert!(uri.starts_with("http://") || uri.starts_with("https://"), "{uri}");
+            assert!(
+                uri.starts_with("http://") || uri.starts_with("https://"),
+                "{uri}"
+            );
         }
         if env.sdk_key.len() >= 8 {
             let shown = format!("{env:?}");
@@ -38,7 +48,10 @@ fn check(bytes: &[u8]) {
                 .chain(env.env_id.as_ref())
                 .chain(env.redis_prefix.as_ref())
                 .any(|field| field.contains(&env.sdk_key));
-            assert!(elsewhere || !shown.contains(&env.sdk_key), "Debug shows the key");
+            assert!(
+                elsewhere || !shown.contains(&env.sdk_key),
+                "Debug shows the key"
+            );
         }
     }
 }

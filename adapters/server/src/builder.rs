@@ -128,7 +128,7 @@ impl ServerBuilder {
     /// ```
     pub fn render_data(&self) -> Result<String, ServerError> {
         let mut data = Data::from_json(self.data.clone()).map_err(ServerError::InvalidData)?;
-        Ok(data.rendered().body.clone())
+        Ok(data.rendered().body.to_string())
     }
 
     /// Validate the data, bind the socket and start serving.

@@ -67,7 +67,7 @@ impl Entry {
 #[derive(Debug)]
 pub(super) struct Rendered {
     /// `{"flags":{…},"segments":{…}}`.
-    pub(super) body: String,
+    pub(super) body: Arc<str>,
     /// A quoted strong ETag derived from the body.
     pub(super) etag: String,
     gzipped: OnceLock<Vec<u8>>,
@@ -85,15 +85,16 @@ impl Rendered {
         })
     }
 
-    /// The FDv1 `put` event of this data, encoded once for every stream.
+    /// The FDv1 `put` event of this data, for every stream: the body is shared, not
+    /// copied.
     pub(super) fn put_event(&self) -> Frame {
         self.put_event
             .get_or_init(|| {
-                let mut text = String::with_capacity(self.body.len() + 40);
-                text.push_str("event: put\ndata: {\"path\":\"/\",\"data\":");
-                text.push_str(&self.body);
-                text.push_str("}\n\n");
-                Frame::new(text.into_bytes())
+                Frame::from_pieces(vec![
+                    Arc::from(&b"event: put\ndata: {\"path\":\"/\",\"data\":"[..]),
+                    Arc::<[u8]>::from(self.body.clone()),
+                    Arc::from(&b"}\n\n"[..]),
+                ])
             })
             .clone()
     }
@@ -109,11 +110,9 @@ pub(super) struct Fdv2Objects {
     pub(super) version: u64,
     /// One `put-object` data JSON per live flag, then per live segment.
     pub(super) puts: Vec<String>,
-    /// The stream encoding of the full transfer, made once (`fdv2::full_transfer_frame`).
-    pub(super) full: OnceLock<Frame>,
-    /// The stream encodings of a first payload for a client without a basis and for one
-    /// with an old basis, made once (`fdv2::initial_frame`).
-    pub(super) initial: [OnceLock<Frame>; 2],
+    /// Every `put-object` as SSE text, made once and shared by the stream encodings of
+    /// full transfers (`fdv2::initial_frame`, `fdv2::full_transfer_frame`).
+    pub(super) objects_sse: OnceLock<Arc<[u8]>>,
 }
 
 #[derive(Debug)]
@@ -302,8 +301,7 @@ impl Data {
             state: self.state(),
             version: self.version,
             puts,
-            full: OnceLock::new(),
-            initial: [OnceLock::new(), OnceLock::new()],
+            objects_sse: OnceLock::new(),
         });
         self.fdv2 = Some(o.clone());
         o
@@ -324,7 +322,7 @@ impl Data {
         body.hash(&mut hasher);
         let etag = format!("\"fs-{:016x}-{:x}\"", hasher.finish(), body.len());
         let r = Arc::new(Rendered {
-            body,
+            body: body.into(),
             etag,
             gzipped: OnceLock::new(),
             put_event: OnceLock::new(),
@@ -414,7 +412,7 @@ mod tests {
         d.upsert(ItemKind::Flag, "a", json!({})).unwrap();
         assert_ne!(d.rendered().etag, e1);
         assert_eq!(
-            d.rendered().body,
+            &*d.rendered().body,
             r#"{"flags":{"a":{"key":"a","version":2}},"segments":{}}"#
         );
     }

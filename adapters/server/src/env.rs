@@ -237,7 +237,7 @@ impl EnvironmentHandle {
             .data
             .rendered()
             .body
-            .clone()
+            .to_string()
     }
 
     /// Its payload version: 1 for the initial data, plus one per change.

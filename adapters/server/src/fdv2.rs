@@ -5,26 +5,49 @@
 use serde_json::json;
 
 use super::data::{Fdv2Objects, ItemKind};
+use std::sync::Arc;
+
 use crate::hub::Frame;
 
-/// The whole data set as one `xfer-full` payload on a stream, encoded once for every
-/// stream until the data changes.
-pub(super) fn full_transfer_frame(objects: &Fdv2Objects) -> Frame {
+/// Every object's `put-object` event, as SSE text made once per data version.
+fn objects_sse(objects: &Fdv2Objects) -> Arc<[u8]> {
     objects
-        .full
-        .get_or_init(|| Frame::new(to_sse(&full_transfer(objects)).into_bytes()))
+        .objects_sse
+        .get_or_init(|| {
+            let puts: Vec<Event> = objects.puts.iter().cloned().map(put).collect();
+            to_sse(&puts).into_bytes().into()
+        })
         .clone()
 }
 
+/// A full transfer on a stream for `reason`: its intent, the shared objects, its end.
+fn full_frame(objects: &Fdv2Objects, reason: &str) -> Frame {
+    let intent = to_sse(&[server_intent("xfer-full", objects.version, reason)]);
+    let done = to_sse(&[payload_transferred(&objects.state, objects.version)]);
+    Frame::from_pieces(vec![
+        intent.into_bytes().into(),
+        objects_sse(objects),
+        done.into_bytes().into(),
+    ])
+}
+
+/// The whole data set as one `xfer-full` payload on an open stream (the data was
+/// replaced); the objects are shared by every stream.
+pub(super) fn full_transfer_frame(objects: &Fdv2Objects) -> Frame {
+    full_frame(objects, "replaced")
+}
+
 /// The first payload of a stream whose client has no basis (`has_basis == false`) or
-/// an old one: a full transfer, encoded once for every such stream.
+/// an old one: a full transfer, the objects shared by every stream.
 pub(super) fn initial_frame(objects: &Fdv2Objects, has_basis: bool) -> Frame {
-    objects.initial[usize::from(has_basis)]
-        .get_or_init(|| {
-            let basis = has_basis.then_some("");
-            Frame::new(to_sse(&initial_payload(objects, basis, false)).into_bytes())
-        })
-        .clone()
+    full_frame(
+        objects,
+        if has_basis {
+            "cant-catchup"
+        } else {
+            "payload-missing"
+        },
+    )
 }
 
 /// The payload id the server announces in `server-intent` and `error`.
@@ -114,7 +137,9 @@ pub(super) fn initial_payload(
     events
 }
 
-/// Every object of a replaced data set, as a new full transfer on an open stream.
+/// Every object of a replaced data set, as a new full transfer on an open stream (the
+/// events `full_transfer_frame` encodes; tests compare them).
+#[cfg(test)]
 pub(super) fn full_transfer(objects: &Fdv2Objects) -> Vec<Event> {
     let mut events = vec![server_intent("xfer-full", objects.version, "replaced")];
     events.extend(objects.puts.iter().cloned().map(put));
@@ -172,9 +197,19 @@ mod tests {
                     &json!({"key": "s", "version": 5}),
                 ),
             ],
-            full: std::sync::OnceLock::new(),
-            initial: [std::sync::OnceLock::new(), std::sync::OnceLock::new()],
+            objects_sse: std::sync::OnceLock::new(),
         }
+    }
+
+    #[test]
+    fn shared_stream_frames_equal_the_payloads() {
+        let o = objects();
+        for (basis, has) in [(None, false), (Some("old"), true)] {
+            let want = to_sse(&initial_payload(&o, basis, false));
+            assert_eq!(initial_frame(&o, has).concat(), want.into_bytes());
+        }
+        let want = to_sse(&full_transfer(&o));
+        assert_eq!(full_transfer_frame(&o).concat(), want.into_bytes());
     }
 
     fn names(events: &[Event]) -> Vec<&str> {

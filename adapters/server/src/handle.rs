@@ -119,7 +119,7 @@ impl ServerHandle {
 
     /// The current data as `{"flags":{…},"segments":{…}}`, exactly as polling serves it.
     pub fn data_json(&self) -> String {
-        self.shared.lock().envs[0].data.rendered().body.clone()
+        self.shared.lock().envs[0].data.rendered().body.to_string()
     }
 
     /// The selector state of the current data, `<epoch>-<payload version>`: a client

@@ -27,30 +27,42 @@ use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::http::{LAST_CHUNK, WRITE_TIMEOUT};
 
-/// The most pieces (three per event with chunked framing) a stream may have queued.
+/// The most pieces (a few per event) a stream may have queued.
 pub(crate) const MAX_QUEUED_PIECES: usize = 3 * 4096;
 
 const WAKER: Token = Token(0);
 
 /// An event stream's text (one or more SSE events), encoded once and shared by every
-/// stream it goes to: the bytes, and the chunk-size line that frames them.
+/// stream it goes to: its pieces (a large payload's body is shared with the data it
+/// renders, not copied), and the chunk-size line that frames them as one chunk.
 #[derive(Debug, Clone)]
 pub(crate) struct Frame {
     size_line: Arc<[u8]>,
-    body: Arc<[u8]>,
+    pieces: Arc<[Arc<[u8]>]>,
 }
 
 impl Frame {
     pub(crate) fn new(text: impl Into<Arc<[u8]>>) -> Self {
-        let body: Arc<[u8]> = text.into();
+        Self::from_pieces(vec![text.into()])
+    }
+
+    /// The concatenation of `pieces`, without copying them.
+    pub(crate) fn from_pieces(pieces: Vec<Arc<[u8]>>) -> Self {
+        let len: usize = pieces.iter().map(|p| p.len()).sum();
         Self {
-            size_line: format!("{:x}\r\n", body.len()).into_bytes().into(),
-            body,
+            size_line: format!("{len:x}\r\n").into_bytes().into(),
+            pieces: pieces.into_iter().filter(|p| !p.is_empty()).collect(),
         }
     }
 
     fn is_empty(&self) -> bool {
-        self.body.is_empty()
+        self.pieces.is_empty()
+    }
+
+    /// The text, in one piece (tests).
+    #[cfg(test)]
+    pub(crate) fn concat(&self) -> Vec<u8> {
+        self.pieces.iter().flat_map(|p| p.iter().copied()).collect()
     }
 }
 
@@ -196,10 +208,12 @@ impl Conn {
         }
         if self.chunked {
             self.queue.push_back((frame.size_line.clone(), 0));
-            self.queue.push_back((frame.body.clone(), 0));
+        }
+        for piece in frame.pieces.iter() {
+            self.queue.push_back((piece.clone(), 0));
+        }
+        if self.chunked {
             self.queue.push_back((CRLF.with(Clone::clone), 0));
-        } else {
-            self.queue.push_back((frame.body.clone(), 0));
         }
     }
 
@@ -489,7 +503,11 @@ mod tests {
     fn frames_chunks_shares_payloads_and_ends_streams() {
         let hub = hub();
         let (server, client) = pair();
-        let first = Frame::new(&b"event: put\ndata: {}\n\n"[..]);
+        let first = Frame::from_pieces(vec![
+            Arc::from(&b"event: put\ndata: "[..]),
+            Arc::from(&b""[..]),
+            Arc::from(&b"{}\n\n"[..]),
+        ]);
         hub.add(NewStream {
             socket: server,
             env: 0,
@@ -516,8 +534,8 @@ mod tests {
         want.extend_from_slice(b"\r\n0\r\n\r\n");
         assert_eq!(read_until_closed(client), want);
         // The payloads were shared, not copied, and are released once written.
-        assert_eq!(Arc::strong_count(&big.body), 1);
-        assert_eq!(Arc::strong_count(&first.body), 1);
+        assert_eq!(Arc::strong_count(&big.pieces), 1);
+        assert_eq!(Arc::strong_count(&first.pieces), 1);
         hub.shutdown();
     }
 
