@@ -122,12 +122,15 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         return crate::relay::relay(args).await;
     }
     let source = ServeSource::new(&args)?;
-    let mut data = source.load().await?;
+    let data = source.load().await?;
+    // Redis is read every second: what was served last tells a change. (A file tells
+    // by its modification time, so its data is not kept twice.)
+    let mut last = matches!(source, ServeSource::Redis(..)).then(|| data.clone());
     let server = Server::builder()
         .port(args.port)
         .sdk_key(args.sdk_key.clone())
         .heartbeat(Duration::from_secs(args.heartbeat))
-        .data(data.clone())
+        .data(data)
         .start()
         .map_err(|e| match e {
             ServerError::Bind { port, source } => CliError::failed(format!(
@@ -218,12 +221,14 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
                         _ => {}
                     }
                     failing = loaded.is_err();
-                    if loaded.as_ref().is_ok_and(|d| *d == data) || failing {
+                    if loaded.as_ref().is_ok_and(|d| Some(d) == last.as_ref()) || failing {
                         continue;
                     }
                 }
                 match loaded.and_then(|d| {
-                    data = d.clone();
+                    if last.is_some() {
+                        last = Some(d.clone());
+                    }
                     server.replace_all(d).map_err(|e| source.error(e))
                 }) {
                     Ok(()) => {
