@@ -18,7 +18,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -26,6 +26,11 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::http::{LAST_CHUNK, WRITE_TIMEOUT};
+
+/// The most commands waiting for the hub: past it, whoever changes the data waits for
+/// the hub to catch up (backpressure), so the queue never grows without bound. The
+/// hub never takes the server's lock, so the wait always ends.
+const MAX_COMMANDS: usize = 1024;
 
 /// The most pieces (a few per event) a stream may have queued.
 pub(crate) const MAX_QUEUED_PIECES: usize = 3 * 4096;
@@ -99,7 +104,7 @@ enum Command {
 /// The server's handle on its hub thread.
 #[derive(Debug)]
 pub(crate) struct Hub {
-    tx: Sender<Command>,
+    tx: SyncSender<Command>,
     waker: Arc<Waker>,
     open: Arc<AtomicUsize>,
     thread: std::sync::Mutex<Option<JoinHandle<()>>>,
@@ -121,7 +126,7 @@ impl Hub {
     pub(crate) fn start(heartbeat: Duration, heartbeats: [Frame; 2]) -> io::Result<Self> {
         let poll = Poll::new()?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = mpsc::sync_channel(MAX_COMMANDS);
         let open = Arc::new(AtomicUsize::new(0));
         let mut state = Loop {
             poll,
@@ -144,9 +149,21 @@ impl Hub {
         })
     }
 
-    fn send(&self, command: Command) {
-        if self.tx.send(command).is_ok() {
-            let _ = self.waker.wake();
+    fn send(&self, mut command: Command) {
+        loop {
+            match self.tx.try_send(command) {
+                Ok(()) => {
+                    let _ = self.waker.wake();
+                    return;
+                }
+                Err(mpsc::TrySendError::Full(back)) => {
+                    // Wake the hub in case it sleeps, then wait for room.
+                    let _ = self.waker.wake();
+                    command = back;
+                    thread::sleep(Duration::from_micros(200));
+                }
+                Err(mpsc::TrySendError::Disconnected(_)) => return,
+            }
         }
     }
 
