@@ -158,7 +158,11 @@ fn run(args: &Args) -> Result<bool, String> {
         .map_or(0, |d| d.as_nanos() as u64)
         ^ (u64::from(std::process::id()) << 40);
     let marker = Marker::new(&format!("sse-load-{run_id:016x}-"));
-    let trigger = args.trigger_file.as_deref().map(Trigger::load).transpose()?;
+    let trigger = args
+        .trigger_file
+        .as_deref()
+        .map(Trigger::load)
+        .transpose()?;
     let serve = |when: &str| -> Result<Option<ProcSample>, String> {
         args.serve_pid
             .map(|pid| {

@@ -364,7 +364,11 @@ impl Conn {
             match self.stream.write(&request[written..]) {
                 Ok(n) if written + n == request.len() => self.phase = Phase::Head,
                 Ok(0) => return self.fail(Failure::Io(io::ErrorKind::WriteZero), out),
-                Ok(n) => self.phase = Phase::Writing { written: written + n },
+                Ok(n) => {
+                    self.phase = Phase::Writing {
+                        written: written + n,
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return self.fail(Failure::Io(e.kind()), out),

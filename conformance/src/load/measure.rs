@@ -56,6 +56,9 @@ impl Percentiles {
 
     /// `p50 … / p90 … / p99 … / max … ms` for people.
     pub fn describe(self) -> String {
+        if self.count == 0 {
+            return "no samples".to_owned();
+        }
         format!(
             "p50 {:.1} / p90 {:.1} / p99 {:.1} / max {:.1} ms",
             ms(self.p50),
@@ -171,7 +174,10 @@ impl Trigger {
             })
         });
         let Some(flag) = flag.as_object_mut() else {
-            return Err(format!("{}: flag {LOAD_FLAG} is not an object", path.display()));
+            return Err(format!(
+                "{}: flag {LOAD_FLAG} is not an object",
+                path.display()
+            ));
         };
         flag.insert("salt".to_owned(), json!(PLACEHOLDER));
         let text = serde_json::to_vec(&data).map_err(|e| e.to_string())?;
@@ -220,7 +226,10 @@ mod tests {
         assert_eq!(p.max, Duration::from_millis(200));
         assert_eq!(Percentiles::of(&mut []), Percentiles::default());
         let one = Percentiles::of(&mut [Duration::from_millis(7)]);
-        assert_eq!((one.p50, one.p99), (Duration::from_millis(7), Duration::from_millis(7)));
+        assert_eq!(
+            (one.p50, one.p99),
+            (Duration::from_millis(7), Duration::from_millis(7))
+        );
     }
 
     #[test]
@@ -236,7 +245,11 @@ mod tests {
         fs::create_dir_all(&dir).unwrap();
         let path = dir.join("data.json");
         let other = json!({"key": "other", "on": false, "variations": [true, false]});
-        fs::write(&path, json!({"flags": {"other": other}, "segments": {}}).to_string()).unwrap();
+        fs::write(
+            &path,
+            json!({"flags": {"other": other}, "segments": {}}).to_string(),
+        )
+        .unwrap();
         let trigger = Trigger::load(&path).unwrap();
         trigger.write("sse-load-ab-3").unwrap();
         let data: Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
@@ -247,7 +260,11 @@ mod tests {
         trigger.write("sse-load-ab-4").unwrap();
         let data: Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
         assert_eq!(data["flags"][LOAD_FLAG]["salt"], "sse-load-ab-4");
-        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1, "no temporary file left");
+        assert_eq!(
+            fs::read_dir(&dir).unwrap().count(),
+            1,
+            "no temporary file left"
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 }
