@@ -51,7 +51,7 @@ use mio::{Events, Interest, Poll, Token};
 use serde_json::json;
 
 use conn::{Conn, Failure, Happening, Marker};
-use measure::{Percentiles, ProcSample, Trigger, cpu_percent};
+use measure::{Percentiles, ProcSample, Trigger, cpu_percent, listen_overflows};
 
 /// Size of the one read buffer all streams share.
 const READ_BUF: usize = 64 * 1024;
@@ -179,15 +179,24 @@ fn run(args: &Args) -> Result<bool, String> {
     });
 
     // 1. Connect.
+    let overflows = listen_overflows();
     let began = Instant::now();
     load.connect_all(&say, began + Duration::from_secs(args.initial_timeout_secs))?;
     let connect_secs = began.elapsed().as_secs_f64();
+    let overflows = overflows
+        .zip(listen_overflows())
+        .map(|(before, after)| after.saturating_sub(before));
     let initial = Percentiles::of(&mut load.initial);
     say.line(&format!(
         "connect: {}/{streams} streams got their initial payload in {connect_secs:.2} s; connect + initial payload {}",
         load.initialized,
         initial.describe()
     ));
+    if let Some(n) = overflows.filter(|n| *n > 0) {
+        say.line(&format!(
+            "  {n} listen-queue overflows while connecting (TcpExt ListenOverflows, whole host: a dropped handshake is retried a second or more later)"
+        ));
+    }
     if !load.failures.is_empty() {
         say.line(&format!("  failures: {}", describe_counts(&load.failures)));
     }
@@ -195,6 +204,7 @@ fn run(args: &Args) -> Result<bool, String> {
     report["connect"] = json!({
         "initialized": load.initialized, "seconds": round3(connect_secs),
         "latency_ms": initial.to_json(), "failures": load.failures.clone(),
+        "listen_overflows": overflows,
     });
 
     // 2. Idle.

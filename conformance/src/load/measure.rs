@@ -19,6 +19,8 @@ const PLACEHOLDER: &str = "@@sse-load-marker@@";
 pub struct Percentiles {
     /// How many samples.
     pub count: usize,
+    /// Smallest sample.
+    pub min: Duration,
     /// Median.
     pub p50: Duration,
     /// 90th percentile.
@@ -42,6 +44,7 @@ impl Percentiles {
         }
         Self {
             count: samples.len(),
+            min: samples[0],
             p50: rank(50),
             p90: rank(90),
             p99: rank(99),
@@ -49,18 +52,19 @@ impl Percentiles {
         }
     }
 
-    /// `{"p50":…,"p90":…,"p99":…,"max":…}` in milliseconds.
+    /// `{"min":…,"p50":…,"p90":…,"p99":…,"max":…}` in milliseconds.
     pub fn to_json(self) -> Value {
-        json!({"p50": ms(self.p50), "p90": ms(self.p90), "p99": ms(self.p99), "max": ms(self.max)})
+        json!({"min": ms(self.min), "p50": ms(self.p50), "p90": ms(self.p90), "p99": ms(self.p99), "max": ms(self.max)})
     }
 
-    /// `p50 … / p90 … / p99 … / max … ms` for people.
+    /// `min … / p50 … / p90 … / p99 … / max … ms` for people.
     pub fn describe(self) -> String {
         if self.count == 0 {
             return "no samples".to_owned();
         }
         format!(
-            "p50 {:.1} / p90 {:.1} / p99 {:.1} / max {:.1} ms",
+            "min {:.1} / p50 {:.1} / p90 {:.1} / p99 {:.1} / max {:.1} ms",
+            ms(self.min),
             ms(self.p50),
             ms(self.p90),
             ms(self.p99),
@@ -133,6 +137,20 @@ pub fn cpu_percent(from: ProcSample, to: ProcSample, elapsed: Duration) -> f64 {
     } else {
         0.0
     }
+}
+
+/// The kernel's count of connections dropped because a listen queue was full
+/// (`TcpExt: ListenOverflows` in `/proc/net/netstat`), for this network namespace as a
+/// whole: a connect that overflows the server's accept backlog is retried by the
+/// client's kernel a second later (SYN retransmission), and shows as connect latency.
+pub fn listen_overflows() -> Option<u64> {
+    let text = fs::read_to_string("/proc/net/netstat").ok()?;
+    let mut lines = text.lines().filter(|l| l.starts_with("TcpExt:"));
+    let (names, values) = (lines.next()?, lines.next()?);
+    let at = names
+        .split_whitespace()
+        .position(|n| n == "ListenOverflows")?;
+    values.split_whitespace().nth(at)?.parse().ok()
 }
 
 /// The data file that `flagsync serve --data` watches, rewritten for each change.
@@ -220,6 +238,7 @@ mod tests {
         let mut samples: Vec<Duration> = (1..=200).rev().map(Duration::from_millis).collect();
         let p = Percentiles::of(&mut samples);
         assert_eq!(p.count, 200);
+        assert_eq!(p.min, Duration::from_millis(1));
         assert_eq!(p.p50, Duration::from_millis(100));
         assert_eq!(p.p90, Duration::from_millis(180));
         assert_eq!(p.p99, Duration::from_millis(198));
@@ -237,6 +256,11 @@ mod tests {
         let sample = ProcSample::read(None).unwrap();
         assert!(sample.rss_kb > 0 && sample.hwm_kb >= sample.rss_kb);
         assert!(sample.threads >= 1);
+    }
+
+    #[test]
+    fn listen_overflows_are_counted() {
+        assert!(listen_overflows().is_some());
     }
 
     #[test]
