@@ -88,17 +88,32 @@ impl Drop for Proc {
     }
 }
 
-/// A scratch folder with a data file of two flags, removed when dropped.
+/// A scratch folder with a data file, removed when dropped.
 struct Scratch(PathBuf);
 
 impl Scratch {
-    fn new(name: &str) -> Self {
+    /// The data file holds flag `other` and `padding` flags `flag-NNNN` with a rule
+    /// each (about 300 bytes a flag): they come before `load-flag` in every payload, so
+    /// that with a few hundred the marker lies past the first reads of a `put`.
+    fn new(name: &str, padding: usize) -> Self {
         let dir = std::env::temp_dir().join(format!("sse-load-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let data = json!({"flags": {
-            "other": {"key": "other", "version": 1, "on": true, "variations": [false, true],
-                "offVariation": 0, "fallthrough": {"variation": 1}},
-        }, "segments": {}});
+        let mut flags = serde_json::Map::new();
+        flags.insert(
+            "other".into(),
+            json!({"key": "other", "version": 1, "on": true, "variations": [false, true],
+                "offVariation": 0, "fallthrough": {"variation": 1}}),
+        );
+        for i in 0..padding {
+            let key = format!("flag-{i:04}");
+            let flag = json!({"key": key, "version": 1, "on": true,
+                "variations": ["a", "b"], "offVariation": 0, "fallthrough": {"variation": 0},
+                "rules": [{"id": format!("r{i}"), "variation": 1, "clauses": [{
+                    "attribute": "email", "op": "endsWith", "contextKind": "user",
+                    "values": ["@example.com", "@example.org"], "negate": false}]}]});
+            flags.insert(key, flag);
+        }
+        let data = json!({"flags": flags, "segments": {}});
         std::fs::write(dir.join("data.json"), data.to_string()).unwrap();
         Self(dir)
     }
@@ -165,7 +180,8 @@ fn sse_load(args: &[&str]) -> (Output, Value, Duration) {
 
 /// 200 streams, an idle period, three changes: everything must arrive.
 fn every_stream_gets_every_change(fdv2: bool) {
-    let scratch = Scratch::new(if fdv2 { "fdv2" } else { "fdv1" });
+    // About 150 kB: every `put` takes several reads, the marker near its end.
+    let scratch = Scratch::new(if fdv2 { "fdv2" } else { "fdv1" }, 500);
     let (serve, url) = serve(&scratch.data());
     let pid = serve.0.id().to_string();
     let data = scratch.data();
@@ -185,7 +201,7 @@ fn every_stream_gets_every_change(fdv2: bool) {
         "--changes",
         &changes,
         "--interval-ms",
-        "500",
+        "1000",
     ];
     args.extend(["--trigger-file", data.to_str().unwrap()]);
     if fdv2 {
@@ -221,6 +237,8 @@ fn every_stream_gets_every_change(fdv2: bool) {
     for change in per_change {
         assert_eq!(change["received"], STREAMS, "{change}");
         assert_eq!(change["missed"], 0, "{change}");
+        // A second apart, serve (which looks at its file five times a second) sends
+        // each edit on its own: every stream reads every marker.
         assert_eq!(change["superseded"], 0, "{change}");
         // serve looks at its file five times a second: well within 10 s.
         let max = change["latency_ms"]["max"].as_f64().unwrap();
@@ -252,7 +270,7 @@ fn fdv2_streams_get_the_payload_and_every_change() {
 
 #[test]
 fn refused_streams_fail_the_run() {
-    let scratch = Scratch::new("refused");
+    let scratch = Scratch::new("refused", 0);
     let (_serve, url) = serve(&scratch.data());
     let args = ["--url", &url, "--streams", "20", "--sdk-key", "not-the-key"];
     let (output, report, _) = sse_load(&args);
@@ -264,7 +282,7 @@ fn refused_streams_fail_the_run() {
 
 #[test]
 fn changes_the_server_never_sends_fail_the_run() {
-    let scratch = Scratch::new("unwatched");
+    let scratch = Scratch::new("unwatched", 0);
     let (_serve, url) = serve(&scratch.data());
     // The tool edits a copy that the server does not watch.
     let copy = scratch.0.join("copy.json");

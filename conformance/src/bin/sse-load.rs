@@ -18,7 +18,7 @@
 //! 2. **idle** (S seconds; 10 by default with `--serve-pid`): every stream keeps being
 //!    read; heartbeats are counted; the server's RSS and CPU ticks are sampled at the
 //!    start and the end.
-//! 3. **changes** (with `--trigger-file`): K times, every M ms, the data file that
+//! 3. **changes** (with `--trigger-file`): K times, M ms apart, the data file that
 //!    `flagsync serve --data` watches is rewritten with flag `load-flag`'s `salt` set to
 //!    a marker unique to this run and change; t0 is the time the new file is in place.
 //!    A stream reaches change k when it applies an event that carries marker k or a
@@ -51,12 +51,14 @@ use mio::{Events, Interest, Poll, Token};
 use serde_json::json;
 
 use conn::{Conn, Failure, Happening, Marker};
-use measure::{Percentiles, ProcSample, Trigger, cpu_percent, listen_overflows};
+use measure::{Percentiles, ProcSample, Trigger, cpu_percent, cpu_seconds, listen_overflows};
 
 /// Size of the one read buffer all streams share.
 const READ_BUF: usize = 64 * 1024;
 /// File descriptors kept for everything but the streams.
 const SPARE_FDS: u64 = 64;
+/// How often the serving process is sampled.
+const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 /// How often progress is reported while connecting.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
@@ -163,16 +165,15 @@ fn run(args: &Args) -> Result<bool, String> {
         .as_deref()
         .map(Trigger::load)
         .transpose()?;
-    let serve = |when: &str| -> Result<Option<ProcSample>, String> {
-        args.serve_pid
-            .map(|pid| {
-                ProcSample::read(Some(pid))
-                    .map_err(|e| format!("cannot read /proc/{pid} ({when}): {e}"))
-            })
-            .transpose()
-    };
-    let baseline = serve("baseline")?;
+    let baseline = args
+        .serve_pid
+        .map(|pid| {
+            ProcSample::read(Some(pid))
+                .map_err(|e| format!("--serve-pid: cannot read /proc/{pid}: {e}"))
+        })
+        .transpose()?;
     let mut load = Load::new(args, addr, request, marker).map_err(|e| e.to_string())?;
+    load.serve_peak = baseline;
     let mut report = json!({
         "url": args.url, "protocol": if args.fdv2 { "fdv2" } else { "fdv1" },
         "streams": streams, "nofile_soft_limit": nofile.0,
@@ -200,7 +201,7 @@ fn run(args: &Args) -> Result<bool, String> {
     if !load.failures.is_empty() {
         say.line(&format!("  failures: {}", describe_counts(&load.failures)));
     }
-    let after_connect = serve("after connecting")?;
+    let after_connect = load.sample_serve();
     report["connect"] = json!({
         "initialized": load.initialized, "seconds": round3(connect_secs),
         "latency_ms": initial.to_json(), "failures": load.failures.clone(),
@@ -213,11 +214,11 @@ fn run(args: &Args) -> Result<bool, String> {
         .unwrap_or(if args.serve_pid.is_some() { 10 } else { 0 });
     if idle_secs > 0 {
         let heartbeats = load.heartbeats;
-        let start = serve("idle start")?;
+        let start = load.sample_serve();
         let from = Instant::now();
         load.run_until(from + Duration::from_secs(idle_secs), || false)?;
         let elapsed = from.elapsed();
-        let end = serve("idle end")?;
+        let end = load.sample_serve();
         let beats = load.heartbeats - heartbeats;
         let alive = load.alive();
         report["idle"] = json!({
@@ -285,7 +286,17 @@ fn run(args: &Args) -> Result<bool, String> {
     }
 
     // Totals.
-    let end = serve("at the end")?;
+    let end = load.sample_serve();
+    if let (Some(pid), Some(peak)) = (args.serve_pid, load.serve_peak) {
+        if load.serve_gone {
+            say.line(&format!(
+                "serve (pid {pid}) EXITED during the run; the most it was seen to use: VmHWM {} kB, {} threads",
+                peak.hwm_kb, peak.threads
+            ));
+        }
+        report["serve_exited"] = json!(load.serve_gone);
+        report["serve_peak_seen"] = peak.to_json();
+    }
     if let (Some(base), Some(connected), Some(end)) = (baseline, after_connect, end) {
         say.line(&format!(
             "serve peak RSS (VmHWM): {} kB at the start, {} kB after connecting, {} kB at the end; RSS now {} kB, {} threads",
@@ -296,15 +307,20 @@ fn run(args: &Args) -> Result<bool, String> {
         });
     }
     let own = ProcSample::read(None).unwrap_or_default();
+    let own_cpu = round3(cpu_seconds(own));
     say.line(&format!(
-        "sse-load: peak RSS {} kB; {} heartbeats in all; {} streams failed after their initial payload",
+        "sse-load: peak RSS {} kB, {own_cpu} s of CPU; {} heartbeats in all; {} streams failed after their initial payload",
         own.hwm_kb, load.heartbeats, load.failed_after_init
     ));
-    let ok = load.initialized == streams && load.failed_after_init == 0 && changes_ok;
+    let ok = load.initialized == streams
+        && load.failed_after_init == 0
+        && changes_ok
+        && !load.serve_gone;
     report["heartbeats"] = json!(load.heartbeats);
     report["failed_after_initial_payload"] = json!(load.failed_after_init);
     report["failures"] = json!(load.failures);
     report["sse_load_hwm_kb"] = json!(own.hwm_kb);
+    report["sse_load_cpu_seconds"] = json!(own_cpu);
     report["ok"] = json!(ok);
     if args.json {
         println!("{report}");
@@ -413,6 +429,14 @@ struct Load {
     /// Streams that reached the last change.
     reached_last: usize,
     change_timeout: Duration,
+    /// The serving process, sampled every [`SAMPLE_EVERY`] so that its peak is known
+    /// even if it dies.
+    serve_pid: Option<u32>,
+    /// The largest figures seen of the serving process.
+    serve_peak: Option<ProcSample>,
+    /// The serving process could no longer be read.
+    serve_gone: bool,
+    next_sample: Instant,
 }
 
 impl Load {
@@ -444,7 +468,31 @@ impl Load {
             changes: Vec::new(),
             reached_last: 0,
             change_timeout: Duration::from_millis(args.change_timeout_ms),
+            serve_pid: args.serve_pid,
+            serve_peak: None,
+            serve_gone: false,
+            next_sample: Instant::now(),
         })
+    }
+
+    /// Read the serving process now (`None` without `--serve-pid` or once it is gone),
+    /// keeping its peak figures.
+    fn sample_serve(&mut self) -> Option<ProcSample> {
+        let pid = self.serve_pid.filter(|_| !self.serve_gone)?;
+        self.next_sample = Instant::now() + SAMPLE_EVERY;
+        match ProcSample::read(Some(pid)) {
+            Ok(sample) if !sample.is_zombie => {
+                let peak = self.serve_peak.get_or_insert(sample);
+                peak.hwm_kb = peak.hwm_kb.max(sample.hwm_kb);
+                peak.rss_kb = peak.rss_kb.max(sample.rss_kb);
+                peak.threads = peak.threads.max(sample.threads);
+                Some(sample)
+            }
+            _ => {
+                self.serve_gone = true;
+                None
+            }
+        }
     }
 
     /// Streams that got their initial payload and are still open.
@@ -503,15 +551,18 @@ impl Load {
         let count = args.changes as usize;
         self.changes = (0..count).map(|_| Change::default()).collect();
         let interval = Duration::from_millis(args.interval_ms);
-        let first = Instant::now();
+        let mut at = Instant::now();
         for k in 0..count {
-            let at = first + interval * k as u32;
+            // Counted from the previous write, so that a busy loop never writes two
+            // changes closer together than the interval.
             self.run_until(at, || false)?;
             let index = u32::try_from(k + 1).unwrap_or(u32::MAX);
             trigger
                 .write(&self.marker.value(index))
                 .map_err(|e| format!("cannot write the trigger file: {e}"))?;
-            self.changes[k].t0 = Some(Instant::now());
+            let t0 = Instant::now();
+            self.changes[k].t0 = Some(t0);
+            at = t0 + interval;
         }
         let last = self.changes.last().and_then(|c| c.t0);
         if let Some(last) = last {
@@ -529,6 +580,12 @@ impl Load {
         let mut wake = until;
         if let Some(next) = self.start_connections() {
             wake = wake.min(next);
+        }
+        if self.serve_pid.is_some() && !self.serve_gone {
+            if Instant::now() >= self.next_sample {
+                self.sample_serve();
+            }
+            wake = wake.min(self.next_sample);
         }
         let timeout = wake.saturating_duration_since(Instant::now());
         match self.poll.poll(&mut self.events, Some(timeout)) {

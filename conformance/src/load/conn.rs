@@ -121,7 +121,7 @@ pub enum Failure {
     /// The TCP connection could not be made.
     Connect(io::ErrorKind),
     /// Reading or writing failed.
-    Io(io::ErrorKind),
+    Io(io::ErrorKind, Stage),
     /// The response status was not 200.
     Status(u16),
     /// The response head was malformed or too long.
@@ -131,7 +131,7 @@ pub enum Failure {
     /// An SSE limit was exceeded.
     Sse(sse::Error),
     /// The server ended the stream (end of the body or of the connection).
-    Closed,
+    Closed(Stage),
     /// No initial payload within the initial timeout.
     Timeout,
 }
@@ -141,13 +141,34 @@ impl Failure {
     pub fn label(&self) -> String {
         match self {
             Self::Connect(kind) => format!("connect: {kind}"),
-            Self::Io(kind) => format!("io: {kind}"),
+            Self::Io(kind, stage) => format!("io {}: {kind}", stage.label()),
             Self::Status(status) => format!("status {status}"),
             Self::BadHead => "malformed response head".to_owned(),
             Self::Http(e) => format!("http: {e}"),
             Self::Sse(e) => format!("sse: {e}"),
-            Self::Closed => "closed by the server".to_owned(),
+            Self::Closed(stage) => format!("closed by the server {}", stage.label()),
             Self::Timeout => "no initial payload in time".to_owned(),
+        }
+    }
+}
+
+/// Where in the exchange a stream failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Sending the request.
+    Request,
+    /// Waiting for the response head (the server had not answered yet).
+    Head,
+    /// Reading the event stream.
+    Stream,
+}
+
+impl Stage {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Request => "sending the request",
+            Self::Head => "before the response head",
+            Self::Stream => "while streaming",
         }
     }
 }
@@ -363,7 +384,10 @@ impl Conn {
         while let Phase::Writing { written } = self.phase {
             match self.stream.write(&request[written..]) {
                 Ok(n) if written + n == request.len() => self.phase = Phase::Head,
-                Ok(0) => return self.fail(Failure::Io(io::ErrorKind::WriteZero), out),
+                Ok(0) => {
+                    let failure = Failure::Io(io::ErrorKind::WriteZero, Stage::Request);
+                    return self.fail(failure, out);
+                }
                 Ok(n) => {
                     self.phase = Phase::Writing {
                         written: written + n,
@@ -371,7 +395,7 @@ impl Conn {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return self.fail(Failure::Io(e.kind()), out),
+                Err(e) => return self.fail(Failure::Io(e.kind(), Stage::Request), out),
             }
         }
     }
@@ -387,12 +411,21 @@ impl Conn {
         }
         while matches!(self.phase, Phase::Head | Phase::Body) {
             match self.stream.read(buf) {
-                Ok(0) => self.fail(Failure::Closed, out),
+                Ok(0) => self.fail(Failure::Closed(self.stage()), out),
                 Ok(n) => self.handle_bytes(&buf[..n], marker, out),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => self.fail(Failure::Io(e.kind()), out),
+                Err(e) => self.fail(Failure::Io(e.kind(), self.stage()), out),
             }
+        }
+    }
+
+    /// Where the exchange is, for a failure of reading.
+    fn stage(&self) -> Stage {
+        match self.phase {
+            Phase::Connecting | Phase::Writing { .. } => Stage::Request,
+            Phase::Head => Stage::Head,
+            Phase::Body | Phase::Done => Stage::Stream,
         }
     }
 
@@ -458,7 +491,8 @@ impl Conn {
     }
 }
 
-/// Pass the chunk data in `input` to `data`; the end of the body is [`Failure::Closed`].
+/// Pass the chunk data in `input` to `data`; the end of the body is
+/// [`Failure::Closed`].
 fn dechunk(
     chunked: &mut Chunked,
     mut input: &[u8],
@@ -473,7 +507,7 @@ fn dechunk(
                 chunked.data_consumed(take as u64);
                 input = &input[take..];
             }
-            (_, ChunkProgress::Done) => return Err(Failure::Closed),
+            (_, ChunkProgress::Done) => return Err(Failure::Closed(Stage::Stream)),
             _ => break,
         }
     }

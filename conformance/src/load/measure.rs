@@ -89,6 +89,8 @@ pub struct ProcSample {
     pub threads: u64,
     /// User plus system CPU time, in clock ticks (`utime + stime`).
     pub ticks: u64,
+    /// The process has exited and not been reaped (state `Z`).
+    pub is_zombie: bool,
 }
 
 impl ProcSample {
@@ -118,6 +120,7 @@ impl ProcSample {
             hwm_kb: field("VmHWM:"),
             threads: field("Threads:"),
             ticks,
+            is_zombie: fields.first() == Some(&"Z"),
         })
     }
 
@@ -125,6 +128,11 @@ impl ProcSample {
     pub fn to_json(self) -> Value {
         json!({"rss_kb": self.rss_kb, "hwm_kb": self.hwm_kb, "threads": self.threads})
     }
+}
+
+/// CPU time of a sample, in seconds.
+pub fn cpu_seconds(sample: ProcSample) -> f64 {
+    sample.ticks as f64 / rustix::param::clock_ticks_per_second() as f64
 }
 
 /// CPU use between two samples `elapsed` apart, in percent of one core.
@@ -255,7 +263,7 @@ mod tests {
     fn this_process_can_be_sampled() {
         let sample = ProcSample::read(None).unwrap();
         assert!(sample.rss_kb > 0 && sample.hwm_kb >= sample.rss_kb);
-        assert!(sample.threads >= 1);
+        assert!(sample.threads >= 1 && !sample.is_zombie);
     }
 
     #[test]
