@@ -15,7 +15,7 @@
 //! rendered) before any change that follows it, so no change falls between.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, Read, Write};
+use std::io::{self, IoSlice, Read, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
@@ -36,6 +36,9 @@ const MAX_COMMANDS: usize = 1024;
 pub(crate) const MAX_QUEUED_PIECES: usize = 3 * 4096;
 
 const WAKER: Token = Token(0);
+
+/// The most pieces written by one system call.
+const MAX_IOVECS: usize = 64;
 
 /// An event stream's text (one or more SSE events), encoded once and shared by every
 /// stream it goes to: its pieces (a large payload's body is shared with the data it
@@ -241,16 +244,32 @@ impl Conn {
         self.closing = true;
     }
 
-    /// Write what the socket takes. `Err`: the connection is dead (or done).
+    /// Write what the socket takes, many pieces a system call. `Err`: the connection is
+    /// dead (or done).
     fn flush(&mut self) -> Result<(), ()> {
-        while let Some((bytes, off)) = self.queue.front_mut() {
-            match self.socket.write(&bytes[*off..]) {
+        while !self.queue.is_empty() {
+            let slices: Vec<IoSlice<'_>> = self
+                .queue
+                .iter()
+                .take(MAX_IOVECS)
+                .map(|(bytes, off)| IoSlice::new(&bytes[*off..]))
+                .collect();
+            match self.socket.write_vectored(&slices) {
                 Ok(0) => return Err(()),
-                Ok(n) => {
-                    *off += n;
+                Ok(mut n) => {
                     self.progress = Instant::now();
-                    if *off == bytes.len() {
-                        self.queue.pop_front();
+                    while n > 0 {
+                        let Some((bytes, off)) = self.queue.front_mut() else {
+                            break;
+                        };
+                        let left = bytes.len() - *off;
+                        if n >= left {
+                            n -= left;
+                            self.queue.pop_front();
+                        } else {
+                            *off += n;
+                            n = 0;
+                        }
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
