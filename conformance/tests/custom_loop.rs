@@ -7,57 +7,20 @@
 //! The two binaries are brought up to date with `cargo build` (built if missing); the
 //! test fails, never skips, if they cannot be had.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::{Proc, built, debug_dir, flagsync_bin};
 use serde_json::{Value, json};
 
 const SDK_KEY: &str = "sdk-custom-loop-test";
-
-/// `target/debug`, from this test's own path (`target/debug/deps/custom_loop-…`).
-fn debug_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("target/debug")
-        .to_path_buf()
-}
-
-/// `path`, brought up to date with `cargo build ARGS` (a no-op when it is, so the test
-/// never runs a stale binary). Only if cargo cannot be started at all is an existing
-/// binary used as it is; a missing one, or a failed build, fails the test.
-fn built(path: PathBuf, args: &[&str]) -> PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let target = debug_dir().parent().expect("target dir").to_path_buf();
-    let status = Command::new(cargo)
-        .arg("build")
-        .args(args)
-        .env("CARGO_TARGET_DIR", target)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status();
-    match status {
-        Ok(status) => assert!(status.success(), "cargo build {args:?} failed"),
-        Err(e) if path.exists() => eprintln!("cannot run cargo ({e}): using {}", path.display()),
-        Err(e) => panic!("{} is missing and cargo cannot be run: {e}", path.display()),
-    }
-    assert!(
-        path.exists(),
-        "{} is missing after building it",
-        path.display()
-    );
-    path
-}
-
-fn flagsync_bin() -> PathBuf {
-    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| built(debug_dir().join("flagsync"), &["-p", "flagsync-cli"]))
-        .clone()
-}
 
 fn example_bin() -> PathBuf {
     let args = ["-p", "flagsync-core", "--example", "custom_loop"];
@@ -88,16 +51,6 @@ fn write_data(path: &Path, data: &Value) {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, serde_json::to_vec_pretty(data).unwrap()).unwrap();
     std::fs::rename(&tmp, path).unwrap();
-}
-
-/// A child process killed when dropped (a failing test leaves none behind).
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// Lines of a child's stdout, from a thread.

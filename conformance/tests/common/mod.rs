@@ -1,0 +1,77 @@
+//! What the tests that run the built binaries share: `target/debug`, a binary brought up
+//! to date with cargo, and child processes killed when dropped.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+
+/// `target/debug`, from the test's own path (`target/debug/deps/<test>-…`).
+pub fn debug_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/debug")
+        .to_path_buf()
+}
+
+/// `path`, brought up to date with `cargo build ARGS` (a no-op when it is, so a test
+/// never runs a stale binary). Only if cargo cannot be started at all is an existing
+/// binary used as it is; a missing one, or a failed build, fails the test.
+pub fn built(path: PathBuf, args: &[&str]) -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let target = debug_dir().parent().expect("target dir").to_path_buf();
+    let mut command = Command::new(cargo);
+    // What cargo sets for this test process would, seen by the inner cargo, change the
+    // fingerprints of build scripts that watch them (ring's), and each run would
+    // rebuild them.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name == "OUT_DIR"
+            || name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_MANIFEST_")
+            || name.starts_with("CARGO_BIN_EXE_")
+            || [
+                "CARGO_CRATE_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_TARGET_TMPDIR",
+            ]
+            .contains(&name.as_ref())
+        {
+            command.env_remove(name.as_ref());
+        }
+    }
+    let status = command
+        .arg("build")
+        .args(args)
+        .env("CARGO_TARGET_DIR", target)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status();
+    match status {
+        Ok(status) => assert!(status.success(), "cargo build {args:?} failed"),
+        Err(e) if path.exists() => eprintln!("cannot run cargo ({e}): using {}", path.display()),
+        Err(e) => panic!("{} is missing and cargo cannot be run: {e}", path.display()),
+    }
+    assert!(
+        path.exists(),
+        "{} is missing after building it",
+        path.display()
+    );
+    path
+}
+
+/// The `flagsync` binary, up to date (built once per test binary).
+pub fn flagsync_bin() -> PathBuf {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| built(debug_dir().join("flagsync"), &["-p", "flagsync-cli"]))
+        .clone()
+}
+
+/// A child process killed when dropped (a failing test leaves none behind).
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
