@@ -17,7 +17,7 @@ use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Proc, built, debug_dir, flagsync_bin};
+use common::{Proc, built, debug_dir, flagsync_bin, serve_command};
 use serde_json::{Value, json};
 
 const SDK_KEY: &str = "sdk-custom-loop-test";
@@ -90,18 +90,7 @@ fn expect(
 
 /// `flagsync serve` on a free port, with the data file and an events file.
 fn serve(data: &Path, events: &Path) -> (Proc, String) {
-    let mut child = Command::new(flagsync_bin())
-        .args([
-            "serve",
-            "--port",
-            "0",
-            "--sdk-key",
-            SDK_KEY,
-            "--heartbeat",
-            "1",
-            "--data",
-        ])
-        .arg(data)
+    let mut child = serve_command(SDK_KEY, data)
         .arg("--events")
         .arg(events)
         .stdout(Stdio::piped())

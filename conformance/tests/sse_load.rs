@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Proc, flagsync_bin};
+use common::{Proc, serve_command};
 use serde_json::{Value, json};
 
 const SDK_KEY: &str = "sdk-load-test";
@@ -64,18 +64,7 @@ impl Drop for Scratch {
 
 /// `flagsync serve` on a free port with heartbeats every second: the process and its URL.
 fn serve(data: &Path) -> (Proc, String) {
-    let mut child = Command::new(flagsync_bin())
-        .args([
-            "serve",
-            "--port",
-            "0",
-            "--sdk-key",
-            SDK_KEY,
-            "--heartbeat",
-            "1",
-            "--data",
-        ])
-        .arg(data)
+    let mut child = serve_command(SDK_KEY, data)
         .stdout(Stdio::piped())
         .spawn()
         .expect("start flagsync serve");
@@ -160,10 +149,7 @@ fn every_stream_gets_every_change(fdv2: bool) {
     assert!(serve_idle["rss_kb"].as_u64().unwrap() > 0, "{serve_idle}");
     assert!(serve_idle["cpu_percent_of_one_core"].as_f64().is_some());
     // Streams cost serve no thread (its stream hub holds them all on one).
-    assert!(
-        serve_idle["threads"].as_u64().unwrap() < 16,
-        "{serve_idle}"
-    );
+    assert!(serve_idle["threads"].as_u64().unwrap() < 16, "{serve_idle}");
     assert!(report["serve"]["end"]["hwm_kb"].as_u64().unwrap() > 0);
     let per_change = report["changes"]["per_change"].as_array().unwrap();
     assert_eq!(per_change.len() as u64, CHANGES);

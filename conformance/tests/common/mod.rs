@@ -75,3 +75,22 @@ impl Drop for Proc {
         let _ = self.0.wait();
     }
 }
+
+/// `flagsync serve` on a free port (`--port 0`) for `sdk_key`, with heartbeats every
+/// second and the data file `data`; more arguments may follow.
+pub fn serve_command(sdk_key: &str, data: &Path) -> Command {
+    let mut command = Command::new(flagsync_bin());
+    command
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--sdk-key",
+            sdk_key,
+            "--heartbeat",
+            "1",
+            "--data",
+        ])
+        .arg(data);
+    command
+}
