@@ -40,8 +40,11 @@ compile_error!(
 );
 
 mod big_segments;
+mod cluster;
+mod endpoint;
 mod errors;
 mod pool;
+mod sentinel;
 mod store;
 mod tls;
 

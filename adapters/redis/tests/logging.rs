@@ -131,7 +131,13 @@ async fn the_redis_password_is_never_logged(rt: Rt) {
     );
     daemon.close().await;
     let big = flagsync_redis::RedisBigSegmentStore::new(redis.user_url("app", ACL_WRONG)).unwrap();
-    let e = flagsync::bigseg::BigSegmentStore::metadata(&big).unwrap_err();
+    let e = flagsync::bigseg::BigSegmentStore::metadata(&big)
+        .await
+        .unwrap_err();
+    assert!(!format!("{e} {e:?}").contains(ACL_WRONG));
+    let e = flagsync::bigseg::BigSegmentStore::metadata_now(&big, SEC)
+        .unwrap()
+        .unwrap_err();
     assert!(!format!("{e} {e:?}").contains(ACL_WRONG));
     let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
     for secret in [ACL_PASSWORD, ACL_WRONG] {
