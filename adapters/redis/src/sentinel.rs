@@ -8,11 +8,11 @@
 //! settings (a private CA, a client certificate). It follows Redis's guidelines for
 //! Sentinel clients:
 //!
-//! 1. Ask the sentinels in order; the first that names the master wins and is asked
-//!    first next time.
-//! 2. Connect to that address and check with `ROLE` that it is a master: a sentinel
-//!    cut off from the others may still name the old one, which is a replica after a
-//!    failover (then the next sentinel is asked).
+//! 1. Ask the sentinels in order (the one that led to the master last time first).
+//! 2. Connect to the address a sentinel names and check with `ROLE` that it is a
+//!    master; if it cannot be reached or is not one (a sentinel cut off from the others
+//!    may still name the old master, down, or a replica after a failover), ask the next
+//!    sentinel.
 //! 3. Resolve again whenever a new connection is opened: the store opens one after any
 //!    connection failure, and after a `READONLY` answer (a master demoted under an open
 //!    connection), so after a failover the next operation reaches the new master.
@@ -144,7 +144,7 @@ impl Sentinels {
         self.lock_sentinels().clone()
     }
 
-    /// Sentinel `id` answered: ask it first next time.
+    /// Sentinel `id` led to the master: ask it first next time.
     fn answered(&self, id: usize) {
         let mut sentinels = self.lock_sentinels();
         if let Some(at) = sentinels.iter().position(|(i, _)| *i == id)
@@ -183,6 +183,7 @@ impl Sentinels {
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.response_timeout));
         let mut failure = None;
+        let mut tried: Vec<(String, u16)> = Vec::new();
         for (id, sentinel) in self.sentinels() {
             let addr = async {
                 let mut conn = sentinel
@@ -197,14 +198,18 @@ impl Sentinels {
             }
             .await;
             let (host, port) = match addr {
-                Ok(addr) => addr,
+                Ok(addr) if !tried.contains(&addr) => addr,
+                // Named by an earlier sentinel, and it failed.
+                Ok(_) => continue,
                 Err(e) => {
                     tracing::debug!(master = %self.master_name, error = %e, "redis sentinel did not name the master");
                     failure = Some(e);
                     continue;
                 }
             };
-            self.answered(id);
+            tried.push((host.clone(), port));
+            // A master that cannot be reached, or is no master (a sentinel cut off from
+            // the others may name the old one): ask the next sentinel.
             let client = self.master_client(host, port)?;
             let mut conn = match client
                 .get_multiplexed_async_connection_with_config(config)
@@ -212,15 +217,17 @@ impl Sentinels {
             {
                 Ok(conn) => conn,
                 Err(e) => {
-                    // The master the sentinels name is down: they have not failed it
-                    // over yet. Asking another sentinel will not help.
-                    return Err(map_error(e));
+                    failure = Some(map_error(e));
+                    continue;
                 }
             };
             let role: redis::RedisResult<redis::Value> =
                 redis::cmd("ROLE").query_async(&mut conn).await;
             match check_role(role) {
-                Ok(()) => return Ok(conn),
+                Ok(()) => {
+                    self.answered(id);
+                    return Ok(conn);
+                }
                 Err(e) => failure = Some(e),
             }
         }
@@ -234,6 +241,7 @@ impl Sentinels {
         response: Duration,
     ) -> Result<redis::Connection, StoreError> {
         let mut failure = None;
+        let mut tried: Vec<(String, u16)> = Vec::new();
         for (id, sentinel) in self.sentinels() {
             let addr = (|| {
                 let mut conn = sentinel
@@ -249,22 +257,34 @@ impl Sentinels {
                 addr.ok_or_else(|| self.unknown())
             })();
             let (host, port) = match addr {
-                Ok(addr) => addr,
+                Ok(addr) if !tried.contains(&addr) => addr,
+                Ok(_) => continue,
                 Err(e) => {
                     failure = Some(e);
                     continue;
                 }
             };
-            self.answered(id);
+            tried.push((host.clone(), port));
             let client = self.master_client(host, port)?;
-            let mut conn = client
+            let conn = client
                 .get_connection_with_timeout(connect)
-                .map_err(map_error)?;
-            conn.set_read_timeout(Some(response))
-                .and_then(|()| conn.set_write_timeout(Some(response)))
-                .map_err(map_error)?;
+                .and_then(|c| {
+                    c.set_read_timeout(Some(response))?;
+                    c.set_write_timeout(Some(response))?;
+                    Ok(c)
+                });
+            let mut conn = match conn {
+                Ok(conn) => conn,
+                Err(e) => {
+                    failure = Some(map_error(e));
+                    continue;
+                }
+            };
             match check_role(redis::cmd("ROLE").query(&mut conn)) {
-                Ok(()) => return Ok(conn),
+                Ok(()) => {
+                    self.answered(id);
+                    return Ok(conn);
+                }
                 Err(e) => failure = Some(e),
             }
         }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::redis_server::RedisServer;
+use common::redis_server::{RedisServer, Role};
 use common::topology::{MASTER_NAME, SentinelAuth, SentinelSet};
 use common::*;
 use flagsync::persist::{CacheConfig, Item, PersistentStore, StoreError, StoreMode};
@@ -30,6 +30,7 @@ runtime_tests!(
     a_failover_loses_no_change_and_readers_follow_the_new_master,
     the_writer_reports_a_store_fault_during_the_failover,
     sentinel_and_master_passwords_and_an_acl_user,
+    a_sentinel_naming_a_dead_master_is_passed_over,
 );
 
 /// Flags `f0`…`f4`: `fN` serves `value` to everyone.
@@ -342,6 +343,61 @@ async fn sentinel_and_master_passwords_and_an_acl_user(rt: Rt) {
     assert!(!format!("{e} {e:?}").contains("not-the-acl-pw"));
     // An unknown master name is an outage (the sentinels may learn it), not a panic.
     let e = RedisStore::builder_sentinel("no-such-master", set.sentinel_urls())
+        .build()
+        .unwrap()
+        .initialized()
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StoreError::Unreachable(_)), "{e:?}");
+}
+
+async fn a_sentinel_naming_a_dead_master_is_passed_over(_rt: Rt) {
+    // The first sentinel names a master that is gone (as one cut off from the others
+    // would, after a failover); the second names the live one.
+    let master = RedisServer::start();
+    let dead_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let sentinel = |port: u16| {
+        RedisServer::start_as(
+            Role {
+                sentinel: Some(format!(
+                    "sentinel monitor {MASTER_NAME} 127.0.0.1 {port} 1\n"
+                )),
+                ..Role::default()
+            },
+            None,
+        )
+    };
+    let (stale, live) = (sentinel(dead_port), sentinel(master.port()));
+    let urls = [stale.port(), live.port()].map(|p| format!("127.0.0.1:{p}"));
+    let store = RedisStore::builder_sentinel(MASTER_NAME, urls.clone())
+        .connect_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let item = Item {
+        version: 1,
+        deleted: false,
+        raw: r#"{"key":"f","version":1}"#.into(),
+    };
+    store
+        .init(&[(Kind::Flag, "f".into(), item.clone())])
+        .await
+        .unwrap();
+    assert_eq!(
+        master.cli(&["HGET", "launchdarkly:features", "f"]),
+        r#"{"key":"f","version":1}"#
+    );
+    // The blocking connection finds it the same way.
+    assert_eq!(
+        store.get_now(Kind::Flag, "f", SEC).unwrap().unwrap(),
+        Some(item)
+    );
+    // With only the stale sentinel, the store is down (the master it names is gone).
+    let e = RedisStore::builder_sentinel(MASTER_NAME, [urls[0].clone()])
+        .connect_timeout(Duration::from_millis(300))
         .build()
         .unwrap()
         .initialized()
