@@ -266,13 +266,11 @@ impl Sentinels {
             };
             tried.push((host.clone(), port));
             let client = self.master_client(host, port)?;
-            let conn = client
-                .get_connection_with_timeout(connect)
-                .and_then(|c| {
-                    c.set_read_timeout(Some(response))?;
-                    c.set_write_timeout(Some(response))?;
-                    Ok(c)
-                });
+            let conn = client.get_connection_with_timeout(connect).and_then(|c| {
+                c.set_read_timeout(Some(response))?;
+                c.set_write_timeout(Some(response))?;
+                Ok(c)
+            });
             let mut conn = match conn {
                 Ok(conn) => conn,
                 Err(e) => {

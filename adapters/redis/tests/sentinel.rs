@@ -33,6 +33,13 @@ runtime_tests!(
     a_sentinel_naming_a_dead_master_is_passed_over,
 );
 
+/// Over TLS: sentinels and master on TLS ports only.
+#[cfg(feature = "rustls")]
+mod over_tls {
+    use super::*;
+    runtime_tests!(sentinels_and_master_over_tls);
+}
+
 /// Flags `f0`…`f4`: `fN` serves `value` to everyone.
 fn flag(value: i64) -> Value {
     json!({"on": true, "variations": [value], "fallthrough": {"variation": 0}, "offVariation": 0})
@@ -404,4 +411,82 @@ async fn a_sentinel_naming_a_dead_master_is_passed_over(_rt: Rt) {
         .await
         .unwrap_err();
     assert!(matches!(e, StoreError::Unreachable(_)), "{e:?}");
+}
+
+/// Sentinels and a master on TLS only (`rediss://` sentinel URLs: the master is reached
+/// over TLS too, trusting the same CA).
+#[cfg(feature = "rustls")]
+async fn sentinels_and_master_over_tls(_rt: Rt) {
+    use common::redis_server::{TestCerts, Tls};
+    let tls = Tls {
+        certs: TestCerts::new(),
+        auth_clients: "optional",
+        client_cert: false,
+    };
+    let master = RedisServer::start_as(
+        Role {
+            extra: vec!["--tls-replication".into(), "yes".into()],
+            ..Role::default()
+        },
+        Some(tls.clone()),
+    );
+    let sentinels: Vec<RedisServer> = (0..2)
+        .map(|_| {
+            RedisServer::start_as(
+                Role {
+                    sentinel: Some(format!(
+                        "sentinel monitor {MASTER_NAME} 127.0.0.1 {} 1\n",
+                        master.port()
+                    )),
+                    ..Role::default()
+                },
+                Some(tls.clone()),
+            )
+        })
+        .collect();
+    let urls: Vec<String> = sentinels
+        .iter()
+        .map(|s| format!("rediss://127.0.0.1:{}", s.port()))
+        .collect();
+    let store = RedisStore::builder_sentinel(MASTER_NAME, urls.clone())
+        .tls_ca_pem(tls.certs.ca_pem.clone())
+        .build()
+        .unwrap();
+    let item = Item {
+        version: 3,
+        deleted: false,
+        raw: r#"{"key":"f","version":3}"#.into(),
+    };
+    store
+        .init(&[(Kind::Flag, "f".into(), item.clone())])
+        .await
+        .unwrap();
+    assert_eq!(
+        master.cli(&["HGET", "launchdarkly:features", "f"]),
+        r#"{"key":"f","version":3}"#
+    );
+    assert_eq!(
+        store.get(Kind::Flag, "f").await.unwrap(),
+        Some(item.clone())
+    );
+    assert_eq!(
+        store.get_now(Kind::Flag, "f", SEC).unwrap().unwrap(),
+        Some(item)
+    );
+    // The webpki roots alone do not trust the test's CA: a permanent fault.
+    let e = RedisStore::builder_sentinel(MASTER_NAME, urls.clone())
+        .build()
+        .unwrap()
+        .initialized()
+        .await
+        .unwrap_err();
+    assert!(e.is_permanent(), "{e:?}");
+    // Certificates for plaintext sentinels are a configuration error.
+    let plain = urls.iter().map(|u| u.replace("rediss://", "redis://"));
+    assert!(matches!(
+        RedisStore::builder_sentinel(MASTER_NAME, plain)
+            .tls_ca_pem(tls.certs.ca_pem.clone())
+            .build(),
+        Err(StoreError::Config(_))
+    ));
 }

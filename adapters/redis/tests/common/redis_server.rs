@@ -293,9 +293,21 @@ impl RedisServer {
                     .as_ref()
                     .map(|p| format!("requirepass {p}\n"))
                     .unwrap_or_default();
+                // On TLS: a TLS port only, and TLS to the servers it watches.
+                let listen = match &self.tls {
+                    None => format!("port {}\n", self.port),
+                    Some(tls) => format!(
+                        "port 0\ntls-port {}\ntls-cert-file {}\ntls-key-file {}\n\
+                         tls-ca-cert-file {}\ntls-auth-clients {}\ntls-replication yes\n",
+                        self.port,
+                        self.file("server.pem", &tls.certs.server_cert_pem),
+                        self.file("server.key", &tls.certs.server_key_pem),
+                        self.file("ca.pem", &tls.certs.ca_pem),
+                        tls.auth_clients,
+                    ),
+                };
                 let text = format!(
-                    "port {}\nbind 127.0.0.1\nprotected-mode no\nloglevel warning\ndir {}\n{password}{conf}\n",
-                    self.port,
+                    "{listen}bind 127.0.0.1\nprotected-mode no\nloglevel warning\ndir {}\n{password}{conf}\n",
                     self.dir.display()
                 );
                 std::fs::write(&path, text).unwrap();
