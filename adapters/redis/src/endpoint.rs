@@ -169,7 +169,7 @@ impl Endpoint {
             Self::Sentinel(s) => SyncConn::Single(s.connect_blocking(connect, response)?),
             Self::Cluster(client, _) => client
                 .get_connection()
-                .map(SyncConn::Cluster)
+                .map(|c| SyncConn::Cluster(Box::new(c)))
                 .map_err(map_error)?,
         };
         conn.set_timeout(response).map_err(map_error)?;
@@ -215,7 +215,8 @@ impl redis::aio::ConnectionLike for AsyncConn {
 /// A blocking connection, as [`AsyncConn`].
 pub(crate) enum SyncConn {
     Single(redis::Connection),
-    Cluster(redis::cluster::ClusterConnection),
+    /// Boxed: far larger than one connection, and there is one per store.
+    Cluster(Box<redis::cluster::ClusterConnection>),
 }
 
 impl SyncConn {
