@@ -27,7 +27,7 @@ use flagsync::runtime::BoxFuture;
 
 use crate::DEFAULT_PREFIX;
 use crate::cluster;
-use crate::endpoint::{Endpoint, SyncConn, Target, Timeouts};
+use crate::endpoint::{Endpoint, SyncConn, Target, Timeouts, sentinel_only};
 use crate::pool::{BlockingConn, Pool};
 use crate::tls::TlsSettings;
 
@@ -41,6 +41,8 @@ pub struct RedisBigSegmentStoreBuilder {
     connect_timeout: Duration,
     response_timeout: Duration,
     tls: TlsSettings,
+    /// A Sentinel-only setting given to another target: refused by `build`.
+    misapplied: Option<&'static str>,
 }
 
 impl fmt::Debug for RedisBigSegmentStoreBuilder {
@@ -96,8 +98,8 @@ impl RedisBigSegmentStoreBuilder {
     /// Behind Redis Sentinel: the master's username and password, as
     /// [`RedisStoreBuilder::master_credentials`](crate::RedisStoreBuilder::master_credentials).
     pub fn master_credentials(mut self, username: Option<&str>, password: &str) -> Self {
-        if let Target::Sentinel { credentials, .. } = &mut self.target {
-            *credentials = Some((username.map(str::to_owned), password.to_owned()));
+        if let Some(setting) = self.target.set_master_credentials(username, password) {
+            self.misapplied = Some(setting);
         }
         self
     }
@@ -105,8 +107,8 @@ impl RedisBigSegmentStoreBuilder {
     /// Behind Redis Sentinel: the master's database number, as
     /// [`RedisStoreBuilder::database`](crate::RedisStoreBuilder::database).
     pub fn database(mut self, db: u32) -> Self {
-        if let Target::Sentinel { db: d, .. } = &mut self.target {
-            *d = i64::from(db);
+        if let Some(setting) = self.target.set_database(db) {
+            self.misapplied = Some(setting);
         }
         self
     }
@@ -115,6 +117,9 @@ impl RedisBigSegmentStoreBuilder {
     /// Cluster a prefix without a hash tag is [`StoreError::Config`], as for
     /// [`crate::RedisStore::builder_cluster`].
     pub fn build(self) -> Result<RedisBigSegmentStore, StoreError> {
+        if let Some(setting) = self.misapplied {
+            return Err(sentinel_only(setting));
+        }
         let prefix = if self.prefix.is_empty() {
             DEFAULT_PREFIX.to_owned()
         } else {
@@ -226,6 +231,7 @@ impl RedisBigSegmentStore {
             connect_timeout: Duration::from_secs(2),
             response_timeout: Duration::from_secs(2),
             tls: TlsSettings::default(),
+            misapplied: None,
         }
     }
 

@@ -64,6 +64,41 @@ impl Target {
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self, Self::Cluster { .. })
     }
+
+    /// Behind Sentinel: the master's credentials. Elsewhere, the name of the setting,
+    /// which the builder refuses (a URL carries its own credentials).
+    pub(crate) fn set_master_credentials(
+        &mut self,
+        username: Option<&str>,
+        password: &str,
+    ) -> Option<&'static str> {
+        match self {
+            Self::Sentinel { credentials, .. } => {
+                *credentials = Some((username.map(str::to_owned), password.to_owned()));
+                None
+            }
+            _ => Some("master_credentials"),
+        }
+    }
+
+    /// Behind Sentinel: the master's database. Elsewhere, the name of the setting.
+    pub(crate) fn set_database(&mut self, database: u32) -> Option<&'static str> {
+        match self {
+            Self::Sentinel { db, .. } => {
+                *db = i64::from(database);
+                None
+            }
+            _ => Some("database"),
+        }
+    }
+}
+
+/// `setting`, given to a builder that is not behind Sentinel: a configuration error.
+pub(crate) fn sentinel_only(setting: &str) -> StoreError {
+    StoreError::Config(format!(
+        "{setting} is a setting of a store behind Redis Sentinel (builder_sentinel); a URL \
+         carries its own credentials and database, and Redis Cluster has database 0 only"
+    ))
 }
 
 /// The timeouts of every connection: opening one, and each answer.

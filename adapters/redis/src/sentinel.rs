@@ -381,4 +381,37 @@ mod tests {
         assert_eq!(ok.describe(), "sentinel:m/0");
         assert_eq!(ok.sentinels().len(), 2);
     }
+
+    #[test]
+    fn sentinel_settings_elsewhere_are_refused_and_passwords_never_show() {
+        use crate::{RedisBigSegmentStore, RedisStore};
+        let url = "redis://127.0.0.1:1/0";
+        for e in [
+            RedisStore::builder(url).database(2).build().err(),
+            RedisStore::builder(url)
+                .master_credentials(None, "pw")
+                .build()
+                .err(),
+            RedisStore::builder_cluster(["127.0.0.1:1"])
+                .prefix("{p}")
+                .database(1)
+                .build()
+                .err(),
+            RedisBigSegmentStore::builder(url).database(2).build().err(),
+        ] {
+            assert!(matches!(e, Some(StoreError::Config(_))), "{e:?}");
+        }
+        let b = RedisStore::builder_sentinel("m", ["redis://:sentinel-pw-1@127.0.0.1:1"])
+            .master_credentials(Some("app"), "master-pw-2")
+            .database(3);
+        let store = b.clone().build().unwrap();
+        let big =
+            RedisBigSegmentStore::builder_sentinel("m", ["redis://:sentinel-pw-1@127.0.0.1:1"])
+                .master_credentials(Some("app"), "master-pw-2");
+        let debug = format!("{b:?} {store:?} {big:?} {:?}", big.clone().build().unwrap());
+        for secret in ["sentinel-pw-1", "master-pw-2"] {
+            assert!(!debug.contains(secret), "{debug}");
+        }
+        assert_eq!(store.target(), "sentinel:m/3");
+    }
 }

@@ -42,7 +42,7 @@ use flagsync::runtime::BoxFuture;
 
 use crate::DEFAULT_PREFIX;
 use crate::cluster;
-use crate::endpoint::{Endpoint, SyncConn, Target, Timeouts};
+use crate::endpoint::{Endpoint, SyncConn, Target, Timeouts, sentinel_only};
 use crate::pool::{BlockingConn, Pool};
 use crate::tls::TlsSettings;
 
@@ -65,6 +65,8 @@ pub struct RedisStoreBuilder {
     connect_timeout: Duration,
     response_timeout: Duration,
     tls: TlsSettings,
+    /// A Sentinel-only setting given to another target: refused by `build`.
+    misapplied: Option<&'static str>,
 }
 
 impl fmt::Debug for RedisStoreBuilder {
@@ -128,20 +130,21 @@ impl RedisStoreBuilder {
 
     /// Behind Redis Sentinel: the master's username (an ACL user; `None` for the
     /// `default` user) and password. The sentinels' own credentials go in their URLs
-    /// (see [`RedisStore::builder_sentinel`]). Ignored elsewhere: a URL carries its
-    /// credentials.
+    /// (see [`RedisStore::builder_sentinel`]). Elsewhere [`build`](Self::build)
+    /// refuses it: a URL carries its credentials.
     pub fn master_credentials(mut self, username: Option<&str>, password: &str) -> Self {
-        if let Target::Sentinel { credentials, .. } = &mut self.target {
-            *credentials = Some((username.map(str::to_owned), password.to_owned()));
+        if let Some(setting) = self.target.set_master_credentials(username, password) {
+            self.misapplied = Some(setting);
         }
         self
     }
 
-    /// Behind Redis Sentinel: the master's database number (default 0). Ignored
-    /// elsewhere: a URL carries its database, and Redis Cluster has database 0 only.
+    /// Behind Redis Sentinel: the master's database number (default 0). Elsewhere
+    /// [`build`](Self::build) refuses it: a URL carries its database, and Redis
+    /// Cluster has database 0 only.
     pub fn database(mut self, db: u32) -> Self {
-        if let Target::Sentinel { db: d, .. } = &mut self.target {
-            *d = i64::from(db);
+        if let Some(setting) = self.target.set_database(db) {
+            self.misapplied = Some(setting);
         }
         self
     }
@@ -150,9 +153,13 @@ impl RedisStoreBuilder {
     /// first operation.
     ///
     /// Settings that cannot work are [`StoreError::Config`]: a URL that does not
-    /// parse, TLS settings without `rediss://`, and on Redis Cluster a prefix without a
-    /// hash tag (see [`RedisStore::builder_cluster`]).
+    /// parse, TLS settings without `rediss://`, a Sentinel setting without Sentinel,
+    /// and on Redis Cluster a prefix without a hash tag (see
+    /// [`RedisStore::builder_cluster`]).
     pub fn build(self) -> Result<RedisStore, StoreError> {
+        if let Some(setting) = self.misapplied {
+            return Err(sentinel_only(setting));
+        }
         if self.target.is_cluster() {
             cluster::check_prefix(&self.prefix)?;
         }
@@ -282,10 +289,10 @@ impl RedisStore {
     /// # Ok(()) }
     /// ```
     ///
-    /// Each new connection asks the sentinels, in order (the one that answered last
-    /// first), for the master's address (`SENTINEL get-master-addr-by-name`), bounded
+    /// Each new connection asks the sentinels, in order (the one that led to the
+    /// master last time first), for the master's address (`SENTINEL get-master-addr-by-name`), bounded
     /// by the store's timeouts, and checks with `ROLE` that the server there is a
-    /// master. The store asks the sentinels itself rather than through the redis
+    /// master (else it asks the next sentinel). The store asks the sentinels itself rather than through the redis
     /// crate's `sentinel` feature so that every step keeps to those timeouts and the
     /// blocking reads find the master the same way.
     ///
@@ -352,6 +359,7 @@ impl RedisStore {
             connect_timeout: Duration::from_secs(2),
             response_timeout: Duration::from_secs(10),
             tls: TlsSettings::default(),
+            misapplied: None,
         }
     }
 
