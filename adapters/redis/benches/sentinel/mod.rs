@@ -171,6 +171,17 @@ pub(crate) fn compare(
             times[i].push(start.elapsed());
         }
     }
+    // Each round's ratio (its two operations share the round's load), before sorting.
+    let paired = |a: usize, b: usize| {
+        let mut r: Vec<f64> = times[a]
+            .iter()
+            .zip(&times[b])
+            .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64())
+            .collect();
+        r.sort_by(f64::total_cmp);
+        r[r.len() / 2]
+    };
+    let (paired_reads, paired_first) = (paired(1, 0), paired(3, 2));
     let medians: Vec<Duration> = times
         .iter_mut()
         .map(|v| {
@@ -184,11 +195,11 @@ pub(crate) fn compare(
     }
     let ratio = |a: usize, b: usize| medians[a].as_secs_f64() / medians[b].as_secs_f64();
     eprintln!(
-        "  point reads, Sentinel / direct           {:.2}",
+        "  point reads, Sentinel / direct            {:.2} (paired rounds: {paired_reads:.2})",
         ratio(1, 0)
     );
     eprintln!(
-        "  new store's first read, Sentinel / direct {:.2}",
+        "  new store's first read, Sentinel / direct {:.2} (paired rounds: {paired_first:.2})",
         ratio(3, 2)
     );
 }
