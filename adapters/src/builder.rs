@@ -461,6 +461,16 @@ impl ClientBuilder {
             self.subscription_capacity,
         ));
         let (tx, rx) = async_channel::bounded(INBOX_CAPACITY);
+        // Big segments' status poller runs on the client's runtime: from now when it is
+        // known now (given, or the default one from here), else from `start`.
+        #[cfg(feature = "eval")]
+        let big_segments = self.big_segments.as_ref().map(|o| {
+            let handle = bigseg::BigSegmentsHandle::new(o, self.subscription_capacity);
+            if let Ok(rt) = self.transport.runtime() {
+                handle.run_on(&rt);
+            }
+            handle
+        });
         Ok(Client {
             inner: Arc::new(Inner {
                 published,
@@ -485,10 +495,7 @@ impl ClientBuilder {
                 #[cfg(feature = "eval")]
                 hooks: hooks::HookRunner::new(self.hooks),
                 #[cfg(feature = "eval")]
-                big_segments: self
-                    .big_segments
-                    .as_ref()
-                    .map(|o| bigseg::BigSegmentsHandle::start(o, self.subscription_capacity)),
+                big_segments,
             }),
         })
     }

@@ -94,6 +94,10 @@ impl Client {
             unreachable!("checked above")
         };
         tracing::debug!(runtime = ?rt, "starting");
+        #[cfg(feature = "eval")]
+        if let Some(big_segments) = &self.inner.big_segments {
+            big_segments.run_on(&rt);
+        }
         // Every task holds the guard: `close()` waits for the store tasks too.
         let guard = Arc::new(TaskGuard(self.inner.finished.clone()));
         let link =

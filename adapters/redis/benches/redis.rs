@@ -11,7 +11,12 @@
 //!   decoding.
 //!
 //! - with the `rustls` feature, `tls`: init and point reads over TLS against plaintext
-//!   (see `tls/mod.rs`); `REDIS_BENCH_TLS_ONLY=1` runs only that comparison.
+//!   (see `tls/mod.rs`);
+//! - `sentinel`: point reads, and a new store's first read, through three sentinels
+//!   against a direct connection to the same master (see `sentinel/mod.rs`).
+//!
+//! `REDIS_BENCH_COMPARE_ONLY=1` (or `REDIS_BENCH_TLS_ONLY=1`) runs only these two
+//! comparisons.
 //!
 //! Run: `cargo bench -p flagsync-redis --bench redis` (`--features rustls` for TLS). Needs redis-server
 //! and redis-cli on the PATH; the payload comes from `../shared/tools/gen_payload.py`
@@ -31,6 +36,7 @@ use flagsync::{Client, Kind};
 use flagsync_core::store::{ChangeSet, Store, split_all_data};
 use flagsync_redis::RedisStore;
 
+mod sentinel;
 #[cfg(feature = "rustls")]
 mod tls;
 
@@ -111,21 +117,26 @@ fn bench(c: &mut Criterion) {
         .build()
         .unwrap();
 
-    #[cfg(feature = "rustls")]
     {
         let mut small = Store::new();
         small.apply(ChangeSet::fdv1_full(
             split_all_data(&payload(5_000), false).unwrap(),
         ));
-        let plain = Arc::new(
-            RedisStore::builder(server.url())
-                .prefix("tls-cmp")
-                .pool_size(1)
-                .build()
-                .unwrap(),
-        );
-        tls::compare(&rt, plain, &small.persist_order());
-        if std::env::var_os("REDIS_BENCH_TLS_ONLY").is_some() {
+        #[cfg(feature = "rustls")]
+        {
+            let plain = Arc::new(
+                RedisStore::builder(server.url())
+                    .prefix("tls-cmp")
+                    .pool_size(1)
+                    .build()
+                    .unwrap(),
+            );
+            tls::compare(&rt, plain, &small.persist_order());
+        }
+        sentinel::compare(&rt, &server.url(), server.port, &small.persist_order());
+        if std::env::var_os("REDIS_BENCH_COMPARE_ONLY").is_some()
+            || std::env::var_os("REDIS_BENCH_TLS_ONLY").is_some()
+        {
             return;
         }
     }

@@ -20,6 +20,10 @@ pub(crate) fn map_error(e: redis::RedisError) -> StoreError {
         StoreError::Auth(format!(
             "{text} (the Redis user needs read and write rights on the prefix's keys)"
         ))
+    } else if matches!(code, "READONLY") || text.starts_with("READONLY") {
+        // A master demoted under an open connection (a Sentinel failover): another
+        // connection reaches the new one.
+        StoreError::Unreachable(format!("{text} (the server is a replica now)"))
     } else if text.contains("DB index is out of range") || text.contains("invalid DB index") {
         StoreError::Config(text)
     } else if let Some(cause) = tls_refusal(&text) {

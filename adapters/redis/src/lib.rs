@@ -24,6 +24,12 @@
 //! # }
 //! ```
 //!
+//! # Where Redis is
+//! One server ([`RedisStore::builder`], a URL), a master that Redis Sentinel watches
+//! ([`RedisStore::builder_sentinel`]: failovers are followed), or a Redis Cluster
+//! ([`RedisStore::builder_cluster`]: the prefix needs a hash tag such as
+//! `{launchdarkly}`); the big-segment store has the same three builders.
+//!
 //! # Runtimes
 //! The redis crate runs on tokio inside a tokio runtime and on async-io (smol,
 //! async-std) elsewhere: enable the feature of the runtime the client runs on
@@ -40,8 +46,11 @@ compile_error!(
 );
 
 mod big_segments;
+mod cluster;
+mod endpoint;
 mod errors;
 mod pool;
+mod sentinel;
 mod store;
 mod tls;
 

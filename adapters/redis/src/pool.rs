@@ -6,14 +6,16 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use flagsync::persist::StoreError;
-use redis::aio::MultiplexedConnection;
+use std::sync::Arc;
 
+use flagsync::persist::StoreError;
+
+use crate::endpoint::{AsyncConn, Endpoint, SyncConn};
 use crate::errors::map_error;
 
 /// At most `pool_size` connections; each is lent to one operation at a time.
 pub(crate) struct Pool {
-    client: redis::Client,
+    endpoint: Arc<Endpoint>,
     config: redis::AsyncConnectionConfig,
     /// Slots: a connection, or `None` for one not opened yet (or dropped after a failure).
     tx: async_channel::Sender<Option<Pooled>>,
@@ -27,14 +29,14 @@ pub(crate) struct Pool {
 /// calling thread without an async runtime: opened on first use, dropped after any
 /// failure (a broken or timed-out connection may hold a late answer).
 pub(crate) struct BlockingConn {
-    client: redis::Client,
-    conn: std::sync::Mutex<Option<redis::Connection>>,
+    endpoint: Arc<Endpoint>,
+    conn: std::sync::Mutex<Option<SyncConn>>,
 }
 
 impl BlockingConn {
-    pub(crate) fn new(client: redis::Client) -> Self {
+    pub(crate) fn new(endpoint: Arc<Endpoint>) -> Self {
         Self {
-            client,
+            endpoint,
             conn: std::sync::Mutex::new(None),
         }
     }
@@ -45,25 +47,21 @@ impl BlockingConn {
         &self,
         connect: Duration,
         response: Duration,
-        op: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+        op: impl FnOnce(&mut SyncConn) -> redis::RedisResult<T>,
     ) -> Result<T, StoreError> {
         let at_least = |d: Duration| d.max(Duration::from_millis(1));
+        let response = at_least(response);
         let mut slot = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         let conn = match slot.as_mut() {
             Some(conn) => conn,
             None => {
                 let conn = self
-                    .client
-                    .get_connection_with_timeout(at_least(connect))
-                    .map_err(map_error)?;
+                    .endpoint
+                    .connect_blocking(at_least(connect), response)?;
                 slot.insert(conn)
             }
         };
-        let response = Some(at_least(response));
-        let result = conn
-            .set_read_timeout(response)
-            .and_then(|()| conn.set_write_timeout(response))
-            .and_then(|()| op(conn));
+        let result = conn.set_timeout(response).and_then(|()| op(conn));
         if result.is_err() {
             *slot = None;
         }
@@ -79,7 +77,7 @@ impl fmt::Debug for BlockingConn {
 
 /// An open connection in its slot.
 struct Pooled {
-    conn: MultiplexedConnection,
+    conn: AsyncConn,
     epoch: u64,
     /// When it last answered.
     used: std::time::Instant,
@@ -91,10 +89,10 @@ struct Pooled {
 const IDLE_CHECK: Duration = Duration::from_millis(500);
 
 impl Pool {
-    /// A pool of at most `size` connections to `client`'s server, opened with `config`
+    /// A pool of at most `size` connections to `endpoint`, opened with `config`
     /// when first needed.
     pub(crate) fn new(
-        client: redis::Client,
+        endpoint: Arc<Endpoint>,
         config: redis::AsyncConnectionConfig,
         size: usize,
     ) -> Self {
@@ -104,7 +102,7 @@ impl Pool {
             let _ = tx.try_send(None);
         }
         Self {
-            client,
+            endpoint,
             config,
             tx,
             rx,
@@ -139,8 +137,8 @@ impl Pool {
         if lent.conn.is_none() {
             let epoch = self.epoch.load(Ordering::Acquire);
             let conn = self
-                .client
-                .get_multiplexed_async_connection_with_config(&self.config)
+                .endpoint
+                .connect(&self.config)
                 .await
                 .map_err(|e| self.failed(e))?;
             lent.conn = Some(Pooled {
@@ -152,10 +150,10 @@ impl Pool {
         Ok(lent)
     }
 
-    /// A connection failed with `e`: if the server is unreachable, no pooled
-    /// connection is reused.
-    fn failed(&self, e: redis::RedisError) -> StoreError {
-        let error = map_error(e);
+    /// A connection failed with `error`: if the server is unreachable (or no longer the
+    /// master: a failover demoted it), no pooled connection is reused (the next one
+    /// opened goes to the master the sentinels name then).
+    fn failed(&self, error: StoreError) -> StoreError {
         if matches!(error, StoreError::Unreachable(_)) {
             self.epoch.fetch_add(1, Ordering::AcqRel);
         }
@@ -171,7 +169,7 @@ pub(crate) struct Lent<'a> {
 }
 
 impl Lent<'_> {
-    pub(crate) fn get(&mut self) -> &mut MultiplexedConnection {
+    pub(crate) fn get(&mut self) -> &mut AsyncConn {
         &mut self
             .conn
             .as_mut()
@@ -191,7 +189,7 @@ impl Lent<'_> {
             }
             Err(e) => {
                 self.conn = None;
-                Err(self.pool.failed(e))
+                Err(self.pool.failed(map_error(e)))
             }
         }
     }

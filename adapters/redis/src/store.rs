@@ -41,9 +41,10 @@ use flagsync::persist::{
 use flagsync::runtime::BoxFuture;
 
 use crate::DEFAULT_PREFIX;
-use crate::errors::redact_url;
+use crate::cluster;
+use crate::endpoint::{Endpoint, SyncConn, Target, Timeouts, sentinel_only};
 use crate::pool::{BlockingConn, Pool};
-use crate::tls::{self, TlsSettings};
+use crate::tls::TlsSettings;
 
 /// How long a writer's count of its writes lives after its last write.
 const MARKER_TTL_SECS: u64 = 7 * 24 * 3600;
@@ -52,22 +53,26 @@ const MARKER_TTL_SECS: u64 = 7 * 24 * 3600;
 /// enough that no single command is huge.
 const HSET_BATCH: usize = 500;
 
-/// Settings for a [`RedisStore`]; made by [`RedisStore::builder`].
+/// Settings for a [`RedisStore`]; made by [`RedisStore::builder`] (one server),
+/// [`RedisStore::builder_sentinel`] (a master that Redis Sentinel watches) or
+/// [`RedisStore::builder_cluster`] (Redis Cluster).
 #[derive(Clone)]
 #[must_use]
 pub struct RedisStoreBuilder {
-    url: String,
+    target: Target,
     prefix: String,
     pool_size: usize,
     connect_timeout: Duration,
     response_timeout: Duration,
     tls: TlsSettings,
+    /// A Sentinel-only setting given to another target: refused by `build`.
+    misapplied: Option<&'static str>,
 }
 
 impl fmt::Debug for RedisStoreBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisStoreBuilder")
-            .field("url", &redact_url(&self.url))
+            .field("target", &self.target)
             .field("prefix", &self.prefix)
             .field("pool_size", &self.pool_size)
             .field("connect_timeout", &self.connect_timeout)
@@ -123,25 +128,60 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// Check the URL and make the store. No connection is opened until the first
-    /// operation.
+    /// Behind Redis Sentinel: the master's username (an ACL user; `None` for the
+    /// `default` user) and password. The sentinels' own credentials go in their URLs
+    /// (see [`RedisStore::builder_sentinel`]). Elsewhere [`build`](Self::build)
+    /// refuses it: a URL carries its credentials.
+    pub fn master_credentials(mut self, username: Option<&str>, password: &str) -> Self {
+        if let Some(setting) = self.target.set_master_credentials(username, password) {
+            self.misapplied = Some(setting);
+        }
+        self
+    }
+
+    /// Behind Redis Sentinel: the master's database number (default 0). Elsewhere
+    /// [`build`](Self::build) refuses it: a URL carries its database, and Redis
+    /// Cluster has database 0 only.
+    pub fn database(mut self, db: u32) -> Self {
+        if let Some(setting) = self.target.set_database(db) {
+            self.misapplied = Some(setting);
+        }
+        self
+    }
+
+    /// Check the settings and make the store. No connection is opened until the
+    /// first operation.
+    ///
+    /// Settings that cannot work are [`StoreError::Config`]: a URL that does not
+    /// parse, TLS settings without `rediss://`, a Sentinel setting without Sentinel,
+    /// and on Redis Cluster a prefix without a hash tag (see
+    /// [`RedisStore::builder_cluster`]).
     pub fn build(self) -> Result<RedisStore, StoreError> {
-        let client = tls::client(&self.url, &self.tls)?;
+        if let Some(setting) = self.misapplied {
+            return Err(sentinel_only(setting));
+        }
+        if self.target.is_cluster() {
+            cluster::check_prefix(&self.prefix)?;
+        }
+        let timeouts = Timeouts {
+            connect: self.connect_timeout,
+            response: self.response_timeout,
+        };
+        let endpoint = std::sync::Arc::new(Endpoint::new(&self.target, &self.tls, timeouts)?);
         let config = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.response_timeout));
-        let info = client.get_connection_info();
-        let target = format!("{}/{}", info.addr(), info.redis_settings().db());
+        let target = endpoint.describe();
         Ok(RedisStore {
             marker: format!("{}:$flagsync:{:016x}", self.prefix, fastrand::u64(..)),
             writes: AtomicU64::new(0),
             skipped: [AtomicU64::new(0), AtomicU64::new(0)],
             server_run: std::sync::Mutex::new(None),
-            blocking: BlockingConn::new(client.clone()),
+            blocking: BlockingConn::new(endpoint.clone()),
             keys: Keys::new(&self.prefix),
             prefix: self.prefix,
             target,
-            pool: Pool::new(client, config, self.pool_size),
+            pool: Pool::new(endpoint, config, self.pool_size),
         })
     }
 }
@@ -185,7 +225,7 @@ impl Keys {
 /// Its `Debug` output and its errors never contain the URL's password.
 pub struct RedisStore {
     prefix: String,
-    /// `host:port/db`, for logs.
+    /// `host:port/db` (or `sentinel:…`, `cluster:…`), for logs.
     target: String,
     keys: Keys,
     pool: Pool,
@@ -224,13 +264,102 @@ impl RedisStore {
     /// `rediss://…` for Redis over TLS (feature `rustls`; the server is verified
     /// against the webpki roots unless [`RedisStoreBuilder::tls_ca_pem`] names its CA).
     pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
+        Self::builder_for(Target::Url(url.into()))
+    }
+
+    /// Settings for a store on the master that Redis Sentinel knows as `master_name`,
+    /// found through `sentinels`: each `host:port`, or a URL
+    /// `redis://[user:password@]host:port` when the sentinels require a password
+    /// (`requirepass`, or an ACL user, in their configuration), or `rediss://…` when
+    /// they speak TLS — then the master is reached over TLS too, with the same
+    /// [`tls_ca_pem`](RedisStoreBuilder::tls_ca_pem) and
+    /// [`tls_client_cert`](RedisStoreBuilder::tls_client_cert). The master's own
+    /// credentials and database are
+    /// [`master_credentials`](RedisStoreBuilder::master_credentials) and
+    /// [`database`](RedisStoreBuilder::database).
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), flagsync::persist::StoreError> {
+    /// let store = flagsync_redis::RedisStore::builder_sentinel(
+    ///     "mymaster",
+    ///     ["10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"],
+    /// )
+    /// .master_credentials(Some("flagsync"), "s3cret")
+    /// .build()?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Each new connection asks the sentinels, in order (the one that led to the
+    /// master last time first), for the master's address (`SENTINEL get-master-addr-by-name`), bounded
+    /// by the store's timeouts, and checks with `ROLE` that the server there is a
+    /// master (else it asks the next sentinel). The store asks the sentinels itself rather than through the redis
+    /// crate's `sentinel` feature so that every step keeps to those timeouts and the
+    /// blocking reads find the master the same way.
+    ///
+    /// On a failover, connections to the old master fail (or answer `READONLY`):
+    /// each operation meanwhile fails as during any Redis outage (the client's data
+    /// source status says STORE_ERROR, memory keeps serving), every pooled connection
+    /// is dropped, and the next one goes to the master the sentinels name then. A
+    /// writer then writes its whole data set to the new master (the rewrite that
+    /// follows every store outage), so no change made during the failover, nor one the
+    /// old master had not passed on to its replica, is lost; daemon-mode readers read
+    /// from the new master.
+    pub fn builder_sentinel(
+        master_name: impl Into<String>,
+        sentinels: impl IntoIterator<Item = impl Into<String>>,
+    ) -> RedisStoreBuilder {
+        Self::builder_for(Target::Sentinel {
+            master: master_name.into(),
+            sentinels: sentinels.into_iter().map(Into::into).collect(),
+            credentials: None,
+            db: 0,
+        })
+    }
+
+    /// Settings for a store on Redis Cluster, found through the seed `nodes` (each
+    /// `host:port`, or `redis://[user:password@]host:port`, or `rediss://…` for TLS;
+    /// the first one's credentials and scheme hold for all). The prefix must hold a
+    /// non-empty hash tag, as in `{launchdarkly}`: [`build`](RedisStoreBuilder::build)
+    /// refuses any other with [`StoreError::Config`].
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), flagsync::persist::StoreError> {
+    /// let store = flagsync_redis::RedisStore::builder_cluster(["10.0.0.1:7000", "10.0.0.2:7000"])
+    ///     .prefix("{launchdarkly}")
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Why the hash tag: a full write replaces `<prefix>:features`,
+    /// `<prefix>:segments` and `<prefix>:$inited` in one `MULTI`/`EXEC` transaction,
+    /// which Redis Cluster runs only when every key hashes to one slot. LaunchDarkly's
+    /// Node SDK sends the same transaction and fails on a cluster with `CROSSSLOT`
+    /// when the prefix has no hash tag; its Go SDK (go-redis) splits the full write
+    /// per node, so a reader can find `$inited` beside half a data set. flagsync keeps
+    /// the write atomic and refuses, before anything is written, a prefix that cannot
+    /// work. Every SDK and Relay Proxy sharing the data must use the same prefix,
+    /// braces included.
+    ///
+    /// Commands go to the node that holds the prefix's slot; a moved slot is followed
+    /// (`MOVED`, `ASK`), and a failover of that node is an outage of the store until
+    /// the cluster promotes a replica, healed as after any outage.
+    pub fn builder_cluster(
+        nodes: impl IntoIterator<Item = impl Into<String>>,
+    ) -> RedisStoreBuilder {
+        Self::builder_for(Target::Cluster {
+            nodes: nodes.into_iter().map(Into::into).collect(),
+        })
+    }
+
+    fn builder_for(target: Target) -> RedisStoreBuilder {
         RedisStoreBuilder {
-            url: url.into(),
+            target,
             prefix: DEFAULT_PREFIX.to_owned(),
             pool_size: 4,
             connect_timeout: Duration::from_secs(2),
             response_timeout: Duration::from_secs(10),
             tls: TlsSettings::default(),
+            misapplied: None,
         }
     }
 
@@ -239,7 +368,8 @@ impl RedisStore {
         Self::builder(url).build()
     }
 
-    /// Where the store is, for people and logs: `host:port/db` (never the password).
+    /// Where the store is, for people and logs (never a password): `host:port/db`,
+    /// `sentinel:<master name>/<db>`, or `cluster:<first seed node>`.
     pub fn target(&self) -> &str {
         &self.target
     }
@@ -297,12 +427,16 @@ impl RedisStore {
         conn.check(result)?;
         self.writes.store(n, Ordering::Release);
         // Which Redis process holds the data set now (a failed look-up is found out by
-        // the next check).
-        let info: Result<String, _> = redis::cmd("INFO")
+        // the next check). Beside a command on a key, so that a cluster asks the node
+        // holding the prefix's slot.
+        let info: Result<(String,), _> = redis::pipe()
+            .cmd("INFO")
             .arg("server")
+            .exists(&self.keys.inited)
+            .ignore()
             .query_async(conn.get())
             .await;
-        if let Ok(info) = info {
+        if let Ok((info,)) = info {
             *self.server_run.lock().unwrap_or_else(|e| e.into_inner()) = run_id(&info);
         }
         tracing::debug!(target_db = %self.target, items = items.len(), "redis init");
@@ -358,7 +492,15 @@ impl RedisStore {
             if let Some(stored) = old
                 && stored.version >= item.version
             {
-                let unwatched: Result<(), _> = redis::cmd("UNWATCH").query_async(conn.get()).await;
+                // Beside a command on the hash, so that a cluster sends it to the node
+                // (and the connection) holding the WATCH.
+                let unwatched: Result<(), _> = redis::pipe()
+                    .cmd("UNWATCH")
+                    .ignore()
+                    .exists(hash)
+                    .ignore()
+                    .query_async(conn.get())
+                    .await;
                 conn.check(unwatched)?;
                 return Ok(Upserted::Rejected { stored });
             }
@@ -386,7 +528,7 @@ impl RedisStore {
     fn blocking<T>(
         &self,
         timeout: Duration,
-        op: impl FnOnce(&mut redis::Connection, &Keys) -> redis::RedisResult<T>,
+        op: impl FnOnce(&mut SyncConn, &Keys) -> redis::RedisResult<T>,
     ) -> Result<T, StoreError> {
         self.blocking
             .run(timeout, timeout, |conn| op(conn, &self.keys))

@@ -40,14 +40,23 @@ impl fmt::Debug for TlsSettings {
 #[cfg(not(feature = "rustls"))]
 const NO_TLS: &str = "redis over TLS (rediss://) needs flagsync-redis's `rustls` feature";
 
-/// A redis client for `url` with `tls`; a URL that does not parse, or TLS settings
-/// that cannot work (a `redis://` URL, PEM that does not parse, a build without TLS),
-/// are [`StoreError::Config`].
-pub(crate) fn client(url: &str, tls: &TlsSettings) -> Result<redis::Client, StoreError> {
-    let secure = url
-        .trim_start()
+/// True for a `rediss://` URL (Redis over TLS).
+pub(crate) fn is_secure(url: &str) -> bool {
+    url.trim_start()
         .to_ascii_lowercase()
-        .starts_with("rediss://");
+        .starts_with("rediss://")
+}
+
+/// `url` parsed; a URL that does not parse is [`StoreError::Config`] (naming the
+/// problem's category, never the URL, which may hold a password).
+pub(crate) fn connection_info(url: &str) -> Result<redis::ConnectionInfo, StoreError> {
+    redis::IntoConnectionInfo::into_connection_info(url)
+        .map_err(|e| StoreError::Config(format!("redis URL: {}", e.category())))
+}
+
+/// Refuse TLS settings that cannot work: any without the `rustls` feature, and
+/// certificates given for plaintext connections (`secure` false).
+pub(crate) fn check(secure: bool, tls: &TlsSettings) -> Result<(), StoreError> {
     #[cfg(not(feature = "rustls"))]
     if secure || !tls.is_default() {
         return Err(StoreError::Config(NO_TLS.into()));
@@ -57,32 +66,55 @@ pub(crate) fn client(url: &str, tls: &TlsSettings) -> Result<redis::Client, Stor
             "TLS certificates were given for a redis:// URL: use rediss:// for TLS".into(),
         ));
     }
-    let config = |e: redis::RedisError| StoreError::Config(format!("redis URL: {}", e.category()));
-    #[cfg(feature = "rustls")]
-    if !tls.is_default() {
-        check_pem(tls)?;
-        install_crypto_provider();
-        let certificates = redis::TlsCertificates {
-            client_tls: tls
-                .client
-                .as_ref()
-                .map(|(cert, key)| redis::ClientTlsConfig {
-                    client_cert: cert.clone(),
-                    client_key: key.clone(),
-                }),
-            root_cert: tls.ca_pem.clone(),
-        };
-        let info = redis::IntoConnectionInfo::into_connection_info(url).map_err(config)?;
-        return redis::Client::build_with_tls(info, certificates).map_err(|e| match map_error(e) {
-            StoreError::Config(m) => StoreError::Config(m),
-            other => StoreError::Config(format!("redis TLS settings: {other}")),
-        });
-    }
     #[cfg(feature = "rustls")]
     if secure {
+        check_pem(tls)?;
         install_crypto_provider();
     }
-    redis::Client::open(url).map_err(config)
+    Ok(())
+}
+
+/// A redis client for `url` with `tls`; a URL that does not parse, or TLS settings
+/// that cannot work (a `redis://` URL, PEM that does not parse, a build without TLS),
+/// are [`StoreError::Config`].
+pub(crate) fn client(url: &str, tls: &TlsSettings) -> Result<redis::Client, StoreError> {
+    check(is_secure(url), tls)?;
+    client_for(connection_info(url)?, tls)
+}
+
+/// A redis client for `info` (already checked with [`check`]), with the certificates
+/// of `tls` when it connects over TLS.
+pub(crate) fn client_for(
+    info: redis::ConnectionInfo,
+    tls: &TlsSettings,
+) -> Result<redis::Client, StoreError> {
+    #[cfg(feature = "rustls")]
+    if !tls.is_default() {
+        return redis::Client::build_with_tls(info, certificates(tls)).map_err(
+            |e| match map_error(e) {
+                StoreError::Config(m) => StoreError::Config(m),
+                other => StoreError::Config(format!("redis TLS settings: {other}")),
+            },
+        );
+    }
+    let _ = tls;
+    redis::Client::open(info)
+        .map_err(|e| StoreError::Config(format!("redis URL: {}", e.category())))
+}
+
+/// The certificates of `tls` as the redis crate takes them.
+#[cfg(feature = "rustls")]
+pub(crate) fn certificates(tls: &TlsSettings) -> redis::TlsCertificates {
+    redis::TlsCertificates {
+        client_tls: tls
+            .client
+            .as_ref()
+            .map(|(cert, key)| redis::ClientTlsConfig {
+                client_cert: cert.clone(),
+                client_key: key.clone(),
+            }),
+        root_cert: tls.ca_pem.clone(),
+    }
 }
 
 /// Each PEM given holds what it should (the redis crate takes PEM without a

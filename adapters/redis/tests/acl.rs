@@ -70,7 +70,7 @@ async fn an_acl_user_with_rights_on_the_prefix_works(_rt: Rt) {
     assert_eq!(server.cli(&["HLEN", "launchdarkly:features"]), "1");
     server.cli(&["SET", "launchdarkly:big_segments_synchronized_on", "42"]);
     let big = RedisBigSegmentStore::new(url).unwrap();
-    assert_eq!(big.metadata().unwrap().last_up_to_date, Some(42));
+    assert_eq!(big.metadata().await.unwrap().last_up_to_date, Some(42));
 }
 
 async fn a_wrong_password_is_an_authentication_fault(_rt: Rt) {
@@ -90,6 +90,7 @@ async fn a_wrong_password_is_an_authentication_fault(_rt: Rt) {
     let e = RedisBigSegmentStore::new(url)
         .unwrap()
         .metadata()
+        .await
         .unwrap_err();
     assert!(matches!(e, StoreError::Auth(_)), "{e:?}");
     assert_no_password(&e);
@@ -131,6 +132,7 @@ async fn a_user_without_rights_is_a_permanent_fault(_rt: Rt) {
         let e = RedisBigSegmentStore::new(server.user_url("app", PW))
             .unwrap()
             .metadata()
+            .await
             .unwrap_err();
         assert!(e.is_permanent(), "{rules:?}: {e:?}");
     }

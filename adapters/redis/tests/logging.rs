@@ -9,7 +9,8 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use common::redis_server::RedisServer;
+use common::redis_server::{RedisServer, Role};
+use common::topology::MASTER_NAME;
 use common::*;
 use flagsync::persist::{CacheConfig, PersistentStore, StoreMode};
 use flagsync_redis::RedisStore;
@@ -46,7 +47,10 @@ fn logs() -> &'static Captured {
     })
 }
 
-runtime_tests!(the_redis_password_is_never_logged);
+runtime_tests!(
+    the_redis_password_is_never_logged,
+    sentinel_passwords_are_never_logged
+);
 
 async fn the_redis_password_is_never_logged(rt: Rt) {
     let logs = logs();
@@ -131,7 +135,13 @@ async fn the_redis_password_is_never_logged(rt: Rt) {
     );
     daemon.close().await;
     let big = flagsync_redis::RedisBigSegmentStore::new(redis.user_url("app", ACL_WRONG)).unwrap();
-    let e = flagsync::bigseg::BigSegmentStore::metadata(&big).unwrap_err();
+    let e = flagsync::bigseg::BigSegmentStore::metadata(&big)
+        .await
+        .unwrap_err();
+    assert!(!format!("{e} {e:?}").contains(ACL_WRONG));
+    let e = flagsync::bigseg::BigSegmentStore::metadata_now(&big, SEC)
+        .unwrap()
+        .unwrap_err();
     assert!(!format!("{e} {e:?}").contains(ACL_WRONG));
     let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
     for secret in [ACL_PASSWORD, ACL_WRONG] {
@@ -160,4 +170,110 @@ async fn the_redis_password_is_never_logged(rt: Rt) {
         !text.contains(SDK_KEY),
         "the SDK key leaked into the logs:\n{text}"
     );
+}
+
+const SENTINEL_PW: &str = "sentinel-pw-never-logged-91";
+const MASTER_PW: &str = "master-pw-never-logged-92";
+const SENTINEL_WRONG: &str = "sentinel-wrong-pw-never-logged-93";
+
+/// A store behind a password-protected sentinel, on a password-protected master: a
+/// writer client through an outage of the master, wrong sentinel and master passwords,
+/// the blocking connection and the big-segment store; no password in any log line.
+async fn sentinel_passwords_are_never_logged(rt: Rt) {
+    let logs = logs();
+    let mut master = RedisServer::start_with_password(Some(MASTER_PW));
+    let sentinel = RedisServer::start_as(
+        Role {
+            password: Some(SENTINEL_PW.into()),
+            sentinel: Some(format!(
+                "sentinel monitor {MASTER_NAME} 127.0.0.1 {} 1\nsentinel auth-pass {MASTER_NAME} {MASTER_PW}\n",
+                master.port()
+            )),
+            ..Role::default()
+        },
+        None,
+    );
+    let url = |pw: &str| format!("redis://:{pw}@127.0.0.1:{}", sentinel.port());
+    let store = Arc::new(
+        RedisStore::builder_sentinel(MASTER_NAME, [url(SENTINEL_PW)])
+            .master_credentials(None, MASTER_PW)
+            .connect_timeout(Duration::from_millis(300))
+            .build()
+            .unwrap(),
+    );
+    let server = Server::start(move |_, r| {
+        r.send(SSE_HEAD);
+        r.send(put_event(&[("f", 1, true)], &[], None));
+        After::Hold
+    });
+    let client = builder(&rt, &server.url())
+        .persistent_store(store.clone(), StoreMode::ReadWrite, CacheConfig::default())
+        .build()
+        .unwrap();
+    let store_statuses = client.store_status_changes();
+    client.start().unwrap();
+    assert!(client.wait_for_initialization(5 * SEC).await);
+    assert!(
+        eventually(&rt, 5 * SEC, || master
+            .cli(&["EXISTS", "launchdarkly:$inited"])
+            == "1")
+        .await
+    );
+    master.stop();
+    assert!(
+        timeout(&rt, 5 * SEC, store_statuses.recv())
+            .await
+            .flatten()
+            .is_some()
+    );
+    master.restart();
+    assert!(
+        timeout(&rt, 5 * SEC, store_statuses.recv())
+            .await
+            .flatten()
+            .is_some()
+    );
+    assert!(
+        store
+            .get_now(flagsync::Kind::Flag, "f", SEC)
+            .unwrap()
+            .is_ok()
+    );
+    client.close().await;
+    for (sentinel_pw, master_pw) in [(SENTINEL_WRONG, MASTER_PW), (SENTINEL_PW, SENTINEL_WRONG)] {
+        let wrong = RedisStore::builder_sentinel(MASTER_NAME, [url(sentinel_pw)])
+            .master_credentials(None, master_pw)
+            .build()
+            .unwrap();
+        let e = wrong.initialized().await.unwrap_err();
+        let e2 = wrong
+            .get_now(flagsync::Kind::Flag, "f", SEC)
+            .unwrap()
+            .unwrap_err();
+        let text = format!("{e} {e:?} {e2:?} {wrong:?}");
+        for secret in [SENTINEL_PW, MASTER_PW, SENTINEL_WRONG] {
+            assert!(!text.contains(secret), "{text}");
+        }
+    }
+    let big =
+        flagsync_redis::RedisBigSegmentStore::builder_sentinel(MASTER_NAME, [url(SENTINEL_PW)])
+            .master_credentials(None, MASTER_PW)
+            .build()
+            .unwrap();
+    assert!(
+        flagsync::bigseg::BigSegmentStore::metadata(&big)
+            .await
+            .is_ok()
+    );
+    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    assert!(
+        text.contains("redis sentinel"),
+        "the sentinel session was logged:\n{text}"
+    );
+    for secret in [SENTINEL_PW, MASTER_PW, SENTINEL_WRONG] {
+        assert!(
+            !text.contains(secret),
+            "a sentinel or master password leaked into the logs:\n{text}"
+        );
+    }
 }

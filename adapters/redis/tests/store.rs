@@ -12,30 +12,50 @@ use std::sync::Arc;
 use bytes::Bytes;
 use common::Rt;
 use common::redis_server::RedisServer;
+use common::topology::{Deployment, RedisCluster};
 use flagsync::Kind;
 use flagsync::persist::{CacheConfig, CachingStore, Item, PersistentStore, StoreError, Upserted};
 use flagsync_redis::RedisStore;
 
-/// The contract, on a plaintext server and on a TLS-only one (`--port 0`, the stores
-/// trusting the test's CA).
+/// The contract, on a plaintext server, on a TLS-only one (`--port 0`, the stores
+/// trusting the test's CA), and on a cluster of three masters (every prefix with a hash
+/// tag: `{launchdarkly}`, `{env-a}`).
 macro_rules! contract_tests {
     ($($name:ident),* $(,)?) => {
         mod plaintext {
             use super::*;
-            $( async fn $name(rt: Rt) { super::$name(rt, RedisServer::start).await } )*
+            $( async fn $name(rt: Rt) { super::$name(rt, plaintext).await } )*
             runtime_tests!($($name),*);
         }
         #[cfg(feature = "rustls")]
         mod over_tls {
             use super::*;
-            $( async fn $name(rt: Rt) { super::$name(rt, RedisServer::start_tls).await } )*
+            $( async fn $name(rt: Rt) { super::$name(rt, over_tls).await } )*
+            runtime_tests!($($name),*);
+        }
+        mod on_cluster {
+            use super::*;
+            $( async fn $name(rt: Rt) { super::$name(rt, on_cluster).await } )*
             runtime_tests!($($name),*);
         }
     };
 }
 
-/// Starts the server a test runs against.
-type Start = fn() -> RedisServer;
+/// Starts what a test runs against.
+type Start = fn() -> Deployment;
+
+fn plaintext() -> Deployment {
+    Deployment::Server(RedisServer::start())
+}
+
+#[cfg(feature = "rustls")]
+fn over_tls() -> Deployment {
+    Deployment::Server(RedisServer::start_tls())
+}
+
+fn on_cluster() -> Deployment {
+    Deployment::Cluster(RedisCluster::start())
+}
 
 contract_tests!(
     init_replaces_everything_and_marks_initialized,
@@ -61,7 +81,7 @@ fn item(key: &str, version: u64) -> Item {
     }
 }
 
-fn store(server: &RedisServer) -> RedisStore {
+fn store(server: &Deployment) -> RedisStore {
     server.store_builder().build().unwrap()
 }
 
@@ -110,7 +130,10 @@ async fn init_replaces_everything_and_marks_initialized(_rt: Rt, start: Start) {
         .await
         .unwrap();
     assert!(store.all(Kind::Segment).await.unwrap().is_empty());
-    assert_eq!(server.cli(&["EXISTS", "launchdarkly:segments"]), "0");
+    assert_eq!(
+        server.cli(&["EXISTS", &server.key("launchdarkly:segments")]),
+        "0"
+    );
     assert!(store.initialized().await.unwrap());
     assert!(store.is_available().await);
 }
@@ -195,7 +218,7 @@ async fn delete_is_a_tombstone_that_blocks_older_upserts(_rt: Rt, start: Start) 
     );
     // Written in the Go SDK's shape.
     assert_eq!(
-        json(&server.cli(&["HGET", "launchdarkly:features", "f"])),
+        json(&server.cli(&["HGET", &server.key("launchdarkly:features"), "f"])),
         json(r#"{"key":"$deleted","version":3,"deleted":true}"#)
     );
     assert!(matches!(
@@ -229,23 +252,23 @@ async fn tombstones_in_three_shapes_written_by_redis_cli(_rt: Rt, start: Start) 
     // As the Node/.NET/Java SDKs, the Go SDK/Relay Proxy, and the Python SDK write them.
     server.cli(&[
         "HSET",
-        "launchdarkly:features",
+        &server.key("launchdarkly:features"),
         "node",
         r#"{"version":5,"deleted":true}"#,
     ]);
     server.cli(&[
         "HSET",
-        "launchdarkly:features",
+        &server.key("launchdarkly:features"),
         "go",
         r#"{"key":"$deleted","version":6,"deleted":true}"#,
     ]);
     server.cli(&[
         "HSET",
-        "launchdarkly:segments",
+        &server.key("launchdarkly:segments"),
         "py",
         r#"{"key":"py","version":7,"deleted":true}"#,
     ]);
-    server.cli(&["SET", "launchdarkly:$inited", ""]);
+    server.cli(&["SET", &server.key("launchdarkly:$inited"), ""]);
     let store = store(&server);
     assert!(store.initialized().await.unwrap());
     for (kind, key, version) in [
@@ -270,7 +293,7 @@ async fn tombstones_in_three_shapes_written_by_redis_cli(_rt: Rt, start: Start) 
     // Through the cache, tombstones read as absent.
     server.cli(&[
         "HSET",
-        "launchdarkly:features",
+        &server.key("launchdarkly:features"),
         "node2",
         r#"{"version":1,"deleted":true}"#,
     ]);
@@ -282,8 +305,16 @@ async fn tombstones_in_three_shapes_written_by_redis_cli(_rt: Rt, start: Start) 
 
 async fn prefixes_are_isolated(_rt: Rt, start: Start) {
     let server = start();
-    let a = server.store_builder().prefix("env-a").build().unwrap();
-    let b = server.store_builder().prefix("env-b").build().unwrap();
+    let a = server
+        .store_builder()
+        .prefix(server.prefix("env-a"))
+        .build()
+        .unwrap();
+    let b = server
+        .store_builder()
+        .prefix(server.prefix("env-b"))
+        .build()
+        .unwrap();
     let default = store(&server);
     a.init(&[(Kind::Flag, "f".into(), item("f", 1))])
         .await
@@ -298,22 +329,29 @@ async fn prefixes_are_isolated(_rt: Rt, start: Start) {
     b.init(&[]).await.unwrap();
     assert!(b.all(Kind::Flag).await.unwrap().is_empty());
     assert_eq!(a.all(Kind::Flag).await.unwrap().len(), 1);
-    let mut keys: Vec<String> = server
-        .cli(&["KEYS", "*"])
-        .lines()
+    let keys: Vec<String> = server
+        .keys("*")
+        .into_iter()
         .filter(|k| !k.contains(":$flagsync:"))
-        .map(str::to_owned)
         .collect();
-    keys.sort();
-    assert_eq!(keys, ["env-a:$inited", "env-a:features", "env-b:$inited"]);
+    assert_eq!(
+        keys,
+        [
+            server.key("env-a:$inited"),
+            server.key("env-a:features"),
+            server.key("env-b:$inited")
+        ]
+    );
     // Each writing store counts its writes under its own prefix only.
     let markers: Vec<String> = server
-        .cli(&["KEYS", "*:$flagsync:*"])
-        .lines()
+        .keys("*:$flagsync:*")
+        .iter()
         .map(|k| k.split(':').next().unwrap_or_default().to_owned())
         .collect();
     assert!(
-        markers.iter().all(|p| p == "env-a" || p == "env-b"),
+        markers
+            .iter()
+            .all(|p| *p == server.prefix("env-a") || *p == server.prefix("env-b")),
         "{markers:?}"
     );
 }
@@ -385,46 +423,60 @@ async fn a_store_written_by_flagsync_has_the_layout_other_sdks_read(_rt: Rt, sta
         .await
         .unwrap();
     // The LaunchDarkly layout, and flagsync's count of its own writes.
-    let mut keys: Vec<String> = server
-        .cli(&["KEYS", "*"])
-        .lines()
-        .filter(|k| !k.starts_with("launchdarkly:$flagsync:"))
-        .map(str::to_owned)
+    let marker = server.key("launchdarkly:$flagsync:");
+    let keys: Vec<String> = server
+        .keys("*")
+        .into_iter()
+        .filter(|k| !k.starts_with(&marker))
         .collect();
-    keys.sort();
     assert_eq!(
-        server
-            .cli(&["KEYS", "launchdarkly:$flagsync:*"])
-            .lines()
-            .count(),
+        server.keys(&server.key("launchdarkly:$flagsync:*")).len(),
         1
     );
     assert_eq!(
         keys,
         [
-            "launchdarkly:$inited",
-            "launchdarkly:features",
-            "launchdarkly:segments"
+            server.key("launchdarkly:$inited"),
+            server.key("launchdarkly:features"),
+            server.key("launchdarkly:segments")
         ]
     );
-    assert_eq!(server.cli(&["TYPE", "launchdarkly:features"]), "hash");
-    assert_eq!(server.cli(&["TYPE", "launchdarkly:segments"]), "hash");
-    assert_eq!(server.cli(&["TYPE", "launchdarkly:$inited"]), "string");
-    assert_eq!(server.cli(&["HLEN", "launchdarkly:features"]), "3");
-    // Items are stored exactly as received: byte for byte.
-    assert_eq!(server.cli(&["HGET", "launchdarkly:features", "f"]), flag);
     assert_eq!(
-        json(&server.cli(&["HGET", "launchdarkly:segments", "s"])),
+        server.cli(&["TYPE", &server.key("launchdarkly:features")]),
+        "hash"
+    );
+    assert_eq!(
+        server.cli(&["TYPE", &server.key("launchdarkly:segments")]),
+        "hash"
+    );
+    assert_eq!(
+        server.cli(&["TYPE", &server.key("launchdarkly:$inited")]),
+        "string"
+    );
+    assert_eq!(
+        server.cli(&["HLEN", &server.key("launchdarkly:features")]),
+        "3"
+    );
+    // Items are stored exactly as received: byte for byte.
+    assert_eq!(
+        server.cli(&["HGET", &server.key("launchdarkly:features"), "f"]),
+        flag
+    );
+    assert_eq!(
+        json(&server.cli(&["HGET", &server.key("launchdarkly:segments"), "s"])),
         json(item("s", 1).raw_str())
     );
     assert_eq!(
-        json(&server.cli(&["HGET", "launchdarkly:features", "gone"])),
+        json(&server.cli(&["HGET", &server.key("launchdarkly:features"), "gone"])),
         json(r#"{"key":"$deleted","version":9,"deleted":true}"#)
     );
     // Every stored value is a JSON object with a key and a numeric version, which
     // every SDK's model decoder needs.
-    for hash in ["launchdarkly:features", "launchdarkly:segments"] {
-        let out = server.cli(&["HGETALL", hash]);
+    for hash in [
+        server.key("launchdarkly:features"),
+        server.key("launchdarkly:segments"),
+    ] {
+        let out = server.cli(&["HGETALL", &hash]);
         let lines: Vec<&str> = out.lines().collect();
         for pair in lines.chunks(2) {
             let v = json(pair[1]);
@@ -440,7 +492,7 @@ async fn data_written_as_other_sdks_do_is_read(_rt: Rt, start: Start) {
     // and the marker (whose value does not matter).
     server.cli(&[
         "HSET",
-        "relay:features",
+        &server.key("relay:features"),
         "flag-a",
         r#"{"key":"flag-a","version":12,"on":true,"variations":["x","y"],"fallthrough":{"variation":0},"offVariation":1,"salt":"s","trackEvents":false,"clientSide":false}"#,
         "flag-b",
@@ -448,12 +500,20 @@ async fn data_written_as_other_sdks_do_is_read(_rt: Rt, start: Start) {
     ]);
     server.cli(&[
         "HSET",
-        "relay:segments",
+        &server.key("relay:segments"),
         "seg",
         r#"{"key":"seg","version":2,"included":["u1"]}"#,
     ]);
-    server.cli(&["SET", "relay:$inited", "relay:$inited"]);
-    let store = server.store_builder().prefix("relay").build().unwrap();
+    server.cli(&[
+        "SET",
+        &server.key("relay:$inited"),
+        &server.key("relay:$inited"),
+    ]);
+    let store = server
+        .store_builder()
+        .prefix(server.prefix("relay"))
+        .build()
+        .unwrap();
     assert!(store.initialized().await.unwrap());
     assert_eq!(
         keys(store.all(Kind::Flag).await.unwrap()),
@@ -469,7 +529,7 @@ async fn data_written_as_other_sdks_do_is_read(_rt: Rt, start: Start) {
         2
     );
     // A malformed item is skipped, not fatal.
-    server.cli(&["HSET", "relay:features", "broken", "{not json"]);
+    server.cli(&["HSET", &server.key("relay:features"), "broken", "{not json"]);
     assert_eq!(store.all(Kind::Flag).await.unwrap().len(), 2);
     assert_eq!(store.get(Kind::Flag, "broken").await.unwrap(), None);
 }

@@ -61,12 +61,18 @@ async fn big_segments_over_tls(_rt: Rt) {
     ]);
     let store = server.big_segment_builder().build().unwrap();
     assert_eq!(
-        store.metadata().unwrap().last_up_to_date,
+        store.metadata().await.unwrap().last_up_to_date,
         Some(1_700_000_000_123)
     );
-    let m = store.membership(&hash).unwrap().unwrap();
+    let m = store.membership(&hash).await.unwrap().unwrap();
     assert_eq!(m.check("seg.g1"), Some(true));
-    assert!(store.membership(&context_hash("nobody")).unwrap().is_none());
+    assert!(
+        store
+            .membership(&context_hash("nobody"))
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 async fn a_daemon_reads_over_tls(rt: Rt) {
@@ -112,7 +118,7 @@ async fn a_server_certificate_from_another_ca_is_a_permanent_fault(_rt: Rt) {
         .tls_ca_pem(other)
         .build()
         .unwrap();
-    assert_refused(&big.metadata().unwrap_err(), "not trusted");
+    assert_refused(&big.metadata().await.unwrap_err(), "not trusted");
     // PEM that does not parse is refused when the store is built.
     let e = RedisStore::builder(server.url())
         .tls_ca_pem("not a certificate")
@@ -137,7 +143,7 @@ async fn the_webpki_roots_alone_refuse_a_private_ca(_rt: Rt) {
     let store = RedisStore::builder(server.url()).build().unwrap();
     assert_refused(&store.initialized().await.unwrap_err(), "not trusted");
     let big = RedisBigSegmentStore::new(server.url()).unwrap();
-    assert_refused(&big.metadata().unwrap_err(), "not trusted");
+    assert_refused(&big.metadata().await.unwrap_err(), "not trusted");
 }
 
 async fn mutual_tls_required_and_given(_rt: Rt) {
@@ -167,6 +173,7 @@ async fn mutual_tls_required_and_given(_rt: Rt) {
             .build()
             .unwrap()
             .metadata()
+            .await
             .unwrap()
             .last_up_to_date,
         None
@@ -187,7 +194,7 @@ async fn mutual_tls_required_and_given(_rt: Rt) {
         .tls_ca_pem(certs.ca_pem.clone())
         .build()
         .unwrap();
-    assert_refused(&big.metadata().unwrap_err(), "client certificate");
+    assert_refused(&big.metadata().await.unwrap_err(), "client certificate");
     // A client certificate signed by another CA: refused too.
     let stranger = TestCerts::new();
     let wrong = RedisStore::builder(server.url())

@@ -8,8 +8,11 @@ use crate::{Client, Subscription};
 impl Client {
     /// The big-segment store's status (`available`, `stale`), if big segments are
     /// configured ([`crate::ClientBuilder::big_segments`]): as last polled, or read
-    /// from the store now if it never was (then this call blocks for that one store
-    /// query, bounded by the store's timeouts).
+    /// from the store now if it never was. Then this call waits for that one store
+    /// query: on this thread through the store's blocking path
+    /// ([`crate::bigseg::BigSegmentStore::metadata_now`], bounded by the store's
+    /// timeouts), or else for its future on the client's runtime, at most 5 s (see
+    /// [`crate::bigseg`]).
     pub fn big_segment_store_status(&self) -> Option<BigSegmentStoreStatus> {
         self.inner.big_segments.as_ref().map(|b| b.shared.status())
     }

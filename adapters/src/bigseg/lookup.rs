@@ -1,10 +1,11 @@
 //! The lookup the evaluation engine calls (cache + store + status), and the status
-//! poller.
+//! poller (a task on the client's runtime).
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use flagsync_core::bigseg::{
@@ -12,17 +13,21 @@ use flagsync_core::bigseg::{
     MembershipCache, context_hash, evaluation_status, poll_interval, store_status,
 };
 
-use super::{BigSegmentStore, BigSegmentsOptions};
+use super::{BigSegmentStore, BigSegmentsOptions, StoreError, StoreMetadata};
 use crate::publish::{Coalesce, Subscribers, Subscription};
+use crate::runtime::{Runtime, race};
 
 impl Coalesce for BigSegmentStoreStatus {}
 
-/// How long an evaluation that misses the cache waits for the store query another
-/// evaluation already made for the same context key. The store bounds that query
-/// ([`BigSegmentStore`] calls carry their own timeouts: 2 s to connect and 2 s to answer
-/// for [`super::RedisBigSegmentStore`]), so the wait normally ends with its answer;
-/// past this bound (a store that ignores its timeouts) the evaluation asks the store
-/// itself, as it would without the query in flight.
+/// How long a synchronous caller waits for a store answer: an evaluation for the store
+/// query another evaluation already made for the same context key, and any caller for
+/// a store future run on the runtime (a store without a blocking path). The store
+/// bounds its calls ([`BigSegmentStore`] calls carry their own timeouts: 2 s to connect
+/// and 2 s to answer for `flagsync_redis::RedisBigSegmentStore`), so the wait normally
+/// ends with its answer; past this bound (a store that ignores its timeouts) a waiting
+/// evaluation asks the store itself, as it would without the query in flight, and a
+/// store future not done is a store error. It is also the `timeout` given to the
+/// blocking path.
 const LEADER_WAIT: Duration = Duration::from_secs(5);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -84,7 +89,9 @@ impl Drop for Leader<'_> {
 #[derive(Debug)]
 pub(crate) struct BigSegments {
     store: Arc<dyn BigSegmentStore>,
-    cache: Mutex<MembershipCache>,
+    /// Shared with the store queries run on the runtime, which cache their answer
+    /// even when no one waits for it any more.
+    cache: Arc<Mutex<MembershipCache>>,
     /// The membership queries in flight, by context key. Locked before `cache` when
     /// both are held, never after.
     flights: Mutex<HashMap<Box<str>, Arc<Flight>>>,
@@ -94,23 +101,76 @@ pub(crate) struct BigSegments {
     status: Mutex<Option<BigSegmentStoreStatus>>,
     stale_after: Duration,
     subs: Subscribers<BigSegmentStoreStatus>,
+    /// The client's runtime, once known: store futures run there.
+    runtime: Mutex<Option<Arc<dyn Runtime>>>,
+    /// The thread a store future last ran on: a synchronous caller there does not wait
+    /// for one (it may be a single-threaded runtime's only thread).
+    ran_on: Arc<Mutex<Option<ThreadId>>>,
 }
 
 impl BigSegments {
     pub(crate) fn new(options: &BigSegmentsOptions, subscription_capacity: usize) -> Self {
         Self {
             store: options.store.clone(),
-            cache: Mutex::new(MembershipCache::new(
+            cache: Arc::new(Mutex::new(MembershipCache::new(
                 options.context_cache_size,
                 options.context_cache_time,
-            )),
+            ))),
             flights: Mutex::new(HashMap::new()),
             waiting: AtomicUsize::new(0),
             leader_wait: LEADER_WAIT,
             status: Mutex::new(None),
             stale_after: options.stale_after,
             subs: Subscribers::new(subscription_capacity),
+            runtime: Mutex::new(None),
+            ran_on: Arc::new(Mutex::new(None)),
         }
+    }
+
+    /// The client's runtime, once known.
+    fn runtime(&self) -> Option<Arc<dyn Runtime>> {
+        lock(&self.runtime).clone()
+    }
+
+    /// Run `task` (a store call) for a synchronous caller and wait for its answer at
+    /// most [`LEADER_WAIT`]: on the client's runtime, or before the client knows it on a
+    /// thread of its own. `None` if it did not answer in time, or at once when called
+    /// on the thread where store futures last ran (the runtime may have no other: the
+    /// task still runs, and whatever it caches stays).
+    fn answer_now<T: Send + 'static>(
+        &self,
+        task: impl Future<Output = T> + Send + 'static,
+    ) -> Option<T> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let ran_on = self.ran_on.clone();
+        let task = async move {
+            *lock(&ran_on) = Some(std::thread::current().id());
+            let _ = tx.send(task.await);
+        };
+        match self.runtime() {
+            Some(rt) => {
+                let here = *lock(&self.ran_on) == Some(std::thread::current().id());
+                rt.spawn(Box::pin(task));
+                if here {
+                    tracing::debug!("big-segment store query runs on this thread: not waiting");
+                    return None;
+                }
+            }
+            None => {
+                let spawned = std::thread::Builder::new()
+                    .name("flagsync-big-segments".into())
+                    .spawn(move || futures_lite::future::block_on(task));
+                if let Err(e) = spawned {
+                    tracing::warn!(error = %e, "no thread for a big-segment store query");
+                    return None;
+                }
+            }
+        }
+        let answer = rx.recv_timeout(self.leader_wait).ok();
+        if answer.is_none() {
+            tracing::debug!("the big-segment store did not answer in time");
+        }
+        answer
     }
 
     /// The same, with another bound on the wait for a query in flight.
@@ -134,18 +194,37 @@ impl BigSegments {
         *self.status.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The last known status; the store is asked now if it never was.
+    /// The last known status; the store is asked now if it never was (its blocking
+    /// path, or its future waited for at most [`LEADER_WAIT`]).
     pub(crate) fn status(&self) -> BigSegmentStoreStatus {
-        match self.last_status() {
-            Some(s) => s,
-            None => self.poll_status(),
+        if let Some(s) = self.last_status() {
+            return s;
         }
+        let metadata = match self.store.metadata_now(self.leader_wait) {
+            Some(answer) => answer,
+            None => {
+                let store = self.store.clone();
+                self.answer_now(async move { store.metadata().await })
+                    .unwrap_or_else(|| {
+                        Err(StoreError::Unreachable(
+                            "the big-segment store did not answer in time".into(),
+                        ))
+                    })
+            }
+        };
+        self.record_status(metadata)
     }
 
     /// Read the store's metadata, record the status, and announce it if it changed
     /// (or is the first).
-    pub(crate) fn poll_status(&self) -> BigSegmentStoreStatus {
-        let metadata = self.store.metadata();
+    pub(crate) async fn poll_status(&self) -> BigSegmentStoreStatus {
+        let metadata = self.store.metadata().await;
+        self.record_status(metadata)
+    }
+
+    /// Record the status `metadata` says, and announce it if it changed (or is the
+    /// first).
+    fn record_status(&self, metadata: Result<StoreMetadata, StoreError>) -> BigSegmentStoreStatus {
         if let Err(e) = &metadata {
             tracing::debug!(error = %e, "big-segment store metadata query failed");
         }
@@ -173,19 +252,38 @@ impl BigSegments {
 
 impl BigSegments {
     /// Ask the store for the membership of `context_key` and cache it; `None` if the
-    /// query failed (not cached).
+    /// query failed (not cached) or did not answer in time (then its answer is cached
+    /// when it comes). The store's blocking path answers on this thread; without one
+    /// the store's future runs on the runtime, waited for at most [`LEADER_WAIT`].
     fn query(&self, context_key: &str) -> Option<Arc<Membership>> {
-        match self.store.membership(&context_hash(context_key)) {
-            Ok(m) => {
+        let hash = context_hash(context_key);
+        let answer = match self.store.membership_now(&hash, self.leader_wait) {
+            Some(answer) => answer.map(|m| {
                 let m = Arc::new(m.unwrap_or_default());
-                self.cache().insert(Instant::now(), context_key, m.clone());
-                Some(m)
+                lock(&self.cache).insert(Instant::now(), context_key, m.clone());
+                m
+            }),
+            None => {
+                let (store, cache, key) = (
+                    self.store.clone(),
+                    self.cache.clone(),
+                    context_key.to_owned(),
+                );
+                self.answer_now(async move {
+                    let m = Arc::new(store.membership(&hash).await?.unwrap_or_default());
+                    lock(&cache).insert(Instant::now(), &key, m.clone());
+                    Ok(m)
+                })
+                .unwrap_or_else(|| {
+                    Err(StoreError::Unreachable(
+                        "the big-segment store did not answer in time".into(),
+                    ))
+                })
             }
-            Err(e) => {
-                tracing::debug!(error = %e, "big-segment membership query failed");
-                None
-            }
-        }
+        };
+        answer
+            .inspect_err(|e| tracing::debug!(error = %e, "big-segment membership query failed"))
+            .ok()
     }
 
     /// The membership of `context_key` after a cache miss: asked of the store once
@@ -246,44 +344,64 @@ impl BigSegmentLookup for BigSegments {
     }
 }
 
-/// The client's big segments and their status poller (a thread, stopped by
-/// [`BigSegmentsHandle::stop`] or when the handle is dropped).
+/// The client's big segments and their status poller (a task on the client's runtime,
+/// started once the runtime is known, stopped by [`BigSegmentsHandle::stop`] or when the
+/// handle is dropped).
 #[derive(Debug)]
 pub(crate) struct BigSegmentsHandle {
     pub(crate) shared: Arc<BigSegments>,
-    stop: Mutex<Option<mpsc::Sender<()>>>,
+    interval: Duration,
+    /// Closed to stop the poller; `None` once stopped.
+    stop: Mutex<Option<async_channel::Sender<()>>>,
+    stopped: async_channel::Receiver<()>,
+    /// The poller was started.
+    started: std::sync::atomic::AtomicBool,
 }
 
 impl BigSegmentsHandle {
-    /// Set up the big segments of `options` and start polling the store's status: the
-    /// first poll one interval from now (a status asked for earlier is read at once).
-    pub(crate) fn start(options: &BigSegmentsOptions, subscription_capacity: usize) -> Self {
-        let shared = Arc::new(BigSegments::new(options, subscription_capacity));
-        let interval = poll_interval(options.status_poll_interval, options.stale_after);
-        let (tx, rx) = mpsc::channel::<()>();
-        let poller = shared.clone();
-        let spawned = std::thread::Builder::new()
-            .name("flagsync-big-segments".into())
-            .spawn(move || {
-                // Until stopped, or the client is gone (the sender dropped).
-                while let Err(RecvTimeoutError::Timeout) = rx.recv_timeout(interval) {
-                    poller.poll_status();
-                }
-                tracing::debug!("big-segment status poller stopped");
-            });
-        if let Err(e) = spawned {
-            tracing::warn!(error = %e, "cannot start the big-segment status poller");
-        }
+    /// Set up the big segments of `options`; the status poller starts with
+    /// [`run_on`](Self::run_on).
+    pub(crate) fn new(options: &BigSegmentsOptions, subscription_capacity: usize) -> Self {
+        let (stop, stopped) = async_channel::bounded(1);
         Self {
-            shared,
-            stop: Mutex::new(Some(tx)),
+            shared: Arc::new(BigSegments::new(options, subscription_capacity)),
+            interval: poll_interval(options.status_poll_interval, options.stale_after),
+            stop: Mutex::new(Some(stop)),
+            stopped,
+            started: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Run store futures on `rt` from now on, and start polling the store's status
+    /// there: the first poll one interval from now (a status asked for earlier is read
+    /// at once). Only the first call does anything.
+    pub(crate) fn run_on(&self, rt: &Arc<dyn Runtime>) {
+        if self.started.swap(true, Ordering::AcqRel) || lock(&self.stop).is_none() {
+            return;
+        }
+        *lock(&self.shared.runtime) = Some(rt.clone());
+        let (poller, stopped, interval, timer) = (
+            self.shared.clone(),
+            self.stopped.clone(),
+            self.interval,
+            rt.clone(),
+        );
+        rt.spawn(Box::pin(async move {
+            // Until stopped, or the client is gone (the sender dropped).
+            while race(stopped.recv(), timer.sleep_until(timer.now() + interval))
+                .await
+                .is_err()
+            {
+                poller.poll_status().await;
+            }
+            tracing::debug!("big-segment status poller stopped");
+        }));
     }
 
     /// Stop the poller and end the status subscriptions. Idempotent.
     pub(crate) fn stop(&self) {
-        if let Some(tx) = self.stop.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            let _ = tx.send(());
+        if let Some(tx) = lock(&self.stop).take() {
+            tx.close();
         }
         self.shared.subs.close();
     }
@@ -291,9 +409,6 @@ impl BigSegmentsHandle {
     /// True while the poller runs.
     #[cfg(test)]
     pub(crate) fn polling(&self) -> bool {
-        self.stop
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some()
+        self.started.load(Ordering::Acquire) && lock(&self.stop).is_some()
     }
 }

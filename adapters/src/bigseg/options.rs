@@ -14,10 +14,12 @@ use super::BigSegmentStore;
 ///
 /// ```
 /// use std::time::Duration;
+/// # use flagsync::bigseg::{Membership, StoreError, StoreMetadata};
+/// # use flagsync::runtime::BoxFuture;
 /// # #[derive(Debug)] struct MyStore;
 /// # impl flagsync::bigseg::BigSegmentStore for MyStore {
-/// #     fn metadata(&self) -> Result<flagsync::bigseg::StoreMetadata, flagsync::bigseg::StoreError> { Ok(Default::default()) }
-/// #     fn membership(&self, _: &str) -> Result<Option<flagsync::bigseg::Membership>, flagsync::bigseg::StoreError> { Ok(None) }
+/// #     fn metadata(&self) -> BoxFuture<'_, Result<StoreMetadata, StoreError>> { Box::pin(async { Ok(Default::default()) }) }
+/// #     fn membership<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Option<Membership>, StoreError>> { Box::pin(async { Ok(None) }) }
 /// # }
 /// use flagsync::bigseg::BigSegmentsOptions;
 ///

@@ -10,15 +10,20 @@ use flagsync_core::bigseg::{BigSegmentLookup, BigSegmentsStatus, LookupResult, c
 
 use super::lookup::BigSegments;
 use super::*;
+use crate::runtime::BoxFuture;
 
 /// A store whose membership queries are counted and held until the test releases them.
 #[derive(Debug, Default)]
 struct GatedStore {
     queries: AtomicUsize,
+    /// Queries that returned an answer.
+    answered: AtomicUsize,
     released: Mutex<bool>,
     release: Condvar,
     fail: bool,
     panic: bool,
+    /// No blocking path: evaluations wait for its futures instead.
+    async_only: bool,
 }
 
 impl GatedStore {
@@ -33,11 +38,33 @@ impl GatedStore {
 }
 
 impl BigSegmentStore for GatedStore {
-    fn metadata(&self) -> Result<StoreMetadata, StoreError> {
-        Ok(StoreMetadata::new(Some(u64::MAX)))
+    fn metadata(&self) -> BoxFuture<'_, Result<StoreMetadata, StoreError>> {
+        Box::pin(async { Ok(StoreMetadata::new(Some(u64::MAX))) })
     }
 
-    fn membership(&self, hash: &str) -> Result<Option<Membership>, StoreError> {
+    fn membership<'a>(
+        &'a self,
+        hash: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Membership>, StoreError>> {
+        Box::pin(async move { self.query(hash) })
+    }
+
+    fn membership_now(
+        &self,
+        hash: &str,
+        _timeout: Duration,
+    ) -> Option<Result<Option<Membership>, StoreError>> {
+        (!self.async_only).then(|| self.query(hash))
+    }
+
+    fn metadata_now(&self, _timeout: Duration) -> Option<Result<StoreMetadata, StoreError>> {
+        Some(Ok(StoreMetadata::new(Some(u64::MAX))))
+    }
+}
+
+impl GatedStore {
+    /// A membership query: counted, held until released.
+    fn query(&self, hash: &str) -> Result<Option<Membership>, StoreError> {
         self.queries.fetch_add(1, Ordering::SeqCst);
         let released = self.released.lock().unwrap();
         drop(self.release.wait_while(released, |r| !*r).unwrap());
@@ -48,6 +75,7 @@ impl BigSegmentStore for GatedStore {
             return Err(StoreError::Backend("deliberate".into()));
         }
         assert_eq!(hash, context_hash("u1"));
+        self.answered.fetch_add(1, Ordering::SeqCst);
         Ok(Some(Membership::from_refs(
             ["s.g1".to_owned()],
             Vec::<String>::new(),
@@ -186,4 +214,56 @@ fn a_panicking_store_does_not_leave_waiters_hanging() {
     assert_eq!(waiter.status, BigSegmentsStatus::StoreError);
     assert!(started.elapsed() < Duration::from_secs(4));
     assert_eq!(store.queries(), 1);
+}
+
+#[test]
+fn concurrent_misses_make_one_query_of_an_async_only_store() {
+    // Without a blocking path the leader waits for the store's future, run elsewhere
+    // (here on a thread of its own: the lookup knows no runtime); the others wait for
+    // the leader.
+    let store = Arc::new(GatedStore {
+        async_only: true,
+        ..GatedStore::default()
+    });
+    let lookup = lookup(&store);
+    let evaluations = evaluate(&lookup, 4);
+    until_all_arrived(&lookup, &store, 4);
+    assert_eq!(lookup.waiting(), 3);
+    store.open();
+    for t in evaluations {
+        let r = t.join().unwrap();
+        assert_eq!(r.status, BigSegmentsStatus::Healthy);
+        assert_eq!(r.membership.and_then(|m| m.check("s.g1")), Some(true));
+    }
+    assert_eq!(store.queries(), 1);
+}
+
+#[test]
+fn a_late_future_of_an_async_only_store_is_cached_when_it_answers() {
+    let store = Arc::new(GatedStore {
+        async_only: true,
+        ..GatedStore::default()
+    });
+    let lookup = Arc::new(
+        BigSegments::new(&BigSegmentsOptions::new(store.clone()), 16)
+            .with_leader_wait(Duration::from_millis(50)),
+    );
+    // Not answered within the bound: a store error, not cached.
+    let r = lookup.membership("u1");
+    assert_eq!(
+        (r.membership, r.status),
+        (None, BigSegmentsStatus::StoreError)
+    );
+    store.open();
+    // The query went on, and its answer fills the cache.
+    let end = Instant::now() + Duration::from_secs(5);
+    while store.answered.load(Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < end, "the query never answered");
+        thread::sleep(Duration::from_millis(1));
+    }
+    thread::sleep(Duration::from_millis(20));
+    let r = lookup.membership("u1");
+    assert_eq!(r.status, BigSegmentsStatus::Healthy);
+    assert_eq!(r.membership.and_then(|m| m.check("s.g1")), Some(true));
+    assert_eq!(store.queries(), 1, "served from the cache, not asked again");
 }

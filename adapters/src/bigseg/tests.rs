@@ -1,12 +1,13 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use flagsync_core::bigseg::{BigSegmentsStatus, context_hash};
 
 use super::*;
 use crate::Client;
+use crate::runtime::{BoxIo, Runtime};
 
 /// A store in memory that counts its queries.
 #[derive(Debug, Default)]
@@ -48,24 +49,61 @@ fn now_ms() -> u64 {
     .unwrap()
 }
 
+/// An async store only (no blocking path): its futures run on the client's runtime.
 impl BigSegmentStore for FakeStore {
-    fn metadata(&self) -> Result<StoreMetadata, StoreError> {
-        self.metadata_queries.fetch_add(1, Ordering::SeqCst);
-        match *self.last_up_to_date.lock().unwrap() {
-            Some(last) => Ok(StoreMetadata::new(last)),
-            None => Err(StoreError::Unreachable("down".into())),
-        }
+    fn metadata(&self) -> BoxFuture<'_, Result<StoreMetadata, StoreError>> {
+        Box::pin(async move {
+            self.metadata_queries.fetch_add(1, Ordering::SeqCst);
+            match *self.last_up_to_date.lock().unwrap() {
+                Some(last) => Ok(StoreMetadata::new(last)),
+                None => Err(StoreError::Unreachable("down".into())),
+            }
+        })
     }
 
-    fn membership(&self, context_hash: &str) -> Result<Option<Membership>, StoreError> {
-        self.membership_queries
-            .lock()
-            .unwrap()
-            .push(context_hash.to_owned());
-        if *self.fail_membership.lock().unwrap() {
-            return Err(StoreError::Backend("deliberate".into()));
-        }
-        Ok(self.memberships.lock().unwrap().get(context_hash).cloned())
+    fn membership<'a>(
+        &'a self,
+        context_hash: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Membership>, StoreError>> {
+        Box::pin(async move {
+            self.membership_queries
+                .lock()
+                .unwrap()
+                .push(context_hash.to_owned());
+            if *self.fail_membership.lock().unwrap() {
+                return Err(StoreError::Backend("deliberate".into()));
+            }
+            Ok(self.memberships.lock().unwrap().get(context_hash).cloned())
+        })
+    }
+}
+
+/// A runtime of plain threads, whatever runtime features are enabled: each task and
+/// each timer on a thread of its own. It counts the tasks it ran.
+#[derive(Debug, Default)]
+pub(super) struct ThreadRuntime {
+    pub(super) spawned: AtomicUsize,
+}
+
+impl Runtime for ThreadRuntime {
+    fn connect(&self, _: &str, _: u16) -> BoxFuture<'static, std::io::Result<BoxIo>> {
+        Box::pin(async { Err(std::io::Error::other("no connections in these tests")) })
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> BoxFuture<'static, ()> {
+        let (tx, rx) = async_channel::bounded::<()>(1);
+        std::thread::spawn(move || {
+            std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+            let _ = tx.send_blocking(());
+        });
+        Box::pin(async move {
+            let _ = rx.recv().await;
+        })
+    }
+
+    fn spawn(&self, future: BoxFuture<'static, ()>) {
+        self.spawned.fetch_add(1, Ordering::SeqCst);
+        std::thread::spawn(move || futures_lite::future::block_on(future));
     }
 }
 
@@ -73,11 +111,20 @@ fn client_with(
     store: &Arc<FakeStore>,
     change: impl FnOnce(BigSegmentsOptions) -> BigSegmentsOptions,
 ) -> Client {
+    client_on(store, Arc::new(ThreadRuntime::default()), change)
+}
+
+fn client_on(
+    store: &Arc<FakeStore>,
+    rt: Arc<ThreadRuntime>,
+    change: impl FnOnce(BigSegmentsOptions) -> BigSegmentsOptions,
+) -> Client {
     let options = change(
         BigSegmentsOptions::new(store.clone()).status_poll_interval(Duration::from_secs(600)),
     );
     Client::builder("k")
         .send_events(false)
+        .runtime(rt)
         .big_segments(options)
         .build()
         .expect("client")
@@ -235,6 +282,36 @@ fn a_long_poll_interval_polls_nothing_before_it_passes() {
     }
     std::thread::sleep(Duration::from_millis(30));
     assert_eq!(store.metadata_queries.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn store_futures_and_the_poller_run_on_the_clients_runtime() {
+    let store = FakeStore::healthy();
+    store.set("u1", included("s.g1"));
+    let rt = Arc::new(ThreadRuntime::default());
+    let client = client_on(&store, rt.clone(), |o| {
+        o.status_poll_interval(Duration::from_millis(10))
+    });
+    // The poller is one task on the runtime (not a thread of the client's own).
+    let polled = rt.spawned.load(Ordering::SeqCst);
+    assert_eq!(polled, 1);
+    let lookup = client.big_segment_lookup().expect("configured");
+    // A miss waits for the store's future, run on the runtime: the answer is there
+    // on the first evaluation.
+    let r = lookup.membership("u1");
+    assert_eq!(r.status, BigSegmentsStatus::Healthy);
+    assert_eq!(r.membership.and_then(|m| m.check("s.g1")), Some(true));
+    // One task for the membership, one for the status (never read before).
+    assert_eq!(rt.spawned.load(Ordering::SeqCst), polled + 2);
+    // Cached: no store query, no task.
+    lookup.membership("u1");
+    assert_eq!(rt.spawned.load(Ordering::SeqCst), polled + 2);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while store.metadata_queries.load(Ordering::SeqCst) < 2 {
+        assert!(Instant::now() < deadline, "the poller did not poll");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    client.close_blocking();
 }
 
 #[test]

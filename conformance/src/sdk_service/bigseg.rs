@@ -1,6 +1,8 @@
 //! Big segments for the harness (capability `big-segments`): a [`BigSegmentStore`]
 //! whose every call is a POST to the harness's callback service (`/getMetadata`,
-//! `/getMembership`), and the configuration's `bigSegments` settings.
+//! `/getMembership`), and the configuration's `bigSegments` settings. The POST is a
+//! blocking call: on the calling thread for the store's blocking path, on smol's
+//! blocking-thread pool (which serves any runtime) for its futures.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +10,7 @@ use std::time::Duration;
 use flagsync::bigseg::{
     BigSegmentStore, BigSegmentsOptions, Membership, StoreError, StoreMetadata,
 };
+use flagsync::runtime::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -65,27 +68,27 @@ pub struct CallbackStore {
     base: String,
 }
 
-impl CallbackStore {
-    fn call(&self, path: &str, body: &Value) -> Result<Value, StoreError> {
-        let url = format!("{}{path}", self.base);
-        let reply = post(
-            &url,
-            "application/json",
-            body.to_string().as_bytes(),
-            CALLBACK_TIMEOUT,
-        )
-        .map_err(|e| StoreError::Unreachable(e.to_string()))?;
-        if !(200..300).contains(&reply.status) {
-            return Err(StoreError::Backend(format!(
-                "{path}: status {}",
-                reply.status
-            )));
-        }
-        if reply.body.is_empty() {
-            return Ok(Value::Null);
-        }
-        serde_json::from_slice(&reply.body).map_err(|e| StoreError::Backend(format!("{path}: {e}")))
+/// POST `body` to the callback service at `base` + `path`, within `timeout`; its JSON
+/// answer (`null` when empty).
+fn call(base: &str, path: &str, body: &Value, timeout: Duration) -> Result<Value, StoreError> {
+    let url = format!("{base}{path}");
+    let reply = post(
+        &url,
+        "application/json",
+        body.to_string().as_bytes(),
+        timeout.min(CALLBACK_TIMEOUT),
+    )
+    .map_err(|e| StoreError::Unreachable(e.to_string()))?;
+    if !(200..300).contains(&reply.status) {
+        return Err(StoreError::Backend(format!(
+            "{path}: status {}",
+            reply.status
+        )));
     }
+    if reply.body.is_empty() {
+        return Ok(Value::Null);
+    }
+    serde_json::from_slice(&reply.body).map_err(|e| StoreError::Backend(format!("{path}: {e}")))
 }
 
 /// `values` of a `getMembership` answer: `None` when absent or null.
@@ -102,17 +105,55 @@ fn membership(answer: &Value) -> Option<Membership> {
     Some(Membership::from_refs(included, excluded))
 }
 
+fn metadata_call(base: &str, timeout: Duration) -> Result<StoreMetadata, StoreError> {
+    let answer = call(base, "/getMetadata", &json!({}), timeout)?;
+    Ok(StoreMetadata::new(
+        answer.get("lastUpToDate").and_then(Value::as_u64),
+    ))
+}
+
+fn membership_call(
+    base: &str,
+    context_hash: &str,
+    timeout: Duration,
+) -> Result<Option<Membership>, StoreError> {
+    let answer = call(
+        base,
+        "/getMembership",
+        &json!({ "contextHash": context_hash }),
+        timeout,
+    )?;
+    Ok(membership(&answer))
+}
+
 impl BigSegmentStore for CallbackStore {
-    fn metadata(&self) -> Result<StoreMetadata, StoreError> {
-        let answer = self.call("/getMetadata", &json!({}))?;
-        Ok(StoreMetadata::new(
-            answer.get("lastUpToDate").and_then(Value::as_u64),
-        ))
+    fn metadata(&self) -> BoxFuture<'_, Result<StoreMetadata, StoreError>> {
+        let base = self.base.clone();
+        Box::pin(smol::unblock(move || {
+            metadata_call(&base, CALLBACK_TIMEOUT)
+        }))
     }
 
-    fn membership(&self, context_hash: &str) -> Result<Option<Membership>, StoreError> {
-        let answer = self.call("/getMembership", &json!({ "contextHash": context_hash }))?;
-        Ok(membership(&answer))
+    fn membership<'a>(
+        &'a self,
+        context_hash: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Membership>, StoreError>> {
+        let (base, hash) = (self.base.clone(), context_hash.to_owned());
+        Box::pin(smol::unblock(move || {
+            membership_call(&base, &hash, CALLBACK_TIMEOUT)
+        }))
+    }
+
+    fn membership_now(
+        &self,
+        context_hash: &str,
+        timeout: Duration,
+    ) -> Option<Result<Option<Membership>, StoreError>> {
+        Some(membership_call(&self.base, context_hash, timeout))
+    }
+
+    fn metadata_now(&self, timeout: Duration) -> Option<Result<StoreMetadata, StoreError>> {
+        Some(metadata_call(&self.base, timeout))
     }
 }
 
@@ -165,7 +206,7 @@ mod tests {
         };
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         let metadata = loop {
-            match store.metadata() {
+            match store.metadata_now(CALLBACK_TIMEOUT).expect("blocking path") {
                 Ok(m) => break m,
                 Err(e) => {
                     assert!(
@@ -177,9 +218,23 @@ mod tests {
             }
         };
         assert_eq!(metadata.last_up_to_date, Some(99));
-        let m = store.membership("h1").expect("answered").expect("values");
+        let now = |hash: &str| {
+            store
+                .membership_now(hash, CALLBACK_TIMEOUT)
+                .expect("blocking path")
+        };
+        let m = now("h1").expect("answered").expect("values");
         assert_eq!(m.check("s.g1"), Some(true));
-        assert_eq!(store.membership("h2").expect("answered"), None);
+        assert_eq!(now("h2").expect("answered"), None);
+        // The futures ask the same service.
+        use futures_lite::future::block_on;
+        assert_eq!(
+            block_on(store.metadata())
+                .expect("answered")
+                .last_up_to_date,
+            Some(99)
+        );
+        assert_eq!(block_on(store.membership("h1")).expect("answered"), Some(m));
     }
 
     #[test]
@@ -187,7 +242,14 @@ mod tests {
         let store = CallbackStore {
             base: "http://127.0.0.1:1".into(),
         };
-        assert!(store.metadata().is_err());
-        assert!(store.membership("h").is_err());
+        assert!(store.metadata_now(CALLBACK_TIMEOUT).unwrap().is_err());
+        assert!(
+            store
+                .membership_now("h", CALLBACK_TIMEOUT)
+                .unwrap()
+                .is_err()
+        );
+        assert!(futures_lite::future::block_on(store.metadata()).is_err());
+        assert!(futures_lite::future::block_on(store.membership("h")).is_err());
     }
 }

@@ -5,6 +5,7 @@
 pub mod redis_server;
 #[path = "../../../tests/common/mod.rs"]
 mod sdk;
+pub mod topology;
 
 #[allow(unused_imports)] // not every test binary uses every helper
 pub use sdk::*;

@@ -27,6 +27,25 @@ pub struct RedisServer {
     dir: PathBuf,
     password: Option<String>,
     tls: Option<Tls>,
+    /// More arguments (a replica's `--replicaof`, a cluster node's settings).
+    extra: Vec<String>,
+    /// A sentinel: its configuration, but the port, address and folder.
+    sentinel: Option<String>,
+    /// A cluster node: redis-cli follows redirections (`-c`).
+    cluster: bool,
+}
+
+/// What kind of server [`RedisServer::start_as`] starts, besides a plain one.
+#[derive(Debug, Clone, Default)]
+pub struct Role {
+    /// Required password (`requirepass`).
+    pub password: Option<String>,
+    /// More arguments.
+    pub extra: Vec<String>,
+    /// Run as a sentinel with this configuration (`redis-server <file> --sentinel`).
+    pub sentinel: Option<String>,
+    /// A cluster node (`--cluster-enabled yes`, its `nodes.conf` in its folder).
+    pub cluster: bool,
 }
 
 /// Certificates made for one test: a CA, a server certificate it signed for
@@ -137,6 +156,17 @@ impl RedisServer {
 
     /// A server on TLS only; see [`Tls`].
     pub fn start_with(password: Option<&str>, tls: Option<Tls>) -> Self {
+        Self::start_as(
+            Role {
+                password: password.map(str::to_owned),
+                ..Role::default()
+            },
+            tls,
+        )
+    }
+
+    /// A server in `role` (a replica, a sentinel, a cluster node), on TLS if `tls`.
+    pub fn start_as(role: Role, tls: Option<Tls>) -> Self {
         require_redis_server();
         let dir = std::env::temp_dir().join(format!(
             "flagsync-redis-{}-{}",
@@ -154,8 +184,11 @@ impl RedisServer {
                 child: None,
                 port,
                 dir: dir.clone(),
-                password: password.map(str::to_owned),
+                password: role.password.clone(),
                 tls: tls.clone(),
+                extra: role.extra.clone(),
+                sentinel: role.sentinel.clone(),
+                cluster: role.cluster,
             };
             if server.spawn() {
                 return server;
@@ -247,9 +280,42 @@ impl RedisServer {
         }
     }
 
-    fn spawn(&mut self) -> bool {
-        let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1"])
+    /// The command that runs this server.
+    fn command(&self) -> Command {
+        let mut cmd = Command::new("redis-server");
+        if let Some(conf) = &self.sentinel {
+            // A sentinel rewrites its file (what it learnt): written once, kept across
+            // restarts.
+            let path = self.dir.join("sentinel.conf");
+            if !path.exists() {
+                let password = self
+                    .password
+                    .as_ref()
+                    .map(|p| format!("requirepass {p}\n"))
+                    .unwrap_or_default();
+                // On TLS: a TLS port only, and TLS to the servers it watches.
+                let listen = match &self.tls {
+                    None => format!("port {}\n", self.port),
+                    Some(tls) => format!(
+                        "port 0\ntls-port {}\ntls-cert-file {}\ntls-key-file {}\n\
+                         tls-ca-cert-file {}\ntls-auth-clients {}\ntls-replication yes\n",
+                        self.port,
+                        self.file("server.pem", &tls.certs.server_cert_pem),
+                        self.file("server.key", &tls.certs.server_key_pem),
+                        self.file("ca.pem", &tls.certs.ca_pem),
+                        tls.auth_clients,
+                    ),
+                };
+                let text = format!(
+                    "{listen}bind 127.0.0.1\nprotected-mode no\nloglevel warning\ndir {}\n{password}{conf}\n",
+                    self.dir.display()
+                );
+                std::fs::write(&path, text).unwrap();
+            }
+            cmd.arg(path).arg("--sentinel");
+            return cmd;
+        }
+        cmd.args(["--bind", "127.0.0.1"])
             .args(self.listen_args())
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
             .args(["--protected-mode", "no", "--loglevel", "warning"])
@@ -259,7 +325,23 @@ impl RedisServer {
                 self.password
                     .iter()
                     .flat_map(|p| ["--requirepass".to_owned(), p.clone()]),
-            )
+            );
+        if self.cluster {
+            cmd.args([
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+            ])
+            .args(["--cluster-node-timeout", "1000"]);
+        }
+        cmd.args(&self.extra);
+        cmd
+    }
+
+    fn spawn(&mut self) -> bool {
+        let child = self
+            .command()
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -328,6 +410,7 @@ impl RedisServer {
     pub fn cli(&self, args: &[&str]) -> String {
         let out = Command::new("redis-cli")
             .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(self.cluster.then_some("-c"))
             .args(self.cli_tls_args())
             .args(
                 self.password
@@ -356,6 +439,16 @@ impl RedisServer {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+
+    /// The folder it runs in.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
+    /// True while its process runs.
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
     }
 
     /// Send `signal` (`"STOP"`, `"CONT"`) to the server process.

@@ -1,0 +1,492 @@
+//! Redis Sentinel against real processes on 127.0.0.1 (a master, a replica, three
+//! sentinels with quorum 2, down after 1 s: `common/topology.rs`), on every runtime
+//! feature: a failover while flag changes stream in loses no change, the writer reports
+//! the outage as a store fault and rewrites its data set to the new master, daemon-mode
+//! readers follow; sentinel and master passwords and an ACL user.
+//!
+//! The processes are started by each test (`bash .ci/test` installs redis-server when
+//! it is missing); a test that cannot start them fails, it never skips.
+
+#[macro_use]
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::redis_server::{RedisServer, Role};
+use common::topology::{MASTER_NAME, SentinelAuth, SentinelSet};
+use common::*;
+use flagsync::persist::{CacheConfig, Item, PersistentStore, StoreError, StoreMode};
+use flagsync::{ErrorKind, Kind, State};
+use flagsync_redis::{RedisBigSegmentStore, RedisStore};
+use flagsync_server::{Server as FlagServer, ServerHandle};
+use serde_json::{Value, json};
+
+const SEC: Duration = Duration::from_secs(1);
+
+runtime_tests!(
+    a_failover_loses_no_change_and_readers_follow_the_new_master,
+    the_writer_reports_a_store_fault_during_the_failover,
+    sentinel_and_master_passwords_and_an_acl_user,
+    a_sentinel_naming_a_dead_master_is_passed_over,
+);
+
+/// Over TLS: sentinels and master on TLS ports only.
+#[cfg(feature = "rustls")]
+mod over_tls {
+    use super::*;
+    runtime_tests!(sentinels_and_master_over_tls);
+}
+
+/// Flags `f0`…`f4`: `fN` serves `value` to everyone.
+fn flag(value: i64) -> Value {
+    json!({"on": true, "variations": [value], "fallthrough": {"variation": 0}, "offVariation": 0})
+}
+
+fn flag_server() -> Arc<ServerHandle> {
+    let flags: serde_json::Map<String, Value> =
+        (0..5).map(|i| (format!("f{i}"), flag(0))).collect();
+    Arc::new(
+        FlagServer::builder()
+            .heartbeat(Duration::from_millis(500))
+            .data(json!({ "flags": flags }))
+            .start()
+            .unwrap(),
+    )
+}
+
+/// The store as every client of these tests uses it: quick to give up on a dead
+/// master.
+fn sentinel_store(set: &SentinelSet) -> Arc<RedisStore> {
+    Arc::new(
+        set.store_builder()
+            .connect_timeout(Duration::from_millis(300))
+            .response_timeout(Duration::from_millis(500))
+            .build()
+            .unwrap(),
+    )
+}
+
+/// The flags the server serves now: key → JSON.
+fn served(server: &ServerHandle) -> BTreeMap<String, Value> {
+    let data: Value = serde_json::from_str(&server.data_json()).unwrap();
+    data["flags"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// `launchdarkly:features` as `master` holds it, read with redis-cli: key → JSON.
+fn stored(master: &RedisServer) -> BTreeMap<String, Value> {
+    let out = master.cli(&["HGETALL", "launchdarkly:features"]);
+    let lines: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
+    lines
+        .chunks(2)
+        .filter(|pair| pair.len() == 2)
+        .map(|pair| {
+            (
+                pair[0].to_owned(),
+                serde_json::from_str(pair[1]).unwrap_or(Value::Null),
+            )
+        })
+        .collect()
+}
+
+/// A writer on the sentinel store, fed by `server`, with the data set in Redis.
+async fn started_writer(rt: &Rt, set: &SentinelSet, server: &ServerHandle) -> flagsync::Client {
+    let writer = builder(rt, &server.url())
+        .persistent_store(
+            sentinel_store(set),
+            StoreMode::ReadWrite,
+            CacheConfig::default(),
+        )
+        .build()
+        .unwrap();
+    writer.start().unwrap();
+    assert!(writer.wait_for_initialization(5 * SEC).await);
+    assert!(
+        eventually(rt, 5 * SEC, || stored(set.master()) == served(server)).await,
+        "the writer never wrote the data set"
+    );
+    writer
+}
+
+async fn a_failover_loses_no_change_and_readers_follow_the_new_master(rt: Rt) {
+    let mut set = SentinelSet::start();
+    let server = flag_server();
+    let writer = started_writer(&rt, &set, &server).await;
+    let reader = builder(&rt, "http://127.0.0.1:1")
+        .daemon(
+            sentinel_store(&set),
+            CacheConfig::ttl(Duration::from_millis(100)),
+        )
+        .build()
+        .unwrap();
+    reader.start().unwrap();
+    assert!(reader.wait_for_initialization(5 * SEC).await);
+    let context = flagsync::eval::ContextBuilder::new("u").build().unwrap();
+    assert_eq!(reader.int_variation("f1", &context, -1), 0);
+
+    // Changes stream in, one every 50 ms, before, during and after the failover.
+    let stop = Arc::new(AtomicBool::new(false));
+    let setter = {
+        let (server, stop) = (server.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut n: i64 = 0;
+            while !stop.load(Ordering::SeqCst) {
+                n += 1;
+                server.set_flag(&format!("f{}", n % 5), flag(n)).unwrap();
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            n
+        })
+    };
+    sleep(&rt, Duration::from_millis(300)).await;
+    let old = set.kill_master();
+    let killed = Instant::now();
+    let promoted = set.await_promotion(old, 20 * SEC);
+    eprintln!("promoted {:?} after the kill", promoted - killed);
+    sleep(&rt, Duration::from_millis(300)).await;
+    stop.store(true, Ordering::SeqCst);
+    let changes = setter.join().unwrap();
+    assert!(changes >= 20, "only {changes} changes were made");
+
+    // Within 2 s of the promotion the new master holds exactly what the service
+    // serves: every change, also those made while there was no master.
+    let want = served(&server);
+    let master = set.master();
+    assert_ne!(master.port(), old);
+    let deadline = promoted + 2 * SEC;
+    while stored(master) != want {
+        assert!(
+            Instant::now() < deadline,
+            "2 s after the promotion the new master holds {:?}, the service serves {want:?}",
+            stored(master)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    eprintln!(
+        "the new master equals the service {:?} after the promotion",
+        promoted.elapsed()
+    );
+    assert_eq!(
+        master.cli(&["EXISTS", "launchdarkly:$inited"]),
+        "1",
+        "a whole data set"
+    );
+    assert_eq!(writer.status().state, State::Valid);
+
+    // The daemon reader, on the same sentinels, evaluates the latest values.
+    let latest: Vec<(String, i64)> = want
+        .iter()
+        .map(|(k, v)| (k.clone(), v["variations"][0].as_i64().unwrap()))
+        .collect();
+    assert!(latest.iter().any(|(_, v)| *v > 0));
+    assert!(
+        eventually(&rt, 3 * SEC, || latest
+            .iter()
+            .all(|(k, v)| reader.int_variation(k, &context, -1) == *v))
+        .await,
+        "the reader evaluates {:?}, the service serves {latest:?}",
+        latest
+            .iter()
+            .map(|(k, _)| reader.int_variation(k, &context, -1))
+            .collect::<Vec<_>>()
+    );
+    reader.close().await;
+    writer.close().await;
+}
+
+async fn the_writer_reports_a_store_fault_during_the_failover(rt: Rt) {
+    let mut set = SentinelSet::start();
+    let server = flag_server();
+    let writer = started_writer(&rt, &set, &server).await;
+    let statuses = writer.status_changes();
+    let store_statuses = writer.store_status_changes();
+    let old = set.kill_master();
+    // A change while there is no master: served from memory at once.
+    server.set_flag("f2", flag(42)).unwrap();
+    let down = timeout(&rt, 5 * SEC, store_statuses.recv()).await.flatten();
+    assert_eq!(
+        down.map(|s| s.available),
+        Some(false),
+        "the store fault was reported"
+    );
+    let context = flagsync::eval::ContextBuilder::new("u").build().unwrap();
+    assert!(
+        eventually(&rt, 3 * SEC, || writer.int_variation("f2", &context, -1)
+            == 42)
+        .await
+    );
+    let promoted = set.await_promotion(old, 20 * SEC);
+    let up = timeout(&rt, 5 * SEC, store_statuses.recv()).await.flatten();
+    assert_eq!(up.map(|s| s.available), Some(true), "the store is back");
+    eprintln!(
+        "store available {:?} after the promotion",
+        promoted.elapsed()
+    );
+    // The data-source status showed the store error, then the recovery.
+    assert!(eventually(&rt, 3 * SEC, || writer.status().state == State::Valid).await);
+    let mut seen = Vec::new();
+    while let Some(s) = statuses.try_recv() {
+        seen.push((s.state, s.error.map(|e| e.kind)));
+    }
+    let fault = seen
+        .iter()
+        .position(|s| *s == (State::Interrupted, Some(ErrorKind::StoreError)));
+    assert!(fault.is_some(), "{seen:?}");
+    assert!(
+        seen[fault.unwrap()..].iter().any(|s| s.0 == State::Valid),
+        "{seen:?}"
+    );
+    // The change made during the outage reached the new master.
+    assert!(
+        eventually(&rt, 2 * SEC, || stored(set.master()) == served(&server)).await,
+        "the new master misses a change"
+    );
+    writer.close().await;
+}
+
+async fn sentinel_and_master_passwords_and_an_acl_user(rt: Rt) {
+    const SENTINEL_PW: &str = "sentinel-pw-5150";
+    const MASTER_PW: &str = "master-pw-7341";
+    const ACL_PW: &str = "acl-pw-2718";
+    let set = SentinelSet::start_with(SentinelAuth {
+        sentinel_password: Some(SENTINEL_PW.into()),
+        master_password: Some(MASTER_PW.into()),
+    });
+    for server in &set.servers {
+        server.cli(&["ACL", "SETUSER", "flagsync", "on", &format!(">{ACL_PW}")]);
+        server.cli(&["ACL", "SETUSER", "flagsync", "~launchdarkly:*", "+@all"]);
+    }
+    // The sentinels' password in their URLs, the master's ACL user apart.
+    let settings = RedisStore::builder_sentinel(MASTER_NAME, set.sentinel_urls())
+        .master_credentials(Some("flagsync"), ACL_PW);
+    let debug = format!("{settings:?}");
+    let store = settings.build().unwrap();
+    let debug = format!("{debug} {store:?} {}", store.target());
+    for secret in [SENTINEL_PW, ACL_PW] {
+        assert!(!debug.contains(secret), "{debug}");
+    }
+    assert!(
+        store.target().starts_with("sentinel:"),
+        "{}",
+        store.target()
+    );
+    let item = Item {
+        version: 1,
+        deleted: false,
+        raw: r#"{"key":"f","version":1,"on":true,"variations":[true]}"#.into(),
+    };
+    store
+        .init(&[(Kind::Flag, "f".into(), item.clone())])
+        .await
+        .unwrap();
+    assert_eq!(store.get(Kind::Flag, "f").await.unwrap(), Some(item));
+    assert_eq!(
+        store
+            .get_now(Kind::Flag, "f", SEC)
+            .unwrap()
+            .unwrap()
+            .map(|i| i.version),
+        Some(1)
+    );
+    // A writer client on it.
+    let server = flag_server();
+    let writer = builder(&rt, &server.url())
+        .persistent_store(
+            Arc::new(store),
+            StoreMode::ReadWrite,
+            CacheConfig::default(),
+        )
+        .build()
+        .unwrap();
+    writer.start().unwrap();
+    assert!(writer.wait_for_initialization(5 * SEC).await);
+    assert!(eventually(&rt, 5 * SEC, || stored(set.master()) == served(&server)).await);
+    writer.close().await;
+
+    // The big-segment store finds the master the same way.
+    set.master()
+        .cli(&["SET", "launchdarkly:big_segments_synchronized_on", "77"]);
+    let big = RedisBigSegmentStore::builder_sentinel(MASTER_NAME, set.sentinel_urls())
+        .master_credentials(Some("flagsync"), ACL_PW)
+        .build()
+        .unwrap();
+    use flagsync::bigseg::BigSegmentStore;
+    assert_eq!(big.metadata().await.unwrap().last_up_to_date, Some(77));
+    assert_eq!(
+        big.metadata_now(SEC).unwrap().unwrap().last_up_to_date,
+        Some(77)
+    );
+
+    // Wrong passwords: permanent faults that never show the password.
+    let wrong_sentinel: Vec<String> = set
+        .sentinel_urls()
+        .iter()
+        .map(|u| u.replace(SENTINEL_PW, "not-the-sentinel-pw"))
+        .collect();
+    let e = RedisStore::builder_sentinel(MASTER_NAME, wrong_sentinel)
+        .master_credentials(Some("flagsync"), ACL_PW)
+        .build()
+        .unwrap()
+        .initialized()
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StoreError::Auth(_)), "{e:?}");
+    assert!(!format!("{e} {e:?}").contains("not-the-sentinel-pw"));
+    let e = RedisStore::builder_sentinel(MASTER_NAME, set.sentinel_urls())
+        .master_credentials(Some("flagsync"), "not-the-acl-pw")
+        .build()
+        .unwrap()
+        .initialized()
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StoreError::Auth(_)), "{e:?}");
+    assert!(!format!("{e} {e:?}").contains("not-the-acl-pw"));
+    // An unknown master name is an outage (the sentinels may learn it), not a panic.
+    let e = RedisStore::builder_sentinel("no-such-master", set.sentinel_urls())
+        .build()
+        .unwrap()
+        .initialized()
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StoreError::Unreachable(_)), "{e:?}");
+}
+
+async fn a_sentinel_naming_a_dead_master_is_passed_over(_rt: Rt) {
+    // The first sentinel names a master that is gone (as one cut off from the others
+    // would, after a failover); the second names the live one.
+    let master = RedisServer::start();
+    let dead_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let sentinel = |port: u16| {
+        RedisServer::start_as(
+            Role {
+                sentinel: Some(format!(
+                    "sentinel monitor {MASTER_NAME} 127.0.0.1 {port} 1\n"
+                )),
+                ..Role::default()
+            },
+            None,
+        )
+    };
+    let (stale, live) = (sentinel(dead_port), sentinel(master.port()));
+    let urls = [stale.port(), live.port()].map(|p| format!("127.0.0.1:{p}"));
+    let store = RedisStore::builder_sentinel(MASTER_NAME, urls.clone())
+        .connect_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let item = Item {
+        version: 1,
+        deleted: false,
+        raw: r#"{"key":"f","version":1}"#.into(),
+    };
+    store
+        .init(&[(Kind::Flag, "f".into(), item.clone())])
+        .await
+        .unwrap();
+    assert_eq!(
+        master.cli(&["HGET", "launchdarkly:features", "f"]),
+        r#"{"key":"f","version":1}"#
+    );
+    // The blocking connection finds it the same way.
+    assert_eq!(
+        store.get_now(Kind::Flag, "f", SEC).unwrap().unwrap(),
+        Some(item)
+    );
+    // With only the stale sentinel, the store is down (the master it names is gone).
+    let e = RedisStore::builder_sentinel(MASTER_NAME, [urls[0].clone()])
+        .connect_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap()
+        .initialized()
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StoreError::Unreachable(_)), "{e:?}");
+}
+
+/// Sentinels and a master on TLS only (`rediss://` sentinel URLs: the master is reached
+/// over TLS too, trusting the same CA).
+#[cfg(feature = "rustls")]
+async fn sentinels_and_master_over_tls(_rt: Rt) {
+    use common::redis_server::{TestCerts, Tls};
+    let tls = Tls {
+        certs: TestCerts::new(),
+        auth_clients: "optional",
+        client_cert: false,
+    };
+    let master = RedisServer::start_as(
+        Role {
+            extra: vec!["--tls-replication".into(), "yes".into()],
+            ..Role::default()
+        },
+        Some(tls.clone()),
+    );
+    let sentinels: Vec<RedisServer> = (0..2)
+        .map(|_| {
+            RedisServer::start_as(
+                Role {
+                    sentinel: Some(format!(
+                        "sentinel monitor {MASTER_NAME} 127.0.0.1 {} 1\n",
+                        master.port()
+                    )),
+                    ..Role::default()
+                },
+                Some(tls.clone()),
+            )
+        })
+        .collect();
+    let urls: Vec<String> = sentinels
+        .iter()
+        .map(|s| format!("rediss://127.0.0.1:{}", s.port()))
+        .collect();
+    let store = RedisStore::builder_sentinel(MASTER_NAME, urls.clone())
+        .tls_ca_pem(tls.certs.ca_pem.clone())
+        .build()
+        .unwrap();
+    let item = Item {
+        version: 3,
+        deleted: false,
+        raw: r#"{"key":"f","version":3}"#.into(),
+    };
+    store
+        .init(&[(Kind::Flag, "f".into(), item.clone())])
+        .await
+        .unwrap();
+    assert_eq!(
+        master.cli(&["HGET", "launchdarkly:features", "f"]),
+        r#"{"key":"f","version":3}"#
+    );
+    assert_eq!(
+        store.get(Kind::Flag, "f").await.unwrap(),
+        Some(item.clone())
+    );
+    assert_eq!(
+        store.get_now(Kind::Flag, "f", SEC).unwrap().unwrap(),
+        Some(item)
+    );
+    // The webpki roots alone do not trust the test's CA: a permanent fault.
+    let e = RedisStore::builder_sentinel(MASTER_NAME, urls.clone())
+        .build()
+        .unwrap()
+        .initialized()
+        .await
+        .unwrap_err();
+    assert!(e.is_permanent(), "{e:?}");
+    // Certificates for plaintext sentinels are a configuration error.
+    let plain = urls.iter().map(|u| u.replace("rediss://", "redis://"));
+    assert!(matches!(
+        RedisStore::builder_sentinel(MASTER_NAME, plain)
+            .tls_ca_pem(tls.certs.ca_pem.clone())
+            .build(),
+        Err(StoreError::Config(_))
+    ));
+}
