@@ -30,6 +30,29 @@ pub(crate) enum Target {
     Cluster { nodes: Vec<String> },
 }
 
+impl Target {
+    /// The master named `master_name`, found through `sentinels`; no master
+    /// credentials, database 0 (the builders set them).
+    pub(crate) fn sentinel(
+        master_name: impl Into<String>,
+        sentinels: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        Self::Sentinel {
+            master: master_name.into(),
+            sentinels: sentinels.into_iter().map(Into::into).collect(),
+            credentials: None,
+            db: 0,
+        }
+    }
+
+    /// A cluster found through its seed `nodes`.
+    pub(crate) fn cluster(nodes: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        Self::Cluster {
+            nodes: nodes.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
 impl fmt::Debug for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let redacted = |urls: &[String]| urls.iter().map(|u| redact_url(u)).collect::<Vec<_>>();

@@ -308,12 +308,7 @@ impl RedisStore {
         master_name: impl Into<String>,
         sentinels: impl IntoIterator<Item = impl Into<String>>,
     ) -> RedisStoreBuilder {
-        Self::builder_for(Target::Sentinel {
-            master: master_name.into(),
-            sentinels: sentinels.into_iter().map(Into::into).collect(),
-            credentials: None,
-            db: 0,
-        })
+        Self::builder_for(Target::sentinel(master_name, sentinels))
     }
 
     /// Settings for a store on Redis Cluster, found through the seed `nodes` (each
@@ -346,9 +341,7 @@ impl RedisStore {
     pub fn builder_cluster(
         nodes: impl IntoIterator<Item = impl Into<String>>,
     ) -> RedisStoreBuilder {
-        Self::builder_for(Target::Cluster {
-            nodes: nodes.into_iter().map(Into::into).collect(),
-        })
+        Self::builder_for(Target::cluster(nodes))
     }
 
     fn builder_for(target: Target) -> RedisStoreBuilder {

@@ -20,7 +20,7 @@ use flagsync::bigseg::{BigSegmentStore, BigSegmentStoreStatus, BigSegmentsOption
 use flagsync::persist::{CacheConfig, StoreMode};
 use flagsync_core::bigseg::context_hash;
 use flagsync_redis::{RedisBigSegmentStore, RedisStore};
-use flagsync_server::{Server as FlagServer, ServerHandle};
+use flagsync_server::Server as FlagServer;
 use serde_json::{Value, json};
 
 const SEC: Duration = Duration::from_secs(1);
@@ -34,30 +34,12 @@ fn flag(value: i64) -> Value {
     json!({"on": true, "variations": [value], "fallthrough": {"variation": 0}, "offVariation": 0})
 }
 
-fn served(server: &ServerHandle) -> BTreeMap<String, Value> {
-    let data: Value = serde_json::from_str(&server.data_json()).unwrap();
-    data["flags"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
-}
-
 /// `{launchdarkly}:features`, read with redis-cli through the cluster: key → JSON, but
 /// tombstones (the service serves no deleted flag).
 fn stored(cluster: &RedisCluster) -> BTreeMap<String, Value> {
     let out = cluster.cli(&["HGETALL", "{launchdarkly}:features"]);
-    let lines: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
-    lines
-        .chunks(2)
-        .filter(|pair| pair.len() == 2)
-        .map(|pair| {
-            (
-                pair[0].to_owned(),
-                serde_json::from_str(pair[1]).unwrap_or(Value::Null),
-            )
-        })
+    json_hash(&out)
+        .into_iter()
         .filter(|(_, v)| v["deleted"] != true)
         .collect()
 }
@@ -80,7 +62,7 @@ async fn a_writer_and_a_daemon_reader_share_a_cluster(rt: Rt) {
     writer.start().unwrap();
     assert!(writer.wait_for_initialization(5 * SEC).await);
     assert!(
-        eventually(&rt, 5 * SEC, || stored(&cluster) == served(&server)).await,
+        eventually(&rt, 5 * SEC, || stored(&cluster) == served_flags(&server)).await,
         "the cluster holds {:?}",
         stored(&cluster)
     );
@@ -118,7 +100,7 @@ async fn a_writer_and_a_daemon_reader_share_a_cluster(rt: Rt) {
         server.set_flag(&format!("f{i}"), flag(v)).unwrap();
     }
     server.delete_flag("f0");
-    assert!(eventually(&rt, 5 * SEC, || stored(&cluster) == served(&server)).await);
+    assert!(eventually(&rt, 5 * SEC, || stored(&cluster) == served_flags(&server)).await);
     assert!(
         eventually(&rt, 3 * SEC, || {
             [("f1", 10), ("f2", 2), ("f3", 30), ("f4", 40), ("f0", -1)]

@@ -69,31 +69,10 @@ fn sentinel_store(set: &SentinelSet) -> Arc<RedisStore> {
     )
 }
 
-/// The flags the server serves now: key → JSON.
-fn served(server: &ServerHandle) -> BTreeMap<String, Value> {
-    let data: Value = serde_json::from_str(&server.data_json()).unwrap();
-    data["flags"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
-}
-
 /// `launchdarkly:features` as `master` holds it, read with redis-cli: key → JSON.
 fn stored(master: &RedisServer) -> BTreeMap<String, Value> {
     let out = master.cli(&["HGETALL", "launchdarkly:features"]);
-    let lines: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
-    lines
-        .chunks(2)
-        .filter(|pair| pair.len() == 2)
-        .map(|pair| {
-            (
-                pair[0].to_owned(),
-                serde_json::from_str(pair[1]).unwrap_or(Value::Null),
-            )
-        })
-        .collect()
+    json_hash(&out)
 }
 
 /// A writer on the sentinel store, fed by `server`, with the data set in Redis.
@@ -109,7 +88,7 @@ async fn started_writer(rt: &Rt, set: &SentinelSet, server: &ServerHandle) -> fl
     writer.start().unwrap();
     assert!(writer.wait_for_initialization(5 * SEC).await);
     assert!(
-        eventually(rt, 5 * SEC, || stored(set.master()) == served(server)).await,
+        eventually(rt, 5 * SEC, || stored(set.master()) == served_flags(server)).await,
         "the writer never wrote the data set"
     );
     writer
@@ -157,7 +136,7 @@ async fn a_failover_loses_no_change_and_readers_follow_the_new_master(rt: Rt) {
 
     // Within 2 s of the promotion the new master holds exactly what the service
     // serves: every change, also those made while there was no master.
-    let want = served(&server);
+    let want = served_flags(&server);
     let master = set.master();
     assert_ne!(master.port(), old);
     let deadline = promoted + 2 * SEC;
@@ -245,7 +224,9 @@ async fn the_writer_reports_a_store_fault_during_the_failover(rt: Rt) {
     );
     // The change made during the outage reached the new master.
     assert!(
-        eventually(&rt, 2 * SEC, || stored(set.master()) == served(&server)).await,
+        eventually(&rt, 2 * SEC, || stored(set.master())
+            == served_flags(&server))
+        .await,
         "the new master misses a change"
     );
     writer.close().await;
@@ -307,7 +288,11 @@ async fn sentinel_and_master_passwords_and_an_acl_user(rt: Rt) {
         .unwrap();
     writer.start().unwrap();
     assert!(writer.wait_for_initialization(5 * SEC).await);
-    assert!(eventually(&rt, 5 * SEC, || stored(set.master()) == served(&server)).await);
+    assert!(
+        eventually(&rt, 5 * SEC, || stored(set.master())
+            == served_flags(&server))
+        .await
+    );
     writer.close().await;
 
     // The big-segment store finds the master the same way.
@@ -384,19 +369,7 @@ async fn a_sentinel_naming_a_dead_master_is_passed_over(_rt: Rt) {
         .connect_timeout(Duration::from_millis(300))
         .build()
         .unwrap();
-    let item = Item {
-        version: 1,
-        deleted: false,
-        raw: r#"{"key":"f","version":1}"#.into(),
-    };
-    store
-        .init(&[(Kind::Flag, "f".into(), item.clone())])
-        .await
-        .unwrap();
-    assert_eq!(
-        master.cli(&["HGET", "launchdarkly:features", "f"]),
-        r#"{"key":"f","version":1}"#
-    );
+    let item = init_flag_f(&store, &master, 1).await;
     // The blocking connection finds it the same way.
     assert_eq!(
         store.get_now(Kind::Flag, "f", SEC).unwrap().unwrap(),
@@ -452,19 +425,7 @@ async fn sentinels_and_master_over_tls(_rt: Rt) {
         .tls_ca_pem(tls.certs.ca_pem.clone())
         .build()
         .unwrap();
-    let item = Item {
-        version: 3,
-        deleted: false,
-        raw: r#"{"key":"f","version":3}"#.into(),
-    };
-    store
-        .init(&[(Kind::Flag, "f".into(), item.clone())])
-        .await
-        .unwrap();
-    assert_eq!(
-        master.cli(&["HGET", "launchdarkly:features", "f"]),
-        r#"{"key":"f","version":3}"#
-    );
+    let item = init_flag_f(&store, &master, 3).await;
     assert_eq!(
         store.get(Kind::Flag, "f").await.unwrap(),
         Some(item.clone())
@@ -489,4 +450,21 @@ async fn sentinels_and_master_over_tls(_rt: Rt) {
             .build(),
         Err(StoreError::Config(_))
     ));
+}
+
+/// Write flag `f` at `version` as a full data set through `store`, check that the
+/// master holds it, and return the item.
+async fn init_flag_f(store: &RedisStore, master: &RedisServer, version: u64) -> Item {
+    let raw = format!(r#"{{"key":"f","version":{version}}}"#);
+    let item = Item {
+        version,
+        deleted: false,
+        raw: raw.clone().into(),
+    };
+    store
+        .init(&[(Kind::Flag, "f".into(), item.clone())])
+        .await
+        .unwrap();
+    assert_eq!(master.cli(&["HGET", "launchdarkly:features", "f"]), raw);
+    item
 }
