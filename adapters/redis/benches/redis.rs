@@ -265,21 +265,17 @@ struct Ops<'a> {
     hgetall: &'a dyn Fn(),
 }
 
-/// Criterion measures one function after another, so a load that drifts (a shared
-/// machine) skews the ratios. Here every round times each operation once, in turn,
-/// and the medians and ratios of `REDIS_BENCH_ROUNDS` (default 11) rounds are printed.
-fn interleaved(ops: &Ops<'_>) {
-    let rounds: usize = std::env::var("REDIS_BENCH_ROUNDS")
+/// `REDIS_BENCH_ROUNDS` (default 11): how many interleaved rounds a comparison runs.
+fn bench_rounds() -> usize {
+    std::env::var("REDIS_BENCH_ROUNDS")
         .ok()
         .and_then(|r| r.parse().ok())
-        .unwrap_or(11);
-    let named: [(&str, &dyn Fn()); 5] = [
-        ("flagsync init", ops.init),
-        ("redis-cli --pipe floor", ops.pipe),
-        ("flagsync cold all", ops.cold_all),
-        ("flagsync daemon client ready", ops.daemon_client),
-        ("HGETALL floor", ops.hgetall),
-    ];
+        .unwrap_or(11)
+}
+
+/// Each of `named`'s operations timed once a round, in turn, for `rounds` rounds: the
+/// times of each operation, round by round.
+fn time_rounds(named: &[(&str, &dyn Fn())], rounds: usize) -> Vec<Vec<Duration>> {
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); named.len()];
     for _ in 0..rounds {
         for (i, (_, op)) in named.iter().enumerate() {
@@ -288,6 +284,32 @@ fn interleaved(ops: &Ops<'_>) {
             times[i].push(start.elapsed());
         }
     }
+    times
+}
+
+/// The keys of the first 1,000 flags of `items`.
+fn flag_keys(items: &[(Kind, String, Item)]) -> Vec<&str> {
+    items
+        .iter()
+        .filter(|(k, _, _)| *k == Kind::Flag)
+        .map(|(_, key, _)| key.as_str())
+        .take(1_000)
+        .collect()
+}
+
+/// Criterion measures one function after another, so a load that drifts (a shared
+/// machine) skews the ratios. Here every round times each operation once, in turn,
+/// and the medians and ratios of `REDIS_BENCH_ROUNDS` (default 11) rounds are printed.
+fn interleaved(ops: &Ops<'_>) {
+    let rounds = bench_rounds();
+    let named: [(&str, &dyn Fn()); 5] = [
+        ("flagsync init", ops.init),
+        ("redis-cli --pipe floor", ops.pipe),
+        ("flagsync cold all", ops.cold_all),
+        ("flagsync daemon client ready", ops.daemon_client),
+        ("HGETALL floor", ops.hgetall),
+    ];
+    let mut times = time_rounds(&named, rounds);
     let median = |v: &mut Vec<Duration>| {
         v.sort();
         v[v.len() / 2]

@@ -127,16 +127,8 @@ pub(crate) fn compare(
     };
     let direct = Arc::new(direct_store());
     let via_sentinel = Arc::new(sentinels.store());
-    let rounds: usize = std::env::var("REDIS_BENCH_ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(11);
-    let keys: Vec<&str> = items
-        .iter()
-        .filter(|(k, _, _)| *k == Kind::Flag)
-        .map(|(_, key, _)| key.as_str())
-        .take(1_000)
-        .collect();
+    let rounds = super::bench_rounds();
+    let keys = super::flag_keys(items);
     let reads = |store: &RedisStore| {
         rt.block_on(async {
             for key in &keys {
@@ -163,14 +155,7 @@ pub(crate) fn compare(
             first_read(sentinels.store())
         }),
     ];
-    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); named.len()];
-    for _ in 0..rounds {
-        for (i, (_, op)) in named.iter().enumerate() {
-            let start = Instant::now();
-            op();
-            times[i].push(start.elapsed());
-        }
-    }
+    let mut times = super::time_rounds(&named, rounds);
     // Each round's ratio (its two operations share the round's load), before sorting.
     let paired = |a: usize, b: usize| {
         let mut r: Vec<f64> = times[a]

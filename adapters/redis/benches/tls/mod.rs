@@ -106,16 +106,8 @@ pub(crate) fn compare(
 ) {
     let server = TlsServer::start();
     let tls = Arc::new(server.store());
-    let rounds: usize = std::env::var("REDIS_BENCH_ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(11);
-    let keys: Vec<&str> = items
-        .iter()
-        .filter(|(k, _, _)| *k == Kind::Flag)
-        .map(|(_, key, _)| key.as_str())
-        .take(1_000)
-        .collect();
+    let rounds = super::bench_rounds();
+    let keys = super::flag_keys(items);
     let init = |store: &Arc<RedisStore>| rt.block_on(store.init(items)).unwrap();
     let reads = |store: &Arc<RedisStore>| {
         rt.block_on(async {
@@ -133,14 +125,7 @@ pub(crate) fn compare(
         ("1,000 point reads plaintext", &|| reads(&plain)),
         ("1,000 point reads TLS", &|| reads(&tls)),
     ];
-    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); named.len()];
-    for _ in 0..rounds {
-        for (i, (_, op)) in named.iter().enumerate() {
-            let start = Instant::now();
-            op();
-            times[i].push(start.elapsed());
-        }
-    }
+    let mut times = super::time_rounds(&named, rounds);
     let medians: Vec<Duration> = times
         .iter_mut()
         .map(|v| {
