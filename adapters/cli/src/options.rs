@@ -1,7 +1,7 @@
 //! The client options of `watch` and `snapshot`: resolved from the connection
 //! arguments, and described for the messages.
 
-use flagsync_core::config::{DEFAULT_POLLING_URI, DEFAULT_STREAM_URI};
+use flagsync_core::config::{DEFAULT_POLLING_URI, DEFAULT_STREAM_URI, sdk_key_is_well_formed};
 use flagsync_core::endpoint::Url;
 
 use crate::client::{Fdv2Preset, Options, RedisOptions};
@@ -47,11 +47,7 @@ pub(crate) fn resolve(conn: ConnArgs) -> Result<Options, CliError> {
             "an SDK key is required: pass --sdk-key KEY or set FLAGSYNC_SDK_KEY (or point --stream-uri at a local `flagsync serve`)",
         ));
     }
-    if sdk_key.len() > 8192
-        || !sdk_key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
-    {
+    if !sdk_key_is_well_formed(&sdk_key) {
         return Err(CliError::usage(
             "the SDK key is malformed: it may only contain letters, digits, '.', '_' and '-' (check --sdk-key or FLAGSYNC_SDK_KEY)",
         ));

@@ -160,8 +160,9 @@ async fn keep_in_sync(name: String, mut session: Session, env: EnvironmentHandle
             },
             _ = tick.tick() => true,
         };
-        if changed && session.snapshot().initialized() {
-            match served.sync(&env, &session.snapshot()) {
+        let snapshot = session.snapshot();
+        if changed && snapshot.initialized() {
+            match served.sync(&env, &snapshot) {
                 Ok(0) => {}
                 Ok(n) => eprintln!(
                     "flagsync: environment {name:?}: {} served",

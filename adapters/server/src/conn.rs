@@ -13,7 +13,7 @@ use crate::reader::{ReadError, RequestReader};
 use crate::fault::Endpoint;
 use crate::http;
 use crate::recorded::RecordedRequest;
-use crate::routes::{FALLBACK_HEADER, Routed, refused, route};
+use crate::routes::{FALLBACK_HEADER, Routed, accepted, route};
 use crate::state::Shared;
 
 /// How long an idle keep-alive connection is kept open.
@@ -51,7 +51,7 @@ pub(crate) fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
         let spawned = thread::Builder::new()
             .name("flagsync-server-conn".into())
             .spawn(move || {
-                handle_connection(&conn_shared, id, stream);
+                handle_connection(&conn_shared, stream);
                 conn_shared.lock().conns.remove(&id);
             });
         match spawned {
@@ -65,7 +65,7 @@ pub(crate) fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
     }
 }
 
-pub(crate) fn handle_connection(shared: &Arc<Shared>, id: u64, mut stream: TcpStream) {
+pub(crate) fn handle_connection(shared: &Arc<Shared>, mut stream: TcpStream) {
     let _ = stream.set_read_timeout(Some(IDLE_TIMEOUT));
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
     let _ = stream.set_nodelay(true);
@@ -85,7 +85,7 @@ pub(crate) fn handle_connection(shared: &Arc<Shared>, id: u64, mut stream: TcpSt
         // connection.
         let mut unread_body = false;
         if req.framing != Framing::None {
-            if req.expects_continue && refused(shared, &req, endpoint).is_some() {
+            if req.expects_continue && accepted(shared, &req, endpoint).is_err() {
                 unread_body = true;
                 req.close = true;
             } else {
@@ -135,7 +135,7 @@ pub(crate) fn handle_connection(shared: &Arc<Shared>, id: u64, mut stream: TcpSt
                 let body = format!("{{\"message\":\"injected fault: HTTP {status}\"}}");
                 write_response(&mut stream, status, &headers, body.as_bytes(), req.close).is_ok()
             }
-            None => match route(shared, id, &req, endpoint, &headers, &mut stream) {
+            None => match route(shared, &req, endpoint, &headers, &mut stream) {
                 Routed::Done(ok) => ok,
                 // The stream hub holds the connection now.
                 Routed::Streamed => return,

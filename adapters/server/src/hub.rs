@@ -152,21 +152,10 @@ impl Hub {
         })
     }
 
-    fn send(&self, mut command: Command) {
-        loop {
-            match self.tx.try_send(command) {
-                Ok(()) => {
-                    let _ = self.waker.wake();
-                    return;
-                }
-                Err(mpsc::TrySendError::Full(back)) => {
-                    // Wake the hub in case it sleeps, then wait for room.
-                    let _ = self.waker.wake();
-                    command = back;
-                    thread::sleep(Duration::from_micros(200));
-                }
-                Err(mpsc::TrySendError::Disconnected(_)) => return,
-            }
+    fn send(&self, command: Command) {
+        // A full queue waits for the hub, which drains it without the server's lock.
+        if self.tx.send(command).is_ok() {
+            let _ = self.waker.wake();
         }
     }
 

@@ -26,6 +26,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use flagsync_core::config::sdk_key_is_well_formed;
+use flagsync_core::endpoint::Url;
 use serde::Deserialize;
 
 /// The largest configuration file read (1 MiB).
@@ -185,12 +187,7 @@ impl RelayConfig {
 }
 
 fn check_key(name: &str, key: &str) -> Result<(), String> {
-    let ok = !key.is_empty()
-        && key.len() <= 8192
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-    if ok {
+    if !key.is_empty() && sdk_key_is_well_formed(key) {
         Ok(())
     } else {
         Err(format!(
@@ -200,18 +197,9 @@ fn check_key(name: &str, key: &str) -> Result<(), String> {
 }
 
 fn check_uri(name: &str, uri: &str) -> Result<(), String> {
-    let rest = uri
-        .strip_prefix("http://")
-        .or_else(|| uri.strip_prefix("https://"));
-    let ok = rest.is_some_and(|r| !r.is_empty() && !r.starts_with('/'))
-        && !uri.contains(char::is_whitespace);
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "environment {name:?}: {uri:?} is not an http:// or https:// URI"
-        ))
-    }
+    Url::parse(uri).map(|_| ()).map_err(|e| {
+        format!("environment {name:?}: {uri:?} is not an http:// or https:// URI: {e}")
+    })
 }
 
 #[cfg(test)]

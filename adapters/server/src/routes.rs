@@ -24,11 +24,6 @@ pub(crate) enum Routed {
     Streamed,
 }
 
-/// The environment `req` is for, by its SDK key; `None`: refused.
-pub(crate) fn environment(shared: &Shared, req: &Request) -> Option<usize> {
-    shared.lock().env_for(req.header("authorization"))
-}
-
 /// Why a request is refused before its body matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refused {
@@ -40,47 +35,41 @@ pub(crate) enum Refused {
     Unauthorized,
 }
 
-/// Whether `req` is refused whatever its body: an unknown path, the wrong method or
-/// the wrong SDK key. Checked before the body is read when the client asked
-/// `Expect: 100-continue`, so that it is answered without sending the body.
-pub(crate) fn refused(
+/// What `req` is for, or why it is refused whatever its body: an unknown path, the
+/// wrong method or the wrong SDK key. Checked before the body is read when the client
+/// asked `Expect: 100-continue`, so that it is answered without sending the body.
+pub(crate) fn accepted(
     shared: &Shared,
     req: &Request,
     endpoint: Option<Endpoint>,
-) -> Option<Refused> {
-    let Some(endpoint) = endpoint else {
-        return Some(Refused::NotFound);
-    };
+) -> Result<(Endpoint, usize), Refused> {
+    let endpoint = endpoint.ok_or(Refused::NotFound)?;
     let method = if endpoint.is_events() { "POST" } else { "GET" };
     if req.method != method {
-        return Some(Refused::Method(method));
+        return Err(Refused::Method(method));
     }
-    environment(shared, req)
-        .is_none()
-        .then_some(Refused::Unauthorized)
+    let env = shared.lock().env_for(req.header("authorization"));
+    env.map(|env| (endpoint, env)).ok_or(Refused::Unauthorized)
 }
 
 /// Serve `req`. `error_headers` go on error responses (`Content-Type`, and the FDv1
 /// fallback directive when it applies).
 pub(crate) fn route(
     shared: &Arc<Shared>,
-    id: u64,
     req: &Request,
     endpoint: Option<Endpoint>,
     error_headers: &[(&str, &str)],
     stream: &mut TcpStream,
 ) -> Routed {
-    let (status, body, allow) = match (refused(shared, req, endpoint), endpoint) {
-        (None, Some(endpoint)) => return serve(shared, id, req, endpoint, error_headers, stream),
-        (Some(Refused::Method(method)), _) => (
+    let (status, body, allow) = match accepted(shared, req, endpoint) {
+        Ok((endpoint, env)) => return serve(shared, env, req, endpoint, error_headers, stream),
+        Err(Refused::Method(method)) => (
             405,
             "{\"message\":\"method not allowed\"}".to_owned(),
             Some(method),
         ),
-        (Some(Refused::Unauthorized), _) => {
-            (401, "{\"message\":\"invalid SDK key\"}".to_owned(), None)
-        }
-        (Some(Refused::NotFound), _) | (None, None) => (
+        Err(Refused::Unauthorized) => (401, "{\"message\":\"invalid SDK key\"}".to_owned(), None),
+        Err(Refused::NotFound) => (
             404,
             format!(
                 "{{\"message\":\"not found: {} (this server serves GET /all, /sdk/latest-all, /sdk/stream and /sdk/poll, and POST /bulk and /diagnostic)\"}}",
@@ -94,20 +83,16 @@ pub(crate) fn route(
     Routed::Done(write_response(stream, status, &headers, body.as_bytes(), req.close).is_ok())
 }
 
-/// Serve an accepted request on `endpoint`.
+/// Serve an accepted request on `endpoint` for environment `env`.
 fn serve(
     shared: &Arc<Shared>,
-    id: u64,
+    env: usize,
     req: &Request,
     endpoint: Endpoint,
     error_headers: &[(&str, &str)],
     stream: &mut TcpStream,
 ) -> Routed {
-    let _ = id;
     let fallback = error_headers.contains(&FALLBACK_HEADER);
-    let Some(env) = environment(shared, req) else {
-        return Routed::Done(false);
-    };
     if !endpoint.is_events() {
         let readiness = shared.lock().envs[env].readiness(Instant::now());
         let stream_waits = readiness == Readiness::Waiting

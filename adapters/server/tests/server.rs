@@ -1,9 +1,12 @@
 //! The local flag server, exercised with a raw `TcpStream` client.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use common::{Response, read_head, read_response};
 use flagsync_server::{Endpoint, Server, ServerHandle};
 use serde_json::{Value, json};
 
@@ -29,44 +32,6 @@ fn start() -> ServerHandle {
         .unwrap()
 }
 
-struct Response {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Response {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-fn read_head(r: &mut BufReader<TcpStream>) -> (u16, Vec<(String, String)>) {
-    let mut line = String::new();
-    r.read_line(&mut line).unwrap();
-    let status = line
-        .split(' ')
-        .nth(1)
-        .unwrap_or_else(|| panic!("bad status line {line:?}"))
-        .parse()
-        .unwrap();
-    let mut headers = Vec::new();
-    loop {
-        line.clear();
-        r.read_line(&mut line).unwrap();
-        let l = line.trim_end();
-        if l.is_empty() {
-            break;
-        }
-        let (n, v) = l.split_once(':').unwrap();
-        headers.push((n.to_owned(), v.trim().to_owned()));
-    }
-    (status, headers)
-}
-
 fn connect(addr: SocketAddr) -> TcpStream {
     let s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(T)).unwrap();
@@ -82,19 +47,7 @@ fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Response {
     }
     req.push_str("\r\n");
     s.write_all(req.as_bytes()).unwrap();
-    let mut r = BufReader::new(s);
-    let (status, headers) = read_head(&mut r);
-    let mut resp = Response {
-        status,
-        headers,
-        body: Vec::new(),
-    };
-    if let Some(len) = resp.header("content-length") {
-        let mut body = vec![0; len.parse().unwrap()];
-        r.read_exact(&mut body).unwrap();
-        resp.body = body;
-    }
-    resp
+    read_response(&mut BufReader::new(s))
 }
 
 /// A response body read as it arrives: the chunked transfer coding decoded (with a

@@ -19,6 +19,23 @@ pub const DEFAULT_STREAM_URI: &str = "https://stream.launchdarkly.com";
 /// LaunchDarkly's polling service.
 pub const DEFAULT_POLLING_URI: &str = "https://app.launchdarkly.com";
 
+/// Whether `key` can be an SDK key: at most 8 KiB of ASCII letters, digits, `.`, `_`
+/// and `-` (what LaunchDarkly issues), so it is safe in an `Authorization` header.
+/// The empty key passes (a local server may accept any).
+///
+/// ```
+/// use flagsync_core::config::sdk_key_is_well_formed;
+///
+/// assert!(sdk_key_is_well_formed("sdk-1234abcd-ef"));
+/// assert!(!sdk_key_is_well_formed("sdk key\r\n"));
+/// ```
+pub fn sdk_key_is_well_formed(key: &str) -> bool {
+    key.len() <= 8192
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
 /// Which data system runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]

@@ -27,8 +27,8 @@ impl Response {
     }
 }
 
-/// Read one response (head, then a `Content-Length` body) from `r`.
-pub fn read_response(r: &mut BufReader<TcpStream>) -> Response {
+/// Read a response head from `r`: the status and the headers.
+pub fn read_head(r: &mut BufReader<TcpStream>) -> (u16, Vec<(String, String)>) {
     let mut line = String::new();
     r.read_line(&mut line).unwrap();
     let status = line
@@ -48,6 +48,12 @@ pub fn read_response(r: &mut BufReader<TcpStream>) -> Response {
         let (n, v) = l.split_once(':').unwrap();
         headers.push((n.to_owned(), v.trim().to_owned()));
     }
+    (status, headers)
+}
+
+/// Read one response (head, then a `Content-Length` body) from `r`.
+pub fn read_response(r: &mut BufReader<TcpStream>) -> Response {
+    let (status, headers) = read_head(r);
     let mut resp = Response {
         status,
         headers,
