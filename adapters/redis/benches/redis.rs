@@ -287,6 +287,28 @@ fn time_rounds(named: &[(&str, &dyn Fn())], rounds: usize) -> Vec<Vec<Duration>>
     times
 }
 
+/// The median of each operation's times (from [`time_rounds`]), each printed under
+/// `title` with its name in milliseconds.
+fn print_medians(
+    title: &str,
+    named: &[(&str, &dyn Fn())],
+    times: &[Vec<Duration>],
+) -> Vec<Duration> {
+    let medians: Vec<Duration> = times
+        .iter()
+        .map(|v| {
+            let mut v = v.clone();
+            v.sort();
+            v[v.len() / 2]
+        })
+        .collect();
+    eprintln!("\n{title} (medians):");
+    for ((name, _), m) in named.iter().zip(&medians) {
+        eprintln!("  {name:<32} {:8.3} ms", m.as_secs_f64() * 1e3);
+    }
+    medians
+}
+
 /// The keys of the first 1,000 flags of `items`.
 fn flag_keys(items: &[(Kind, String, Item)]) -> Vec<&str> {
     items

@@ -19,130 +19,50 @@
 //! are reached as by [`crate::RedisStore`] (on a cluster the prefix needs a hash tag).
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use flagsync::bigseg::{BigSegmentStore, Membership, StoreError, StoreMetadata};
 use flagsync::runtime::BoxFuture;
 
-use crate::DEFAULT_PREFIX;
-use crate::cluster;
-use crate::endpoint::{Endpoint, SyncConn, Target, Timeouts, sentinel_only};
+use crate::builder::{Connected, Settings, constructors, shared_setters};
+use crate::endpoint::SyncConn;
 use crate::pool::{BlockingConn, Pool};
-use crate::tls::TlsSettings;
 
 /// Settings for a [`RedisBigSegmentStore`]; made by [`RedisBigSegmentStore::builder`],
 /// [`RedisBigSegmentStore::builder_sentinel`] or [`RedisBigSegmentStore::builder_cluster`].
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 #[must_use]
 pub struct RedisBigSegmentStoreBuilder {
-    target: Target,
-    prefix: String,
-    connect_timeout: Duration,
-    response_timeout: Duration,
-    tls: TlsSettings,
-    /// A Sentinel-only setting given to another target: refused by `build`.
-    misapplied: Option<&'static str>,
-}
-
-impl fmt::Debug for RedisBigSegmentStoreBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RedisBigSegmentStoreBuilder")
-            .field("target", &self.target)
-            .field("prefix", &self.prefix)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("response_timeout", &self.response_timeout)
-            .field("tls", &self.tls)
-            .finish()
-    }
+    settings: Settings,
 }
 
 impl RedisBigSegmentStoreBuilder {
-    /// The key prefix (default `launchdarkly`).
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
+    fn with_settings(settings: Settings) -> Self {
+        Self { settings }
     }
 
-    /// How long opening a connection may take (default 2 s).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
+    shared_setters!("2 s");
 
-    /// How long one command may wait for its answer (default 2 s).
-    pub fn response_timeout(mut self, timeout: Duration) -> Self {
-        self.response_timeout = timeout;
-        self
-    }
-
-    /// For a `rediss://` URL: trust the CA certificates in `pem` (PEM) instead of the
-    /// webpki roots, as for a server whose certificate a private CA signed.
-    pub fn tls_ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
-        self.tls.ca_pem = Some(pem.into());
-        self
-    }
-
-    /// For a `rediss://` URL: present this client certificate chain with its private
-    /// key (both PEM) to a server that asks for one (mutual TLS,
-    /// `tls-auth-clients yes`). The key never appears in `Debug` output.
-    pub fn tls_client_cert(
-        mut self,
-        cert_pem: impl Into<Vec<u8>>,
-        key_pem: impl Into<Vec<u8>>,
-    ) -> Self {
-        self.tls.client = Some((cert_pem.into(), key_pem.into()));
-        self
-    }
-
-    /// Behind Redis Sentinel: the master's username and password, as
-    /// [`RedisStoreBuilder::master_credentials`](crate::RedisStoreBuilder::master_credentials).
-    pub fn master_credentials(mut self, username: Option<&str>, password: &str) -> Self {
-        if let Some(setting) = self.target.set_master_credentials(username, password) {
-            self.misapplied = Some(setting);
-        }
-        self
-    }
-
-    /// Behind Redis Sentinel: the master's database number, as
-    /// [`RedisStoreBuilder::database`](crate::RedisStoreBuilder::database).
-    pub fn database(mut self, db: u32) -> Self {
-        if let Some(setting) = self.target.set_database(db) {
-            self.misapplied = Some(setting);
-        }
-        self
-    }
-
-    /// Check the settings and make the store (it connects on first use). On Redis
-    /// Cluster a prefix without a hash tag is [`StoreError::Config`], as for
-    /// [`crate::RedisStore::builder_cluster`].
+    /// Check the settings and make the store (it connects on first use). Settings
+    /// that cannot work are [`StoreError::Config`], as for
+    /// [`crate::RedisStoreBuilder::build`].
     pub fn build(self) -> Result<RedisBigSegmentStore, StoreError> {
-        if let Some(setting) = self.misapplied {
-            return Err(sentinel_only(setting));
-        }
-        let prefix = if self.prefix.is_empty() {
-            DEFAULT_PREFIX.to_owned()
-        } else {
-            self.prefix
-        };
-        if self.target.is_cluster() {
-            cluster::check_prefix(&prefix)?;
-        }
-        let timeouts = Timeouts {
-            connect: self.connect_timeout,
-            response: self.response_timeout,
-        };
-        let endpoint = Arc::new(Endpoint::new(&self.target, &self.tls, timeouts)?);
-        let config = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(Some(self.response_timeout));
+        let (connect_timeout, response_timeout) = (
+            self.settings.connect_timeout,
+            self.settings.response_timeout,
+        );
+        let Connected {
+            prefix,
+            endpoint,
+            config,
+        } = self.settings.connect()?;
         Ok(RedisBigSegmentStore {
             target: endpoint.describe(),
             synchronized_on: format!("{prefix}:big_segments_synchronized_on"),
             include: format!("{prefix}:big_segment_include:"),
             exclude: format!("{prefix}:big_segment_exclude:"),
-            connect_timeout: self.connect_timeout,
-            response_timeout: self.response_timeout,
+            connect_timeout,
+            response_timeout,
             conn: BlockingConn::new(endpoint.clone()),
             pool: Pool::new(endpoint, config, POOL_SIZE),
         })
@@ -191,47 +111,7 @@ impl fmt::Debug for RedisBigSegmentStore {
 }
 
 impl RedisBigSegmentStore {
-    /// Settings for a store at `url` (`redis://[user:password@]host:port[/db]`, or
-    /// `rediss://…` over TLS with the `rustls` feature; see
-    /// [`RedisBigSegmentStoreBuilder::tls_ca_pem`]).
-    pub fn builder(url: impl Into<String>) -> RedisBigSegmentStoreBuilder {
-        Self::builder_for(Target::Url(url.into()))
-    }
-
-    /// Settings for a store on the master that Redis Sentinel knows as `master_name`,
-    /// found through `sentinels`, as [`crate::RedisStore::builder_sentinel`].
-    pub fn builder_sentinel(
-        master_name: impl Into<String>,
-        sentinels: impl IntoIterator<Item = impl Into<String>>,
-    ) -> RedisBigSegmentStoreBuilder {
-        Self::builder_for(Target::sentinel(master_name, sentinels))
-    }
-
-    /// Settings for a store on Redis Cluster, found through the seed `nodes`, as
-    /// [`crate::RedisStore::builder_cluster`]: the prefix must hold a hash tag
-    /// (`{launchdarkly}`), so that a context's include and exclude sets are read
-    /// from one node in one round trip.
-    pub fn builder_cluster(
-        nodes: impl IntoIterator<Item = impl Into<String>>,
-    ) -> RedisBigSegmentStoreBuilder {
-        Self::builder_for(Target::cluster(nodes))
-    }
-
-    fn builder_for(target: Target) -> RedisBigSegmentStoreBuilder {
-        RedisBigSegmentStoreBuilder {
-            target,
-            prefix: DEFAULT_PREFIX.to_owned(),
-            connect_timeout: Duration::from_secs(2),
-            response_timeout: Duration::from_secs(2),
-            tls: TlsSettings::default(),
-            misapplied: None,
-        }
-    }
-
-    /// A store at `url` with the default prefix and timeouts.
-    pub fn new(url: impl Into<String>) -> Result<Self, StoreError> {
-        Self::builder(url).build()
-    }
+    constructors!(RedisBigSegmentStoreBuilder, 2);
 
     /// The key holding the last synchronization time.
     pub fn synchronized_on_key(&self) -> &str {

@@ -40,11 +40,9 @@ use flagsync::persist::{
 };
 use flagsync::runtime::BoxFuture;
 
-use crate::DEFAULT_PREFIX;
-use crate::cluster;
-use crate::endpoint::{Endpoint, SyncConn, Target, Timeouts, sentinel_only};
+use crate::builder::{Connected, Settings, constructors, shared_setters};
+use crate::endpoint::SyncConn;
 use crate::pool::{BlockingConn, Pool};
-use crate::tls::TlsSettings;
 
 /// How long a writer's count of its writes lives after its last write.
 const MARKER_TTL_SECS: u64 = 7 * 24 * 3600;
@@ -56,96 +54,26 @@ const HSET_BATCH: usize = 500;
 /// Settings for a [`RedisStore`]; made by [`RedisStore::builder`] (one server),
 /// [`RedisStore::builder_sentinel`] (a master that Redis Sentinel watches) or
 /// [`RedisStore::builder_cluster`] (Redis Cluster).
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 #[must_use]
 pub struct RedisStoreBuilder {
-    target: Target,
-    prefix: String,
+    settings: Settings,
     pool_size: usize,
-    connect_timeout: Duration,
-    response_timeout: Duration,
-    tls: TlsSettings,
-    /// A Sentinel-only setting given to another target: refused by `build`.
-    misapplied: Option<&'static str>,
-}
-
-impl fmt::Debug for RedisStoreBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RedisStoreBuilder")
-            .field("target", &self.target)
-            .field("prefix", &self.prefix)
-            .field("pool_size", &self.pool_size)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("response_timeout", &self.response_timeout)
-            .field("tls", &self.tls)
-            .finish()
-    }
 }
 
 impl RedisStoreBuilder {
-    /// The key prefix (default `launchdarkly`). Stores with different prefixes in one
-    /// Redis database never see each other's data.
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
+    fn with_settings(settings: Settings) -> Self {
+        Self {
+            settings,
+            pool_size: 4,
+        }
     }
+
+    shared_setters!("10 s; an init of a large data set is one pipeline");
 
     /// At most this many connections (default 4; at least 1).
     pub fn pool_size(mut self, size: usize) -> Self {
         self.pool_size = size.max(1);
-        self
-    }
-
-    /// How long opening a connection may take (default 2 s).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// How long one command or pipeline may wait for its answer (default 10 s; an init
-    /// of a large data set is one pipeline).
-    pub fn response_timeout(mut self, timeout: Duration) -> Self {
-        self.response_timeout = timeout;
-        self
-    }
-
-    /// For a `rediss://` URL: trust the CA certificates in `pem` (PEM) instead of the
-    /// webpki roots, as for a server whose certificate a private CA signed.
-    pub fn tls_ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
-        self.tls.ca_pem = Some(pem.into());
-        self
-    }
-
-    /// For a `rediss://` URL: present this client certificate chain with its private
-    /// key (both PEM) to a server that asks for one (mutual TLS,
-    /// `tls-auth-clients yes`). The key never appears in `Debug` output.
-    pub fn tls_client_cert(
-        mut self,
-        cert_pem: impl Into<Vec<u8>>,
-        key_pem: impl Into<Vec<u8>>,
-    ) -> Self {
-        self.tls.client = Some((cert_pem.into(), key_pem.into()));
-        self
-    }
-
-    /// Behind Redis Sentinel: the master's username (an ACL user; `None` for the
-    /// `default` user) and password. The sentinels' own credentials go in their URLs
-    /// (see [`RedisStore::builder_sentinel`]). Elsewhere [`build`](Self::build)
-    /// refuses it: a URL carries its credentials.
-    pub fn master_credentials(mut self, username: Option<&str>, password: &str) -> Self {
-        if let Some(setting) = self.target.set_master_credentials(username, password) {
-            self.misapplied = Some(setting);
-        }
-        self
-    }
-
-    /// Behind Redis Sentinel: the master's database number (default 0). Elsewhere
-    /// [`build`](Self::build) refuses it: a URL carries its database, and Redis
-    /// Cluster has database 0 only.
-    pub fn database(mut self, db: u32) -> Self {
-        if let Some(setting) = self.target.set_database(db) {
-            self.misapplied = Some(setting);
-        }
         self
     }
 
@@ -154,33 +82,22 @@ impl RedisStoreBuilder {
     ///
     /// Settings that cannot work are [`StoreError::Config`]: a URL that does not
     /// parse, TLS settings without `rediss://`, a Sentinel setting without Sentinel,
-    /// and on Redis Cluster a prefix without a hash tag (see
-    /// [`RedisStore::builder_cluster`]).
+    /// and on Redis Cluster a prefix without a hash tag.
     pub fn build(self) -> Result<RedisStore, StoreError> {
-        if let Some(setting) = self.misapplied {
-            return Err(sentinel_only(setting));
-        }
-        if self.target.is_cluster() {
-            cluster::check_prefix(&self.prefix)?;
-        }
-        let timeouts = Timeouts {
-            connect: self.connect_timeout,
-            response: self.response_timeout,
-        };
-        let endpoint = std::sync::Arc::new(Endpoint::new(&self.target, &self.tls, timeouts)?);
-        let config = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(Some(self.response_timeout));
-        let target = endpoint.describe();
+        let Connected {
+            prefix,
+            endpoint,
+            config,
+        } = self.settings.connect()?;
         Ok(RedisStore {
-            marker: format!("{}:$flagsync:{:016x}", self.prefix, fastrand::u64(..)),
+            marker: format!("{prefix}:$flagsync:{:016x}", fastrand::u64(..)),
             writes: AtomicU64::new(0),
             skipped: [AtomicU64::new(0), AtomicU64::new(0)],
             server_run: std::sync::Mutex::new(None),
             blocking: BlockingConn::new(endpoint.clone()),
-            keys: Keys::new(&self.prefix),
-            prefix: self.prefix,
-            target,
+            keys: Keys::new(&prefix),
+            prefix,
+            target: endpoint.describe(),
             pool: Pool::new(endpoint, config, self.pool_size),
         })
     }
@@ -260,106 +177,7 @@ impl fmt::Debug for RedisStore {
 }
 
 impl RedisStore {
-    /// Settings for a store at `url`: `redis://[user:password@]host[:port][/db]`, or
-    /// `rediss://…` for Redis over TLS (feature `rustls`; the server is verified
-    /// against the webpki roots unless [`RedisStoreBuilder::tls_ca_pem`] names its CA).
-    pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
-        Self::builder_for(Target::Url(url.into()))
-    }
-
-    /// Settings for a store on the master that Redis Sentinel knows as `master_name`,
-    /// found through `sentinels`: each `host:port`, or a URL
-    /// `redis://[user:password@]host:port` when the sentinels require a password
-    /// (`requirepass`, or an ACL user, in their configuration), or `rediss://…` when
-    /// they speak TLS — then the master is reached over TLS too, with the same
-    /// [`tls_ca_pem`](RedisStoreBuilder::tls_ca_pem) and
-    /// [`tls_client_cert`](RedisStoreBuilder::tls_client_cert). The master's own
-    /// credentials and database are
-    /// [`master_credentials`](RedisStoreBuilder::master_credentials) and
-    /// [`database`](RedisStoreBuilder::database).
-    ///
-    /// ```no_run
-    /// # fn demo() -> Result<(), flagsync::persist::StoreError> {
-    /// let store = flagsync_redis::RedisStore::builder_sentinel(
-    ///     "mymaster",
-    ///     ["10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"],
-    /// )
-    /// .master_credentials(Some("flagsync"), "s3cret")
-    /// .build()?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// Each new connection asks the sentinels, in order (the one that led to the
-    /// master last time first), for the master's address (`SENTINEL get-master-addr-by-name`), bounded
-    /// by the store's timeouts, and checks with `ROLE` that the server there is a
-    /// master (else it asks the next sentinel). The store asks the sentinels itself rather than through the redis
-    /// crate's `sentinel` feature so that every step keeps to those timeouts and the
-    /// blocking reads find the master the same way.
-    ///
-    /// On a failover, connections to the old master fail (or answer `READONLY`):
-    /// each operation meanwhile fails as during any Redis outage (the client's data
-    /// source status says STORE_ERROR, memory keeps serving), every pooled connection
-    /// is dropped, and the next one goes to the master the sentinels name then. A
-    /// writer then writes its whole data set to the new master (the rewrite that
-    /// follows every store outage), so no change made during the failover, nor one the
-    /// old master had not passed on to its replica, is lost; daemon-mode readers read
-    /// from the new master.
-    pub fn builder_sentinel(
-        master_name: impl Into<String>,
-        sentinels: impl IntoIterator<Item = impl Into<String>>,
-    ) -> RedisStoreBuilder {
-        Self::builder_for(Target::sentinel(master_name, sentinels))
-    }
-
-    /// Settings for a store on Redis Cluster, found through the seed `nodes` (each
-    /// `host:port`, or `redis://[user:password@]host:port`, or `rediss://…` for TLS;
-    /// the first one's credentials and scheme hold for all). The prefix must hold a
-    /// non-empty hash tag, as in `{launchdarkly}`: [`build`](RedisStoreBuilder::build)
-    /// refuses any other with [`StoreError::Config`].
-    ///
-    /// ```no_run
-    /// # fn demo() -> Result<(), flagsync::persist::StoreError> {
-    /// let store = flagsync_redis::RedisStore::builder_cluster(["10.0.0.1:7000", "10.0.0.2:7000"])
-    ///     .prefix("{launchdarkly}")
-    ///     .build()?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// Why the hash tag: a full write replaces `<prefix>:features`,
-    /// `<prefix>:segments` and `<prefix>:$inited` in one `MULTI`/`EXEC` transaction,
-    /// which Redis Cluster runs only when every key hashes to one slot. LaunchDarkly's
-    /// Node SDK sends the same transaction and fails on a cluster with `CROSSSLOT`
-    /// when the prefix has no hash tag; its Go SDK (go-redis) splits the full write
-    /// per node, so a reader can find `$inited` beside half a data set. flagsync keeps
-    /// the write atomic and refuses, before anything is written, a prefix that cannot
-    /// work. Every SDK and Relay Proxy sharing the data must use the same prefix,
-    /// braces included.
-    ///
-    /// Commands go to the node that holds the prefix's slot; a moved slot is followed
-    /// (`MOVED`, `ASK`), and a failover of that node is an outage of the store until
-    /// the cluster promotes a replica, healed as after any outage.
-    pub fn builder_cluster(
-        nodes: impl IntoIterator<Item = impl Into<String>>,
-    ) -> RedisStoreBuilder {
-        Self::builder_for(Target::cluster(nodes))
-    }
-
-    fn builder_for(target: Target) -> RedisStoreBuilder {
-        RedisStoreBuilder {
-            target,
-            prefix: DEFAULT_PREFIX.to_owned(),
-            pool_size: 4,
-            connect_timeout: Duration::from_secs(2),
-            response_timeout: Duration::from_secs(10),
-            tls: TlsSettings::default(),
-            misapplied: None,
-        }
-    }
-
-    /// A store at `url` with the default prefix and settings.
-    pub fn new(url: impl Into<String>) -> Result<Self, StoreError> {
-        Self::builder(url).build()
-    }
+    constructors!(RedisStoreBuilder, 10);
 
     /// Where the store is, for people and logs (never a password): `host:port/db`,
     /// `sentinel:<master name>/<db>`, or `cluster:<first seed node>`.

@@ -17,7 +17,6 @@ use std::time::Duration;
 use common::topology::RedisCluster;
 use common::*;
 use flagsync::bigseg::{BigSegmentStore, BigSegmentStoreStatus, BigSegmentsOptions, StoreError};
-use flagsync::persist::{CacheConfig, StoreMode};
 use flagsync_core::bigseg::context_hash;
 use flagsync_redis::{RedisBigSegmentStore, RedisStore};
 use flagsync_server::Server as FlagServer;
@@ -55,17 +54,7 @@ async fn a_writer_and_a_daemon_reader_share_a_cluster(rt: Rt) {
         .unwrap();
     let store = Arc::new(cluster.store_builder().build().unwrap());
     assert!(store.target().starts_with("cluster:"), "{}", store.target());
-    let writer = builder(&rt, &server.url())
-        .persistent_store(store, StoreMode::ReadWrite, CacheConfig::default())
-        .build()
-        .unwrap();
-    writer.start().unwrap();
-    assert!(writer.wait_for_initialization(5 * SEC).await);
-    assert!(
-        eventually(&rt, 5 * SEC, || stored(&cluster) == served_flags(&server)).await,
-        "the cluster holds {:?}",
-        stored(&cluster)
-    );
+    let writer = started_writer(&rt, store, &server, || stored(&cluster)).await;
     // One slot holds the whole prefix: the three keys of a full write, written in one
     // transaction, live on one node.
     let keys = cluster.keys("{launchdarkly}:*");
@@ -83,15 +72,7 @@ async fn a_writer_and_a_daemon_reader_share_a_cluster(rt: Rt) {
         assert!(keys.iter().any(|k| k == key), "{key} missing from {keys:?}");
     }
 
-    let reader = builder(&rt, "http://127.0.0.1:1")
-        .daemon(
-            Arc::new(cluster.store_builder().build().unwrap()),
-            CacheConfig::ttl(Duration::from_millis(100)),
-        )
-        .build()
-        .unwrap();
-    reader.start().unwrap();
-    assert!(reader.wait_for_initialization(5 * SEC).await);
+    let reader = started_reader(&rt, Arc::new(cluster.store_builder().build().unwrap())).await;
     let context = flagsync::eval::ContextBuilder::new("u").build().unwrap();
     assert_eq!(reader.int_variation("f3", &context, -1), 3);
     assert!(eventually(&rt, 3 * SEC, || reader.segment("s").is_some()).await);

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use common::redis_server::{RedisServer, Role};
 use common::topology::{MASTER_NAME, SentinelAuth, SentinelSet};
 use common::*;
-use flagsync::persist::{CacheConfig, Item, PersistentStore, StoreError, StoreMode};
+use flagsync::persist::{Item, PersistentStore, StoreError};
 use flagsync::{ErrorKind, Kind, State};
 use flagsync_redis::{RedisBigSegmentStore, RedisStore};
 use flagsync_server::{Server as FlagServer, ServerHandle};
@@ -76,37 +76,15 @@ fn stored(master: &RedisServer) -> BTreeMap<String, Value> {
 }
 
 /// A writer on the sentinel store, fed by `server`, with the data set in Redis.
-async fn started_writer(rt: &Rt, set: &SentinelSet, server: &ServerHandle) -> flagsync::Client {
-    let writer = builder(rt, &server.url())
-        .persistent_store(
-            sentinel_store(set),
-            StoreMode::ReadWrite,
-            CacheConfig::default(),
-        )
-        .build()
-        .unwrap();
-    writer.start().unwrap();
-    assert!(writer.wait_for_initialization(5 * SEC).await);
-    assert!(
-        eventually(rt, 5 * SEC, || stored(set.master()) == served_flags(server)).await,
-        "the writer never wrote the data set"
-    );
-    writer
+async fn writer_on(rt: &Rt, set: &SentinelSet, server: &ServerHandle) -> flagsync::Client {
+    started_writer(rt, sentinel_store(set), server, || stored(set.master())).await
 }
 
 async fn a_failover_loses_no_change_and_readers_follow_the_new_master(rt: Rt) {
     let mut set = SentinelSet::start();
     let server = flag_server();
-    let writer = started_writer(&rt, &set, &server).await;
-    let reader = builder(&rt, "http://127.0.0.1:1")
-        .daemon(
-            sentinel_store(&set),
-            CacheConfig::ttl(Duration::from_millis(100)),
-        )
-        .build()
-        .unwrap();
-    reader.start().unwrap();
-    assert!(reader.wait_for_initialization(5 * SEC).await);
+    let writer = writer_on(&rt, &set, &server).await;
+    let reader = started_reader(&rt, sentinel_store(&set)).await;
     let context = flagsync::eval::ContextBuilder::new("u").build().unwrap();
     assert_eq!(reader.int_variation("f1", &context, -1), 0);
 
@@ -183,7 +161,7 @@ async fn a_failover_loses_no_change_and_readers_follow_the_new_master(rt: Rt) {
 async fn the_writer_reports_a_store_fault_during_the_failover(rt: Rt) {
     let mut set = SentinelSet::start();
     let server = flag_server();
-    let writer = started_writer(&rt, &set, &server).await;
+    let writer = writer_on(&rt, &set, &server).await;
     let statuses = writer.status_changes();
     let store_statuses = writer.store_status_changes();
     let old = set.kill_master();
@@ -278,21 +256,7 @@ async fn sentinel_and_master_passwords_and_an_acl_user(rt: Rt) {
     );
     // A writer client on it.
     let server = flag_server();
-    let writer = builder(&rt, &server.url())
-        .persistent_store(
-            Arc::new(store),
-            StoreMode::ReadWrite,
-            CacheConfig::default(),
-        )
-        .build()
-        .unwrap();
-    writer.start().unwrap();
-    assert!(writer.wait_for_initialization(5 * SEC).await);
-    assert!(
-        eventually(&rt, 5 * SEC, || stored(set.master())
-            == served_flags(&server))
-        .await
-    );
+    let writer = started_writer(&rt, Arc::new(store), &server, || stored(set.master())).await;
     writer.close().await;
 
     // The big-segment store finds the master the same way.
@@ -315,32 +279,33 @@ async fn sentinel_and_master_passwords_and_an_acl_user(rt: Rt) {
         .iter()
         .map(|u| u.replace(SENTINEL_PW, "not-the-sentinel-pw"))
         .collect();
-    let e = RedisStore::builder_sentinel(MASTER_NAME, wrong_sentinel)
-        .master_credentials(Some("flagsync"), ACL_PW)
-        .build()
-        .unwrap()
-        .initialized()
-        .await
-        .unwrap_err();
-    assert!(matches!(e, StoreError::Auth(_)), "{e:?}");
-    assert!(!format!("{e} {e:?}").contains("not-the-sentinel-pw"));
-    let e = RedisStore::builder_sentinel(MASTER_NAME, set.sentinel_urls())
-        .master_credentials(Some("flagsync"), "not-the-acl-pw")
-        .build()
-        .unwrap()
-        .initialized()
-        .await
-        .unwrap_err();
-    assert!(matches!(e, StoreError::Auth(_)), "{e:?}");
-    assert!(!format!("{e} {e:?}").contains("not-the-acl-pw"));
+    let acl_user = |sentinels: Vec<String>, password: &str| {
+        RedisStore::builder_sentinel(MASTER_NAME, sentinels)
+            .master_credentials(Some("flagsync"), password)
+    };
+    for (settings, wrong) in [
+        (acl_user(wrong_sentinel, ACL_PW), "not-the-sentinel-pw"),
+        (
+            acl_user(set.sentinel_urls(), "not-the-acl-pw"),
+            "not-the-acl-pw",
+        ),
+    ] {
+        let e = init_error(settings).await;
+        assert!(matches!(e, StoreError::Auth(_)), "{e:?}");
+        assert!(!format!("{e} {e:?}").contains(wrong));
+    }
     // An unknown master name is an outage (the sentinels may learn it), not a panic.
-    let e = RedisStore::builder_sentinel("no-such-master", set.sentinel_urls())
-        .build()
-        .unwrap()
-        .initialized()
-        .await
-        .unwrap_err();
+    let e = init_error(RedisStore::builder_sentinel(
+        "no-such-master",
+        set.sentinel_urls(),
+    ))
+    .await;
     assert!(matches!(e, StoreError::Unreachable(_)), "{e:?}");
+}
+
+/// What asking a store made with `settings` whether it is initialized fails with.
+async fn init_error(settings: flagsync_redis::RedisStoreBuilder) -> StoreError {
+    settings.build().unwrap().initialized().await.unwrap_err()
 }
 
 async fn a_sentinel_naming_a_dead_master_is_passed_over(_rt: Rt) {
@@ -376,13 +341,11 @@ async fn a_sentinel_naming_a_dead_master_is_passed_over(_rt: Rt) {
         Some(item)
     );
     // With only the stale sentinel, the store is down (the master it names is gone).
-    let e = RedisStore::builder_sentinel(MASTER_NAME, [urls[0].clone()])
-        .connect_timeout(Duration::from_millis(300))
-        .build()
-        .unwrap()
-        .initialized()
-        .await
-        .unwrap_err();
+    let e = init_error(
+        RedisStore::builder_sentinel(MASTER_NAME, [urls[0].clone()])
+            .connect_timeout(Duration::from_millis(300)),
+    )
+    .await;
     assert!(matches!(e, StoreError::Unreachable(_)), "{e:?}");
 }
 

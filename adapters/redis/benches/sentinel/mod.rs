@@ -155,7 +155,7 @@ pub(crate) fn compare(
             first_read(sentinels.store())
         }),
     ];
-    let mut times = super::time_rounds(&named, rounds);
+    let times = super::time_rounds(&named, rounds);
     // Each round's ratio (its two operations share the round's load), before sorting.
     let paired = |a: usize, b: usize| {
         let mut r: Vec<f64> = times[a]
@@ -167,17 +167,8 @@ pub(crate) fn compare(
         r[r.len() / 2]
     };
     let (paired_reads, paired_first) = (paired(1, 0), paired(3, 2));
-    let medians: Vec<Duration> = times
-        .iter_mut()
-        .map(|v| {
-            v.sort();
-            v[v.len() / 2]
-        })
-        .collect();
-    eprintln!("\nSentinel-backed against direct, {rounds} rounds (medians):");
-    for ((name, _), m) in named.iter().zip(&medians) {
-        eprintln!("  {name:<32} {:8.3} ms", m.as_secs_f64() * 1e3);
-    }
+    let title = format!("Sentinel-backed against direct, {rounds} rounds");
+    let medians = super::print_medians(&title, &named, &times);
     let ratio = |a: usize, b: usize| medians[a].as_secs_f64() / medians[b].as_secs_f64();
     eprintln!(
         "  point reads, Sentinel / direct            {:.2} (paired rounds: {paired_reads:.2})",

@@ -125,23 +125,14 @@ pub(crate) fn compare(
         ("1,000 point reads plaintext", &|| reads(&plain)),
         ("1,000 point reads TLS", &|| reads(&tls)),
     ];
-    let mut times = super::time_rounds(&named, rounds);
-    let medians: Vec<Duration> = times
-        .iter_mut()
-        .map(|v| {
-            v.sort();
-            v[v.len() / 2]
-        })
-        .collect();
+    let times = super::time_rounds(&named, rounds);
     let bytes: usize = items.iter().map(|(_, _, i)| i.raw.len()).sum();
-    eprintln!(
-        "\nTLS against plaintext, {} items ({:.1} MB), {rounds} rounds (medians):",
+    let title = format!(
+        "TLS against plaintext, {} items ({:.1} MB), {rounds} rounds",
         items.len(),
         bytes as f64 / 1e6
     );
-    for ((name, _), m) in named.iter().zip(&medians) {
-        eprintln!("  {name:<30} {:8.2} ms", m.as_secs_f64() * 1e3);
-    }
+    let medians = super::print_medians(&title, &named, &times);
     let share =
         |plain: usize, tls: usize| medians[plain].as_secs_f64() / medians[tls].as_secs_f64();
     eprintln!(

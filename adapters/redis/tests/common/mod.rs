@@ -38,3 +38,50 @@ pub fn json_hash(out: &str) -> std::collections::BTreeMap<String, serde_json::Va
         })
         .collect()
 }
+
+/// A writer client on `store`, fed by `server` and started: it has initialized, and
+/// within 5 s `stored()` (the store's flags, read with redis-cli) equals what `server`
+/// serves.
+pub async fn started_writer(
+    rt: &Rt,
+    store: std::sync::Arc<dyn flagsync::persist::PersistentStore>,
+    server: &flagsync_server::ServerHandle,
+    stored: impl Fn() -> std::collections::BTreeMap<String, serde_json::Value>,
+) -> flagsync::Client {
+    let writer = builder(rt, &server.url())
+        .persistent_store(
+            store,
+            flagsync::persist::StoreMode::ReadWrite,
+            flagsync::persist::CacheConfig::default(),
+        )
+        .build()
+        .unwrap();
+    writer.start().unwrap();
+    assert!(writer.wait_for_initialization(SECOND * 5).await);
+    assert!(
+        eventually(rt, SECOND * 5, || stored() == served_flags(server)).await,
+        "the writer never wrote the data set: the store holds {:?}",
+        stored()
+    );
+    writer
+}
+
+/// A daemon-mode reader client on `store` (items cached for 100 ms), started and
+/// initialized.
+pub async fn started_reader(
+    rt: &Rt,
+    store: std::sync::Arc<dyn flagsync::persist::PersistentStore>,
+) -> flagsync::Client {
+    let reader = builder(rt, "http://127.0.0.1:1")
+        .daemon(
+            store,
+            flagsync::persist::CacheConfig::ttl(std::time::Duration::from_millis(100)),
+        )
+        .build()
+        .unwrap();
+    reader.start().unwrap();
+    assert!(reader.wait_for_initialization(SECOND * 5).await);
+    reader
+}
+
+const SECOND: std::time::Duration = std::time::Duration::from_secs(1);
