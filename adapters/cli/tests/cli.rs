@@ -1,11 +1,16 @@
 //! The `flagsync` binary, run as a user would.
 
+#[path = "common/serve.rs"]
+#[allow(dead_code)] // the banner is for the relay tests
+mod serve;
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use serve::Serve;
 
 const BIN: &str = env!("CARGO_BIN_EXE_flagsync");
 
@@ -30,47 +35,17 @@ fn temp_file(name: &str, contents: &str) -> PathBuf {
     path
 }
 
-/// `flagsync serve` on a free port; killed on drop.
-struct Serve {
-    child: Child,
-    url: String,
+/// `flagsync serve` of `file` with SDK key `key` on a free port; killed on drop.
+fn serve(file: &std::path::Path, key: &str) -> Serve {
+    serve_with(file, key, &[])
 }
 
-impl Serve {
-    fn start(file: &std::path::Path, key: &str) -> Self {
-        Self::start_with(file, key, &[])
-    }
-
-    /// With more `serve` arguments (faults).
-    fn start_with(file: &std::path::Path, key: &str, extra: &[&str]) -> Self {
-        let mut child = Command::new(BIN)
-            .args(["serve", "--port", "0", "--sdk-key", key])
-            .args(extra)
-            .arg("--data")
-            .arg(file)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut first = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut first)
-            .unwrap();
-        let url = first
-            .split_whitespace()
-            .last()
-            .unwrap_or_else(|| panic!("no URL in {first:?}"))
-            .to_owned();
-        assert!(url.starts_with("http://127.0.0.1:"), "{first:?}");
-        Self { child, url }
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// With more `serve` arguments (faults).
+fn serve_with(file: &std::path::Path, key: &str, extra: &[&str]) -> Serve {
+    let file = file.to_str().expect("a UTF-8 path");
+    let mut args = vec!["--sdk-key", key, "--data", file];
+    args.extend_from_slice(extra);
+    Serve::start(&args)
 }
 
 fn run(args: &[&str]) -> Output {
@@ -98,7 +73,7 @@ fn assert_clean_failure(o: &Output) {
 #[test]
 fn serve_then_snapshot_round_trips_the_data_file() {
     let file = temp_file("round.json", &data().to_string());
-    let server = Serve::start(&file, "sdk-round");
+    let server = serve(&file, "sdk-round");
     for mode in [&[][..], &["--polling"][..]] {
         let mut args = vec![
             "snapshot",
@@ -118,7 +93,7 @@ fn serve_then_snapshot_round_trips_the_data_file() {
 #[test]
 fn serve_pushes_edits_of_the_data_file() {
     let file = temp_file("edit.json", &data().to_string());
-    let server = Serve::start(&file, "sdk-edit");
+    let server = serve(&file, "sdk-edit");
     std::thread::sleep(Duration::from_millis(1100)); // a distinct mtime
     let mut edited = data();
     edited["flags"]["limit"]["on"] = json!(true);
@@ -146,7 +121,7 @@ fn serve_pushes_edits_of_the_data_file() {
 #[test]
 fn snapshot_with_a_wrong_key_fails_and_says_so() {
     let file = temp_file("key.json", &data().to_string());
-    let server = Serve::start(&file, "sdk-right");
+    let server = serve(&file, "sdk-right");
     let out = run(&[
         "snapshot",
         "--stream-uri",
@@ -239,7 +214,7 @@ fn demo_prints_flag_changes() {
 #[test]
 fn watch_json_lines() {
     let file = temp_file("watch.json", &data().to_string());
-    let server = Serve::start(&file, "sdk-w");
+    let server = serve(&file, "sdk-w");
     let out = run(&[
         "watch",
         "--json",
@@ -274,7 +249,7 @@ fn watch_json_lines() {
 #[test]
 fn watch_progress_on_stderr() {
     let file = temp_file("progress.json", &data().to_string());
-    let server = Serve::start(&file, "sdk-p");
+    let server = serve(&file, "sdk-p");
     let out = run(&[
         "watch",
         "--progress",
@@ -320,7 +295,7 @@ fn json_lines(o: &Output) -> Vec<Value> {
 #[test]
 fn serve_then_fdv2_snapshot_with_each_preset() {
     let file = temp_file("fdv2.json", &data().to_string());
-    let server = Serve::start(&file, "sdk-fdv2");
+    let server = serve(&file, "sdk-fdv2");
     for preset in ["default", "streaming", "polling"] {
         let out = run(&[
             "snapshot",
@@ -340,7 +315,7 @@ fn serve_then_fdv2_snapshot_with_each_preset() {
 #[test]
 fn watch_fdv2_shows_availability_and_source_through_the_fdv1_fallback() {
     let file = temp_file("fallback.json", &data().to_string());
-    let server = Serve::start_with(&file, "sdk-fb", &["--fdv1-fallback"]);
+    let server = serve_with(&file, "sdk-fb", &["--fdv1-fallback"]);
     let out = run(&[
         "watch",
         "--json",
@@ -383,7 +358,7 @@ fn watch_fdv2_shows_availability_and_source_through_the_fdv1_fallback() {
 #[test]
 fn watch_fdv2_text_against_a_refused_stream() {
     let file = temp_file("refused.json", &data().to_string());
-    let server = Serve::start_with(
+    let server = serve_with(
         &file,
         "sdk-r",
         &["--fail", "/sdk/stream=401", "--payload-error", "always"],
@@ -470,7 +445,7 @@ fn post_events(url: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> 
 fn serve_writes_each_received_event_as_a_json_line() {
     let file = temp_file("events-data.json", &data().to_string());
     let out = temp_file("events.jsonl", "stale contents are truncated\n");
-    let server = Serve::start_with(&file, "sdk-ev", &["--events", out.to_str().unwrap()]);
+    let server = serve_with(&file, "sdk-ev", &["--events", out.to_str().unwrap()]);
     let bulk = json!([
         {"kind": "identify", "creationDate": 1_700_000_000_000_u64, "context": {"kind": "user", "key": "u1"}},
         {"kind": "custom", "creationDate": 1_700_000_000_001_u64, "key": "clicked",
@@ -602,7 +577,7 @@ fn serve_events_to_stdout_moves_the_other_messages_to_stderr() {
 fn watch_evaluates_and_serve_shows_what_was_reported() {
     let file = temp_file("loop-data.json", &data().to_string());
     let out = temp_file("loop-events.jsonl", "");
-    let server = Serve::start_with(&file, "sdk-loop", &["--events", out.to_str().unwrap()]);
+    let server = serve_with(&file, "sdk-loop", &["--events", out.to_str().unwrap()]);
     let watched = run(&[
         "watch",
         "--json",

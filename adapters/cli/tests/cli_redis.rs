@@ -5,12 +5,12 @@
 #[macro_use]
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::redis_server::RedisServer;
+use common::serve::Serve;
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_flagsync");
@@ -35,42 +35,6 @@ fn temp_file(name: &str, contents: &str) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, contents).unwrap();
     path
-}
-
-/// `flagsync serve` with `args` on a free port; killed on drop.
-struct Serve {
-    child: Child,
-    url: String,
-}
-
-impl Serve {
-    fn start(args: &[&str]) -> Self {
-        let mut child = Command::new(BIN)
-            .args(["serve", "--port", "0", "--sdk-key", "sdk-r"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut first = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut first)
-            .unwrap();
-        let url = first
-            .split_whitespace()
-            .last()
-            .unwrap_or_else(|| panic!("no URL in {first:?}"))
-            .to_owned();
-        assert!(url.starts_with("http://127.0.0.1:"), "{first:?}");
-        Self { child, url }
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn run(args: &[&str]) -> Output {
@@ -98,7 +62,7 @@ fn watch_writes_through_then_daemon_snapshot_and_serve_read_redis() {
     let redis = RedisServer::start_with_password(Some(PASSWORD));
     let url = redis.url();
     let file = temp_file("source.json", &data().to_string());
-    let service = Serve::start(&["--data", file.to_str().unwrap()]);
+    let service = Serve::start(&["--sdk-key", "sdk-r", "--data", file.to_str().unwrap()]);
 
     // watch --redis: the flags go to Redis under the prefix, in the LaunchDarkly layout.
     let out = run(&[
@@ -134,7 +98,7 @@ fn watch_writes_through_then_daemon_snapshot_and_serve_read_redis() {
     assert_eq!(got, data());
 
     // serve --redis: a flag service over what Redis holds, following its changes.
-    let from_redis = Serve::start(&["--redis", &url, "--prefix", "env1"]);
+    let from_redis = Serve::start(&["--sdk-key", "sdk-r", "--redis", &url, "--prefix", "env1"]);
     let snapshot = || {
         let out = run(&[
             "snapshot",

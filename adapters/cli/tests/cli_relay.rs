@@ -5,20 +5,19 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::redis_server::RedisServer;
+use common::serve::Serve;
 use flagsync::eval::{Context, ContextBuilder};
 use flagsync::runtime::Runtime;
 use flagsync::server::{PayloadKind, Server, ServerHandle};
 use flagsync::{Client, Fdv2Config};
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_flagsync");
 const KEY: &str = "sdk-relay-test";
 
 fn user(key: &str) -> Context {
@@ -40,30 +39,24 @@ fn upstream_on(port: u16, value: Value) -> ServerHandle {
 }
 
 /// The relay binary with `args`; killed on drop.
-struct Relay {
-    child: Child,
-    url: String,
+struct Relay(Serve);
+
+impl std::ops::Deref for Relay {
+    type Target = Serve;
+    fn deref(&self) -> &Serve {
+        &self.0
+    }
 }
 
 impl Relay {
     fn start(args: &[&str]) -> Self {
-        let mut child = Command::new(BIN)
-            .args(["serve", "--port", "0"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("flagsync serve --upstream");
-        let mut first = String::new();
-        BufReader::new(child.stdout.as_mut().expect("stdout"))
-            .read_line(&mut first)
-            .expect("a line");
-        let url = first
-            .strip_prefix("flagsync: relaying on ")
-            .unwrap_or_else(|| panic!("not a relay: {first:?}"))
-            .trim()
-            .to_owned();
-        Self { child, url }
+        let serve = Serve::start(args);
+        assert!(
+            serve.banner.starts_with("flagsync: relaying on "),
+            "not a relay: {:?}",
+            serve.banner
+        );
+        Self(serve)
     }
 
     fn upstream(upstream: &ServerHandle, extra: &[&str]) -> Self {
@@ -78,13 +71,6 @@ impl Relay {
         ];
         args.extend_from_slice(extra);
         Self::start(&args)
-    }
-}
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::redis_server::RedisServer;
 use common::*;
 use flagsync::persist::{CacheConfig, Item, PersistentStore, StoreMode, StoreStatus};
-use flagsync::{DataAvailability, ErrorKind, Kind, Snapshot, State};
+use flagsync::{DataAvailability, Kind, Snapshot, State};
 use flagsync_redis::RedisStore;
 
 const SEC: Duration = Duration::from_secs(1);
@@ -381,17 +381,12 @@ async fn outage_mid_stream_ends_with_redis_equal_to_the_last_state(rt: Rt) {
     .unwrap();
     client.start().unwrap();
     assert!(client.wait_for_initialization(5 * SEC).await);
-    assert!(
-        eventually(&rt, 5 * SEC, || redis
-            .cli(&["EXISTS", "launchdarkly:$inited"])
-            == "1")
-        .await
-    );
+    assert!(inited_within(&rt, &redis).await);
 
     // Redis goes away; the stream goes on.
     redis.stop();
     feed.send(patch(Kind::Flag, "f1", 2, false)).unwrap();
-    let down = timeout(&rt, 5 * SEC, store_statuses.recv()).await.flatten();
+    let down = next_within(&rt, &store_statuses).await;
     assert_eq!(
         down,
         Some(StoreStatus {
@@ -422,7 +417,7 @@ async fn outage_mid_stream_ends_with_redis_equal_to_the_last_state(rt: Rt) {
 
     // Redis returns, empty: the client gives it the whole data set again.
     redis.restart();
-    let up = timeout(&rt, 5 * SEC, store_statuses.recv()).await.flatten();
+    let up = next_within(&rt, &store_statuses).await;
     assert_eq!(
         up,
         Some(StoreStatus {
@@ -463,20 +458,7 @@ async fn outage_mid_stream_ends_with_redis_equal_to_the_last_state(rt: Rt) {
     );
 
     // The data-source status showed the store error, and the recovery.
-    let mut seen = Vec::new();
-    while let Some(s) = statuses.try_recv() {
-        seen.push((s.state, s.error.map(|e| e.kind)));
-    }
-    let interrupted = seen
-        .iter()
-        .position(|s| *s == (State::Interrupted, Some(ErrorKind::StoreError)));
-    assert!(interrupted.is_some(), "{seen:?}");
-    assert!(
-        seen[interrupted.unwrap()..]
-            .iter()
-            .any(|s| s.0 == State::Valid),
-        "{seen:?}"
-    );
+    assert_store_fault_then_recovery(&statuses);
     assert_eq!(client.status().state, State::Valid);
     client.close().await;
     assert!(client.is_closed());

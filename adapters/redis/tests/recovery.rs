@@ -187,7 +187,7 @@ async fn writer_notices_a_stalled_redis_and_rewrites_it_after(rt: Rt) {
     let store_statuses = client.store_status_changes();
     redis.signal("STOP");
     // No write is needed to notice: the store status turns unavailable.
-    let down = timeout(&rt, 5 * SEC, store_statuses.recv()).await.flatten();
+    let down = next_within(&rt, &store_statuses).await;
     redis.signal("CONT");
     assert_eq!(
         down.map(|s| s.available),

@@ -19,7 +19,7 @@ use common::redis_server::{RedisServer, Role};
 use common::topology::{MASTER_NAME, SentinelAuth, SentinelSet};
 use common::*;
 use flagsync::persist::{Item, PersistentStore, StoreError};
-use flagsync::{ErrorKind, Kind, State};
+use flagsync::{Kind, State};
 use flagsync_redis::{RedisBigSegmentStore, RedisStore};
 use flagsync_server::{Server as FlagServer, ServerHandle};
 use serde_json::{Value, json};
@@ -167,7 +167,7 @@ async fn the_writer_reports_a_store_fault_during_the_failover(rt: Rt) {
     let old = set.kill_master();
     // A change while there is no master: served from memory at once.
     server.set_flag("f2", flag(42)).unwrap();
-    let down = timeout(&rt, 5 * SEC, store_statuses.recv()).await.flatten();
+    let down = next_within(&rt, &store_statuses).await;
     assert_eq!(
         down.map(|s| s.available),
         Some(false),
@@ -180,7 +180,7 @@ async fn the_writer_reports_a_store_fault_during_the_failover(rt: Rt) {
         .await
     );
     let promoted = set.await_promotion(old, 20 * SEC);
-    let up = timeout(&rt, 5 * SEC, store_statuses.recv()).await.flatten();
+    let up = next_within(&rt, &store_statuses).await;
     assert_eq!(up.map(|s| s.available), Some(true), "the store is back");
     eprintln!(
         "store available {:?} after the promotion",
@@ -188,18 +188,7 @@ async fn the_writer_reports_a_store_fault_during_the_failover(rt: Rt) {
     );
     // The data-source status showed the store error, then the recovery.
     assert!(eventually(&rt, 3 * SEC, || writer.status().state == State::Valid).await);
-    let mut seen = Vec::new();
-    while let Some(s) = statuses.try_recv() {
-        seen.push((s.state, s.error.map(|e| e.kind)));
-    }
-    let fault = seen
-        .iter()
-        .position(|s| *s == (State::Interrupted, Some(ErrorKind::StoreError)));
-    assert!(fault.is_some(), "{seen:?}");
-    assert!(
-        seen[fault.unwrap()..].iter().any(|s| s.0 == State::Valid),
-        "{seen:?}"
-    );
+    assert_store_fault_then_recovery(&statuses);
     // The change made during the outage reached the new master.
     assert!(
         eventually(&rt, 2 * SEC, || stored(set.master())

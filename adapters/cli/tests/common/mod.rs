@@ -5,6 +5,7 @@
 
 #[path = "../../../redis/tests/common/redis_server.rs"]
 pub mod redis_server;
+pub mod serve;
 #[path = "../../../tests/common/server.rs"]
 pub mod server;
 #[path = "../../../tests/common/tls.rs"]

@@ -85,3 +85,36 @@ pub async fn started_reader(
 }
 
 const SECOND: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The data-source statuses `statuses` has queued show a store fault
+/// (INTERRUPTED, STORE_ERROR) and, after it, VALID again.
+pub fn assert_store_fault_then_recovery(
+    statuses: &flagsync::Subscription<flagsync::DataSourceStatus>,
+) {
+    use flagsync::{ErrorKind, State};
+    let mut seen = Vec::new();
+    while let Some(s) = statuses.try_recv() {
+        seen.push((s.state, s.error.map(|e| e.kind)));
+    }
+    let fault = seen
+        .iter()
+        .position(|s| *s == (State::Interrupted, Some(ErrorKind::StoreError)));
+    assert!(fault.is_some(), "no store fault in {seen:?}");
+    assert!(
+        seen[fault.unwrap()..].iter().any(|s| s.0 == State::Valid),
+        "no recovery after the fault in {seen:?}"
+    );
+}
+
+/// The next item of `sub` within 5 s.
+pub async fn next_within<T>(rt: &Rt, sub: &flagsync::Subscription<T>) -> Option<T> {
+    timeout(rt, SECOND * 5, sub.recv()).await.flatten()
+}
+
+/// Within 5 s `server` holds `launchdarkly:$inited` (a whole data set was written).
+pub async fn inited_within(rt: &Rt, server: &redis_server::RedisServer) -> bool {
+    eventually(rt, SECOND * 5, || {
+        server.cli(&["EXISTS", "launchdarkly:$inited"]) == "1"
+    })
+    .await
+}
