@@ -441,18 +441,13 @@ async fn a_store_written_by_flagsync_has_the_layout_other_sdks_read(_rt: Rt, sta
             server.key("launchdarkly:segments")
         ]
     );
-    assert_eq!(
-        server.cli(&["TYPE", &server.key("launchdarkly:features")]),
-        "hash"
-    );
-    assert_eq!(
-        server.cli(&["TYPE", &server.key("launchdarkly:segments")]),
-        "hash"
-    );
-    assert_eq!(
-        server.cli(&["TYPE", &server.key("launchdarkly:$inited")]),
-        "string"
-    );
+    for (key, kind) in [
+        ("launchdarkly:features", "hash"),
+        ("launchdarkly:segments", "hash"),
+        ("launchdarkly:$inited", "string"),
+    ] {
+        assert_eq!(server.cli(&["TYPE", &server.key(key)]), kind, "{key}");
+    }
     assert_eq!(
         server.cli(&["HLEN", &server.key("launchdarkly:features")]),
         "3"
