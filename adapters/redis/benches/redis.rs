@@ -22,10 +22,7 @@
 //! and redis-cli on the PATH; the payload comes from `../shared/tools/gen_payload.py`
 //! (generated into `target/payloads/` on first run).
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,6 +33,9 @@ use flagsync::{Client, Kind};
 use flagsync_core::store::{ChangeSet, Store, split_all_data};
 use flagsync_redis::RedisStore;
 
+#[path = "../tests/common/redis_server.rs"]
+#[allow(dead_code, unreachable_pub)] // the tests' helper: not all of it is used here
+mod redis_server;
 mod sentinel;
 #[cfg(feature = "rustls")]
 mod tls;
@@ -46,57 +46,6 @@ mod core_benches;
 
 fn payload(flags: usize) -> Bytes {
     Bytes::from(core_benches::payload(flags))
-}
-
-/// A redis-server for the run, killed on drop.
-struct Server {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
-}
-
-impl Server {
-    fn start() -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let dir = std::env::temp_dir().join(format!("flagsync-redis-bench-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--save", "", "--appendonly", "no", "--loglevel", "warning"])
-            .arg("--dir")
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server on the PATH");
-        let end = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
-                let mut buf = [0u8; 7];
-                if s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() {
-                    break;
-                }
-            }
-            assert!(Instant::now() < end, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Self { child, port, dir }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 /// One command in the Redis protocol.
@@ -110,7 +59,7 @@ fn resp(out: &mut Vec<u8>, args: &[&[u8]]) {
 }
 
 fn bench(c: &mut Criterion) {
-    let server = Server::start();
+    let server = redis_server::RedisServer::start();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -133,7 +82,7 @@ fn bench(c: &mut Criterion) {
             );
             tls::compare(&rt, plain, &small.persist_order());
         }
-        sentinel::compare(&rt, &server.url(), server.port, &small.persist_order());
+        sentinel::compare(&rt, &server.url(), server.port(), &small.persist_order());
         if std::env::var_os("REDIS_BENCH_COMPARE_ONLY").is_some()
             || std::env::var_os("REDIS_BENCH_TLS_ONLY").is_some()
         {
@@ -181,7 +130,13 @@ fn bench(c: &mut Criterion) {
         pipe: &|| {
             let input = std::fs::File::open(&pipe_path).unwrap();
             let out = Command::new("redis-cli")
-                .args(["-h", "127.0.0.1", "-p", &server.port.to_string(), "--pipe"])
+                .args([
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &server.port().to_string(),
+                    "--pipe",
+                ])
                 .stdin(input)
                 .output()
                 .expect("redis-cli on the PATH");

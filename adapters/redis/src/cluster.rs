@@ -61,16 +61,7 @@ pub(crate) fn client(
             "redis cluster: no node address was given".into(),
         ));
     }
-    let urls: Vec<String> = nodes
-        .iter()
-        .map(|n| {
-            if n.contains("://") {
-                n.clone()
-            } else {
-                format!("redis://{n}")
-            }
-        })
-        .collect();
+    let urls: Vec<String> = nodes.iter().map(|n| tls::node_url(n)).collect();
     let secure = tls::is_secure(&urls[0]);
     tls::check(secure, tls)?;
     let infos = urls

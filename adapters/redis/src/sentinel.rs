@@ -50,12 +50,44 @@ impl fmt::Debug for Sentinels {
     }
 }
 
-/// A sentinel's URL: `host:port` alone is `redis://host:port`.
-fn sentinel_url(s: &str) -> String {
-    if s.contains("://") {
-        s.to_owned()
-    } else {
-        format!("redis://{s}")
+/// One walk over the sentinels for a connection to the master: which addresses were
+/// tried, and the last reason none worked. The async and blocking connections walk
+/// alike; only their I/O differs.
+struct Walk<'a> {
+    master: &'a str,
+    tried: Vec<(String, u16)>,
+    failure: Option<StoreError>,
+}
+
+impl<'a> Walk<'a> {
+    fn new(master: &'a str) -> Self {
+        Self {
+            master,
+            tried: Vec::new(),
+            failure: None,
+        }
+    }
+
+    /// What a sentinel answered: the address to try now, or `None` when it named none
+    /// (the failure is kept) or one already tried (it failed).
+    fn named(&mut self, answer: Result<(String, u16), StoreError>) -> Option<(String, u16)> {
+        match answer {
+            Ok(addr) if !self.tried.contains(&addr) => {
+                self.tried.push(addr.clone());
+                Some(addr)
+            }
+            Ok(_) => None,
+            Err(e) => {
+                tracing::debug!(master = %self.master, error = %e, "redis sentinel did not name the master");
+                self.failure = Some(e);
+                None
+            }
+        }
+    }
+
+    /// The master a sentinel named could not be reached, or is no master: ask the next.
+    fn failed(&mut self, e: StoreError) {
+        self.failure = Some(e);
     }
 }
 
@@ -82,7 +114,7 @@ impl Sentinels {
                 "redis sentinel: no sentinel address was given".into(),
             ));
         }
-        let urls: Vec<String> = urls.iter().map(|u| sentinel_url(u)).collect();
+        let urls: Vec<String> = urls.iter().map(|u| tls::node_url(u)).collect();
         let secure = tls::is_secure(&urls[0]);
         if urls.iter().any(|u| tls::is_secure(u) != secure) {
             return Err(StoreError::Config(
@@ -182,10 +214,9 @@ impl Sentinels {
         let sentinel_config = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.response_timeout));
-        let mut failure = None;
-        let mut tried: Vec<(String, u16)> = Vec::new();
+        let mut walk = Walk::new(&self.master_name);
         for (id, sentinel) in self.sentinels() {
-            let addr = async {
+            let answer = async {
                 let mut conn = sentinel
                     .get_multiplexed_async_connection_with_config(&sentinel_config)
                     .await
@@ -197,17 +228,9 @@ impl Sentinels {
                 addr.ok_or_else(|| self.unknown())
             }
             .await;
-            let (host, port) = match addr {
-                Ok(addr) if !tried.contains(&addr) => addr,
-                // Named by an earlier sentinel, and it failed.
-                Ok(_) => continue,
-                Err(e) => {
-                    tracing::debug!(master = %self.master_name, error = %e, "redis sentinel did not name the master");
-                    failure = Some(e);
-                    continue;
-                }
+            let Some((host, port)) = walk.named(answer) else {
+                continue;
             };
-            tried.push((host.clone(), port));
             // A master that cannot be reached, or is no master (a sentinel cut off from
             // the others may name the old one): ask the next sentinel.
             let client = self.master_client(host, port)?;
@@ -217,7 +240,7 @@ impl Sentinels {
             {
                 Ok(conn) => conn,
                 Err(e) => {
-                    failure = Some(map_error(e));
+                    walk.failed(map_error(e));
                     continue;
                 }
             };
@@ -228,10 +251,10 @@ impl Sentinels {
                     self.answered(id);
                     return Ok(conn);
                 }
-                Err(e) => failure = Some(e),
+                Err(e) => walk.failed(e),
             }
         }
-        Err(self.unreachable(failure))
+        Err(self.unreachable(walk.failure))
     }
 
     /// A blocking connection to the current master, opened within `connect`.
@@ -240,10 +263,9 @@ impl Sentinels {
         connect: Duration,
         response: Duration,
     ) -> Result<redis::Connection, StoreError> {
-        let mut failure = None;
-        let mut tried: Vec<(String, u16)> = Vec::new();
+        let mut walk = Walk::new(&self.master_name);
         for (id, sentinel) in self.sentinels() {
-            let addr = (|| {
+            let answer = (|| {
                 let mut conn = sentinel
                     .get_connection_with_timeout(connect.min(self.connect_timeout))
                     .map_err(map_error)?;
@@ -256,15 +278,9 @@ impl Sentinels {
                     .map_err(map_error)?;
                 addr.ok_or_else(|| self.unknown())
             })();
-            let (host, port) = match addr {
-                Ok(addr) if !tried.contains(&addr) => addr,
-                Ok(_) => continue,
-                Err(e) => {
-                    failure = Some(e);
-                    continue;
-                }
+            let Some((host, port)) = walk.named(answer) else {
+                continue;
             };
-            tried.push((host.clone(), port));
             let client = self.master_client(host, port)?;
             let conn = client.get_connection_with_timeout(connect).and_then(|c| {
                 c.set_read_timeout(Some(response))?;
@@ -274,7 +290,7 @@ impl Sentinels {
             let mut conn = match conn {
                 Ok(conn) => conn,
                 Err(e) => {
-                    failure = Some(map_error(e));
+                    walk.failed(map_error(e));
                     continue;
                 }
             };
@@ -283,10 +299,10 @@ impl Sentinels {
                     self.answered(id);
                     return Ok(conn);
                 }
-                Err(e) => failure = Some(e),
+                Err(e) => walk.failed(e),
             }
         }
-        Err(self.unreachable(failure))
+        Err(self.unreachable(walk.failure))
     }
 
     /// A sentinel that answered does not know the master name.

@@ -40,6 +40,15 @@ impl fmt::Debug for TlsSettings {
 #[cfg(not(feature = "rustls"))]
 const NO_TLS: &str = "redis over TLS (rediss://) needs flagsync-redis's `rustls` feature";
 
+/// A sentinel's or cluster node's URL: `host:port` alone is `redis://host:port`.
+pub(crate) fn node_url(node: &str) -> String {
+    if node.contains("://") {
+        node.to_owned()
+    } else {
+        format!("redis://{node}")
+    }
+}
+
 /// True for a `rediss://` URL (Redis over TLS).
 pub(crate) fn is_secure(url: &str) -> bool {
     url.trim_start()

@@ -10,103 +10,42 @@
 //!   one `SENTINEL get-master-addr-by-name`, the connection to the master and its
 //!   `ROLE` check.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use flagsync::Kind;
 use flagsync::persist::{Item, PersistentStore};
 use flagsync_redis::RedisStore;
 
+use super::redis_server::{RedisServer, Role};
+
 const MASTER: &str = "bench-master";
 
-/// Three sentinels watching the master on `master_port`, killed on drop.
-pub(crate) struct Sentinels {
-    children: Vec<Child>,
-    pub(crate) ports: Vec<u16>,
-    dir: PathBuf,
-}
-
-impl Sentinels {
-    pub(crate) fn start(master_port: u16) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "flagsync-redis-sentinel-bench-{}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut children = Vec::new();
-        let mut ports = Vec::new();
-        for i in 0..3 {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let conf = dir.join(format!("sentinel-{i}.conf"));
-            std::fs::write(
-                &conf,
-                format!(
-                    "port {port}\nbind 127.0.0.1\nprotected-mode no\nloglevel warning\n\
-                     dir {}\nsentinel monitor {MASTER} 127.0.0.1 {master_port} 2\n",
-                    dir.display()
-                ),
+/// Three sentinels (the tests' [`RedisServer`] as a sentinel) watching the master on
+/// `master_port`, with quorum 2; killed on drop.
+fn start_sentinels(master_port: u16) -> Vec<RedisServer> {
+    (0..3)
+        .map(|_| {
+            RedisServer::start_as(
+                Role {
+                    sentinel: Some(format!(
+                        "sentinel monitor {MASTER} 127.0.0.1 {master_port} 2\n"
+                    )),
+                    ..Role::default()
+                },
+                None,
             )
-            .unwrap();
-            children.push(
-                Command::new("redis-server")
-                    .arg(&conf)
-                    .arg("--sentinel")
-                    .stdout(Stdio::null())
-                    .spawn()
-                    .expect("redis-server on the PATH"),
-            );
-            ports.push(port);
-        }
-        let sentinels = Self {
-            children,
-            ports,
-            dir,
-        };
-        let end = Instant::now() + Duration::from_secs(10);
-        for port in &sentinels.ports {
-            loop {
-                let out = Command::new("redis-cli")
-                    .args(["-p", &port.to_string()])
-                    .args(["SENTINEL", "get-master-addr-by-name", MASTER])
-                    .output();
-                if out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("127.0.0.1")) {
-                    break;
-                }
-                assert!(Instant::now() < end, "the sentinels did not start");
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        sentinels
-    }
-
-    fn store(&self) -> RedisStore {
-        let urls: Vec<String> = self
-            .ports
-            .iter()
-            .map(|p| format!("redis://127.0.0.1:{p}"))
-            .collect();
-        RedisStore::builder_sentinel(MASTER, urls)
-            .prefix("sentinel-cmp")
-            .pool_size(1)
-            .build()
-            .unwrap()
-    }
+        })
+        .collect()
 }
 
-impl Drop for Sentinels {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// A store that finds the master through `sentinels`.
+fn sentinel_store(sentinels: &[RedisServer]) -> RedisStore {
+    let urls: Vec<String> = sentinels.iter().map(RedisServer::url).collect();
+    RedisStore::builder_sentinel(MASTER, urls)
+        .prefix("sentinel-cmp")
+        .pool_size(1)
+        .build()
+        .unwrap()
 }
 
 /// Time point reads, and a new store's first read, through the sentinels and directly
@@ -117,7 +56,7 @@ pub(crate) fn compare(
     master_port: u16,
     items: &[(Kind, String, Item)],
 ) {
-    let sentinels = Sentinels::start(master_port);
+    let sentinels = start_sentinels(master_port);
     let direct_store = || {
         RedisStore::builder(master_url)
             .prefix("sentinel-cmp")
@@ -126,7 +65,7 @@ pub(crate) fn compare(
             .unwrap()
     };
     let direct = Arc::new(direct_store());
-    let via_sentinel = Arc::new(sentinels.store());
+    let via_sentinel = Arc::new(sentinel_store(&sentinels));
     let rounds = super::bench_rounds();
     let keys = super::flag_keys(items);
     let reads = |store: &RedisStore| {
@@ -152,7 +91,7 @@ pub(crate) fn compare(
             first_read(direct_store())
         }),
         ("new store, first read Sentinel", &|| {
-            first_read(sentinels.store())
+            first_read(sentinel_store(&sentinels))
         }),
     ];
     let times = super::time_rounds(&named, rounds);
