@@ -8,16 +8,21 @@
 //! test fails, never skips, if they cannot be had.
 
 mod common;
+/// `/proc` sampling, as the `sse-load` tool does it.
+#[path = "../src/load/measure.rs"]
+#[allow(dead_code)]
+mod measure;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
+use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Proc, built, debug_dir, flagsync_bin, serve_command};
+use common::{Proc, built, debug_dir, expect, flagsync_bin, lines, serve_command, serving};
+use measure::ProcSample;
 use serde_json::{Value, json};
 
 const SDK_KEY: &str = "sdk-custom-loop-test";
@@ -53,57 +58,11 @@ fn write_data(path: &Path, data: &Value) {
     std::fs::rename(&tmp, path).unwrap();
 }
 
-/// Lines of a child's stdout, from a thread.
-fn lines(out: impl Read + Send + 'static) -> Receiver<String> {
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
-/// Wait for a line `want` accepts; every line seen goes to `seen`.
-fn expect(
-    rx: &Receiver<String>,
-    seen: &mut Vec<String>,
-    within: Duration,
-    want: impl Fn(&str) -> bool,
-) -> String {
-    let deadline = Instant::now() + within;
-    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-        match rx.recv_timeout(left) {
-            Ok(line) => {
-                seen.push(line.clone());
-                if want(&line) {
-                    return line;
-                }
-            }
-            Err(_) => break,
-        }
-    }
-    panic!("no expected line within {within:?}; saw {seen:#?}");
-}
-
 /// `flagsync serve` on a free port, with the data file and an events file.
 fn serve(data: &Path, events: &Path) -> (Proc, String) {
-    let mut child = serve_command(SDK_KEY, data)
-        .arg("--events")
-        .arg(events)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start flagsync serve");
-    let rx = lines(child.stdout.take().unwrap());
-    let proc = Proc(child);
-    let first = expect(&rx, &mut Vec::new(), Duration::from_secs(20), |l| {
-        l.contains("serving on")
-    });
-    let url = first.rsplit(' ').next().unwrap().to_owned();
-    std::thread::spawn(move || rx.iter().count()); // keep draining its output
-    (proc, url)
+    let mut command = serve_command(SDK_KEY, data);
+    command.arg("--events").arg(events);
+    serving(command)
 }
 
 /// What a process used, read from /proc/PID/status while it ran: the last VmHWM (its
@@ -117,23 +76,13 @@ struct Footprint {
 fn sample(pid: u32, into: &Arc<Mutex<Footprint>>) {
     let (pid, into) = (pid, into.clone());
     std::thread::spawn(move || {
-        while let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
-            let field = |name: &str| {
-                let line = status
-                    .lines()
-                    .find_map(|l| l.strip_prefix(name))
-                    .unwrap_or("0");
-                line.trim()
-                    .trim_end_matches(" kB")
-                    .parse::<u64>()
-                    .unwrap_or(0)
-            };
-            let mut f = into.lock().unwrap();
-            if status.contains("State:\tZ") {
+        while let Ok(now) = ProcSample::read(Some(pid)) {
+            if now.is_zombie {
                 break;
             }
-            f.vm_hwm_kb = f.vm_hwm_kb.max(field("VmHWM:"));
-            f.max_threads = f.max_threads.max(field("Threads:"));
+            let mut f = into.lock().unwrap();
+            f.vm_hwm_kb = f.vm_hwm_kb.max(now.hwm_kb);
+            f.max_threads = f.max_threads.max(now.threads);
             drop(f);
             std::thread::sleep(Duration::from_millis(20));
         }

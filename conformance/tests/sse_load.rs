@@ -9,12 +9,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{Proc, serve_command};
+use common::{Proc, serve_command, serving};
 use serde_json::{Value, json};
 
 const SDK_KEY: &str = "sdk-load-test";
@@ -64,24 +63,7 @@ impl Drop for Scratch {
 
 /// `flagsync serve` on a free port with heartbeats every second: the process and its URL.
 fn serve(data: &Path) -> (Proc, String) {
-    let mut child = serve_command(SDK_KEY, data)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start flagsync serve");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let proc = Proc(child);
-    let mut line = String::new();
-    while !line.contains("serving on") {
-        line.clear();
-        assert!(
-            out.read_line(&mut line).unwrap() > 0,
-            "serve ended before serving"
-        );
-    }
-    let url = line.trim().rsplit(' ').next().unwrap().to_owned();
-    // Keep draining its output (a line per reload) so that it never blocks.
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-    (proc, url)
+    serving(serve_command(SDK_KEY, data))
 }
 
 /// Run `sse-load ARGS --json`: its exit status, its report and how long it took.

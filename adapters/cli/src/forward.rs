@@ -136,7 +136,7 @@ fn post(agent: &ureq::Agent, target: &Target, payload: &EventPayload) -> Result<
                     return Ok(());
                 }
                 last = Some(status);
-                if !matches!(status, 400 | 408 | 429 | 500..=599) {
+                if !flagsync_core::events::status_is_recoverable(status) {
                     return Err(last);
                 }
             }

@@ -179,7 +179,7 @@ impl ServerHandle {
     /// Fault: close every open stream now: its body ends (the last chunk) and the
     /// connection closes, so clients see the stream end and reconnect.
     pub fn drop_streams(&self) {
-        let done = self.shared.hub.close_all(None);
+        let done = self.shared.hub.close_all();
         let _ = done.recv_timeout(Duration::from_secs(5));
     }
 

@@ -98,7 +98,6 @@ enum Command {
         fdv2: Frame,
     },
     CloseAll {
-        env: Option<usize>,
         done: Sender<()>,
     },
     Shutdown,
@@ -172,11 +171,11 @@ impl Hub {
         self.send(Command::Broadcast { env, fdv1, fdv2 });
     }
 
-    /// Tell the hub to end every stream (of `env`, or all); the receiver answers once
-    /// they no longer count as open.
-    pub(crate) fn close_all(&self, env: Option<usize>) -> Receiver<()> {
+    /// Tell the hub to end every stream; the receiver answers once they no longer
+    /// count as open.
+    pub(crate) fn close_all(&self) -> Receiver<()> {
         let (done, rx) = mpsc::channel();
-        self.send(Command::CloseAll { env, done });
+        self.send(Command::CloseAll { done });
         rx
     }
 
@@ -228,7 +227,7 @@ impl Conn {
 
     fn end(&mut self) {
         if self.chunked {
-            self.queue.push_back((Arc::from(LAST_CHUNK), 0));
+            self.queue.push_back((LAST.with(Clone::clone), 0));
         }
         self.closing = true;
     }
@@ -237,13 +236,14 @@ impl Conn {
     /// dead (or done).
     fn flush(&mut self) -> Result<(), ()> {
         while !self.queue.is_empty() {
-            let slices: Vec<IoSlice<'_>> = self
-                .queue
-                .iter()
-                .take(MAX_IOVECS)
-                .map(|(bytes, off)| IoSlice::new(&bytes[*off..]))
-                .collect();
-            match self.socket.write_vectored(&slices) {
+            // On the stack: a broadcast flushes every stream.
+            let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
+            let mut n = 0;
+            for ((bytes, off), slice) in self.queue.iter().zip(&mut slices) {
+                *slice = IoSlice::new(&bytes[*off..]);
+                n += 1;
+            }
+            match self.socket.write_vectored(&slices[..n]) {
                 Ok(0) => return Err(()),
                 Ok(mut n) => {
                     self.progress = Instant::now();
@@ -272,6 +272,7 @@ impl Conn {
 
 thread_local! {
     static CRLF: Arc<[u8]> = Arc::from(&b"\r\n"[..]);
+    static LAST: Arc<[u8]> = Arc::from(LAST_CHUNK);
 }
 
 struct Loop {
@@ -350,11 +351,11 @@ impl Loop {
                     self.flush(t);
                 }
             }
-            Command::CloseAll { env, done } => {
+            Command::CloseAll { done } => {
                 let tokens: Vec<usize> = self
                     .conns
                     .iter_mut()
-                    .filter(|(_, c)| env.is_none_or(|e| e == c.env) && !c.closing)
+                    .filter(|(_, c)| !c.closing)
                     .map(|(t, c)| {
                         c.end();
                         *t
@@ -550,7 +551,7 @@ mod tests {
             Frame::new(&b"other env"[..]),
             Frame::new(&b"other env"[..]),
         );
-        hub.close_all(None)
+        hub.close_all()
             .recv_timeout(Duration::from_secs(5))
             .unwrap();
         assert_eq!(hub.open(), 0);

@@ -136,10 +136,12 @@ pub(crate) fn serve_events(
 ) -> io::Result<()> {
     match events::accept(kind, req, shared.max_body, SystemTime::now()) {
         Ok(mut payload) => {
+            let mut inner = shared.lock();
             if env > 0 {
-                payload.environment = Some(shared.lock().envs[env].name.clone());
+                payload.environment = Some(inner.envs[env].name.clone());
             }
-            shared.lock().event_subs.publish(&payload);
+            inner.event_subs.publish(&payload);
+            drop(inner);
             write_response(stream, 202, &[], b"", req.close)
         }
         Err(refusal) => {

@@ -134,10 +134,22 @@ impl BigSegments {
 
     /// Run `task` (a store call) for a synchronous caller and wait for its answer at
     /// most [`LEADER_WAIT`]: on the client's runtime, or before the client knows it on a
-    /// thread of its own. `None` if it did not answer in time, or at once when called
-    /// on the thread where store futures last ran (the runtime may have no other: the
-    /// task still runs, and whatever it caches stays).
+    /// thread of its own. [`StoreError::Unreachable`] if it did not answer in time, or
+    /// at once when called on the thread where store futures last ran (the runtime may
+    /// have no other: the task still runs, and whatever it caches stays).
     fn answer_now<T: Send + 'static>(
+        &self,
+        task: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.answer_in_time(task).unwrap_or_else(|| {
+            Err(StoreError::Unreachable(
+                "the big-segment store did not answer in time".into(),
+            ))
+        })
+    }
+
+    /// [`Self::answer_now`]'s wait: `None` if there was no answer in time.
+    fn answer_in_time<T: Send + 'static>(
         &self,
         task: impl Future<Output = T> + Send + 'static,
     ) -> Option<T> {
@@ -186,12 +198,8 @@ impl BigSegments {
         self.waiting.load(Ordering::SeqCst)
     }
 
-    fn cache(&self) -> std::sync::MutexGuard<'_, MembershipCache> {
-        self.cache.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     fn last_status(&self) -> Option<BigSegmentStoreStatus> {
-        *self.status.lock().unwrap_or_else(|e| e.into_inner())
+        *lock(&self.status)
     }
 
     /// The last known status; the store is asked now if it never was (its blocking
@@ -205,11 +213,6 @@ impl BigSegments {
             None => {
                 let store = self.store.clone();
                 self.answer_now(async move { store.metadata().await })
-                    .unwrap_or_else(|| {
-                        Err(StoreError::Unreachable(
-                            "the big-segment store did not answer in time".into(),
-                        ))
-                    })
             }
         };
         self.record_status(metadata)
@@ -233,11 +236,7 @@ impl BigSegments {
             crate::events::clock::unix_ms(),
             self.stale_after,
         );
-        let old = self
-            .status
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .replace(status);
+        let old = lock(&self.status).replace(status);
         if old != Some(status) {
             tracing::debug!(?old, new = ?status, "big-segment store status changed");
             self.subs.send(&status);
@@ -274,11 +273,6 @@ impl BigSegments {
                     lock(&cache).insert(Instant::now(), &key, m.clone());
                     Ok(m)
                 })
-                .unwrap_or_else(|| {
-                    Err(StoreError::Unreachable(
-                        "the big-segment store did not answer in time".into(),
-                    ))
-                })
             }
         };
         answer
@@ -292,7 +286,7 @@ impl BigSegments {
         let flight = {
             let mut flights = lock(&self.flights);
             // A query that ended since the miss has filled the cache.
-            if let Some(m) = self.cache().get(Instant::now(), context_key) {
+            if let Some(m) = lock(&self.cache).get(Instant::now(), context_key) {
                 return Some(m);
             }
             match flights.get(context_key) {
@@ -330,7 +324,7 @@ impl BigSegments {
 
 impl BigSegmentLookup for BigSegments {
     fn membership(&self, context_key: &str) -> LookupResult {
-        let cached = self.cache().get(Instant::now(), context_key);
+        let cached = lock(&self.cache).get(Instant::now(), context_key);
         let Some(membership) = cached.or_else(|| self.fetch(context_key)) else {
             return LookupResult {
                 membership: None,
@@ -354,8 +348,6 @@ pub(crate) struct BigSegmentsHandle {
     /// Closed to stop the poller; `None` once stopped.
     stop: Mutex<Option<async_channel::Sender<()>>>,
     stopped: async_channel::Receiver<()>,
-    /// The poller was started.
-    started: std::sync::atomic::AtomicBool,
 }
 
 impl BigSegmentsHandle {
@@ -368,7 +360,6 @@ impl BigSegmentsHandle {
             interval: poll_interval(options.status_poll_interval, options.stale_after),
             stop: Mutex::new(Some(stop)),
             stopped,
-            started: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -376,10 +367,14 @@ impl BigSegmentsHandle {
     /// there: the first poll one interval from now (a status asked for earlier is read
     /// at once). Only the first call does anything.
     pub(crate) fn run_on(&self, rt: &Arc<dyn Runtime>) {
-        if self.started.swap(true, Ordering::AcqRel) || lock(&self.stop).is_none() {
-            return;
+        {
+            // The runtime is set once: by the call that starts the poller.
+            let mut runtime = lock(&self.shared.runtime);
+            if runtime.is_some() || lock(&self.stop).is_none() {
+                return;
+            }
+            *runtime = Some(rt.clone());
         }
-        *lock(&self.shared.runtime) = Some(rt.clone());
         let (poller, stopped, interval, timer) = (
             self.shared.clone(),
             self.stopped.clone(),
@@ -409,6 +404,6 @@ impl BigSegmentsHandle {
     /// True while the poller runs.
     #[cfg(test)]
     pub(crate) fn polling(&self) -> bool {
-        self.started.load(Ordering::Acquire) && lock(&self.stop).is_some()
+        self.shared.runtime().is_some() && lock(&self.stop).is_some()
     }
 }

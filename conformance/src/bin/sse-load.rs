@@ -216,7 +216,7 @@ fn run(args: &Args) -> Result<bool, String> {
         let heartbeats = load.heartbeats;
         let start = load.sample_serve();
         let from = Instant::now();
-        load.run_until(from + Duration::from_secs(idle_secs), || false)?;
+        load.run_until(from + Duration::from_secs(idle_secs))?;
         let elapsed = from.elapsed();
         let end = load.sample_serve();
         let beats = load.heartbeats - heartbeats;
@@ -538,9 +538,9 @@ impl Load {
         Ok(())
     }
 
-    /// Keep reading every stream until `deadline` or until `done` says so.
-    fn run_until(&mut self, deadline: Instant, done: impl Fn() -> bool) -> Result<(), String> {
-        while Instant::now() < deadline && !done() {
+    /// Keep reading every stream until `deadline`.
+    fn run_until(&mut self, deadline: Instant) -> Result<(), String> {
+        while Instant::now() < deadline {
             self.turn(deadline)?;
         }
         Ok(())
@@ -555,7 +555,7 @@ impl Load {
         for k in 0..count {
             // Counted from the previous write, so that a busy loop never writes two
             // changes closer together than the interval.
-            self.run_until(at, || false)?;
+            self.run_until(at)?;
             let index = u32::try_from(k + 1).unwrap_or(u32::MAX);
             trigger
                 .write(&self.marker.value(index))

@@ -32,28 +32,27 @@ const MAX_DIGITS: usize = 9;
 /// change index (decimal) and the closing quote of the JSON string that holds it.
 #[derive(Debug)]
 pub struct Marker {
+    prefix: String,
     finder: Finder<'static>,
-    len: usize,
 }
 
 impl Marker {
     /// The marker of one run: `prefix` must be unique to it (it holds a run id).
     pub fn new(prefix: &str) -> Self {
         Self {
+            prefix: prefix.to_owned(),
             finder: Finder::new(prefix.as_bytes()).into_owned(),
-            len: prefix.len(),
         }
     }
 
     /// The prefix followed by `index`: the string that change `index` writes.
     pub fn value(&self, index: u32) -> String {
-        let prefix = String::from_utf8_lossy(self.finder.needle());
-        format!("{prefix}{index}")
+        format!("{}{index}", self.prefix)
     }
 
     /// Bytes that can hold one whole marker with its closing quote.
     fn window(&self) -> usize {
-        self.len + MAX_DIGITS + 1
+        self.prefix.len() + MAX_DIGITS + 1
     }
 }
 
@@ -103,7 +102,7 @@ impl MarkerScan {
     /// Record the marker at `at` in `hay` if its digits and closing quote are all there
     /// (an incomplete one is still in the tail and found with the next piece).
     fn found(&mut self, marker: &Marker, hay: &[u8], at: usize) {
-        let digits = &hay[at + marker.len..];
+        let digits = &hay[at + marker.prefix.len()..];
         let n = digits.iter().take_while(|b| b.is_ascii_digit()).count();
         if n == 0 || n > MAX_DIGITS || digits.get(n) != Some(&b'"') {
             return;

@@ -1,9 +1,13 @@
 //! What the tests that run the built binaries share: `target/debug`, a binary brought up
-//! to date with cargo, and child processes killed when dropped.
+//! to date with cargo, child processes killed when dropped, and their output read line
+//! by line with deadlines.
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
 
 /// `target/debug`, from the test's own path (`target/debug/deps/<test>-…`).
 pub fn debug_dir() -> PathBuf {
@@ -93,4 +97,57 @@ pub fn serve_command(sdk_key: &str, data: &Path) -> Command {
         ])
         .arg(data);
     command
+}
+
+/// Lines of a child's stdout, from a thread.
+pub fn lines(out: impl Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Wait for a line `want` accepts; every line seen goes to `seen`.
+pub fn expect(
+    rx: &Receiver<String>,
+    seen: &mut Vec<String>,
+    within: Duration,
+    want: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = Instant::now() + within;
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                seen.push(line.clone());
+                if want(&line) {
+                    return line;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    panic!("no expected line within {within:?}; saw {seen:#?}");
+}
+
+/// Start `serve` (a [`serve_command`], with any more arguments) and wait at most 20 s
+/// for it to say where it serves: the process and its URL. Its output is drained from
+/// then on, so that it never blocks.
+pub fn serving(mut serve: Command) -> (Proc, String) {
+    let mut child = serve
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start flagsync serve");
+    let rx = lines(child.stdout.take().unwrap());
+    let proc = Proc(child);
+    let first = expect(&rx, &mut Vec::new(), Duration::from_secs(20), |l| {
+        l.contains("serving on")
+    });
+    let url = first.trim().rsplit(' ').next().unwrap().to_owned();
+    std::thread::spawn(move || rx.iter().count());
+    (proc, url)
 }

@@ -30,10 +30,15 @@ pub const DEFAULT_POLLING_URI: &str = "https://app.launchdarkly.com";
 /// assert!(!sdk_key_is_well_formed("sdk key\r\n"));
 /// ```
 pub fn sdk_key_is_well_formed(key: &str) -> bool {
-    key.len() <= 8192
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+    key.is_empty() || is_token(key, 8192)
+}
+
+/// `[a-zA-Z0-9._-]`, 1 to `max` bytes: what an SDK key and an application tag may be.
+pub(crate) fn is_token(s: &str, max: usize) -> bool {
+    !s.is_empty()
+        && s.len() <= max
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 /// Which data system runs.

@@ -52,7 +52,7 @@ pub use config::{DiagnosticInfo, EventsConfig};
 pub use context::{
     ComponentError, ContextError, ContextFormatter, ContextKind, EventContext, unescape_component,
 };
-pub use processor::{Event, EventProcessor, Input, Output};
+pub use processor::{Event, EventProcessor, Input, Output, status_is_recoverable};
 pub use record::{Custom, Evaluation, Identify, MigrationOp, Record};
 pub use summary::{FlagRef, Summarizer};
 

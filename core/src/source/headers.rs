@@ -1,5 +1,7 @@
 //! The request headers every data-source request carries (PROTOCOL.md B §1.2).
 
+use crate::config::is_token;
+
 /// `User-Agent` of every request: `flagsync/<version>`.
 pub const USER_AGENT: &str = concat!("flagsync/", env!("CARGO_PKG_VERSION"));
 
@@ -31,20 +33,12 @@ impl std::fmt::Debug for RequestIdentity {
     }
 }
 
-/// `[a-zA-Z0-9._-]`, at most `max` characters.
-fn valid(s: &str, max: usize) -> bool {
-    !s.is_empty()
-        && s.len() <= max
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-}
-
 impl RequestIdentity {
     /// The headers, in a fixed order. An SDK key that fails validation (more than 8192
     /// characters, or characters outside `[a-zA-Z0-9._-]`) is sent as `""`; invalid
     /// application ids and versions (over 64 characters) are dropped.
     pub fn headers(&self) -> Vec<(String, String)> {
-        let key = if valid(&self.sdk_key, 8192) {
+        let key = if is_token(&self.sdk_key, 8192) {
             self.sdk_key.as_str()
         } else {
             ""
@@ -63,7 +57,7 @@ impl RequestIdentity {
         .into_iter()
         .filter_map(|(name, v)| {
             v.as_deref()
-                .filter(|v| valid(v, 64))
+                .filter(|v| is_token(v, 64))
                 .map(|v| format!("{name}/{v}"))
         })
         .collect();

@@ -15,9 +15,9 @@ use crate::io::{Action, ConnId};
 use crate::source::exchange::{Exchange, Progress, TotalDeadline};
 use crate::status::{Cause, ErrorInfo, ErrorKind};
 
-/// An HTTP status that the events service may answer differently next time
-/// (LaunchDarkly's rule: every 4xx but 400, 408 and 429 is final).
-fn recoverable(status: u16) -> bool {
+/// An HTTP status that the events service may answer differently next time, so a
+/// delivery is retried (LaunchDarkly's rule: every 4xx but 400, 408 and 429 is final).
+pub fn recoverable(status: u16) -> bool {
     !(400..500).contains(&status) || matches!(status, 400 | 408 | 429)
 }
 

@@ -22,6 +22,8 @@ use crate::status::ErrorInfo;
 use std::sync::Arc;
 
 mod delivery;
+
+pub use delivery::recoverable as status_is_recoverable;
 mod queue;
 
 /// An input of the [`EventProcessor`].
