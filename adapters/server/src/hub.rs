@@ -517,6 +517,19 @@ mod tests {
         out
     }
 
+    /// A chunked FDv1 stream of environment 0 on `socket`.
+    fn stream(socket: StdStream, head: &[u8], first: Option<Frame>) -> NewStream {
+        NewStream {
+            socket,
+            env: 0,
+            fdv2: false,
+            chunked: true,
+            head: head.to_vec(),
+            first,
+            close_after: false,
+        }
+    }
+
     fn hub() -> Hub {
         let beats = [
             Frame::new(&b":\n"[..]),
@@ -534,15 +547,7 @@ mod tests {
             Arc::from(&b""[..]),
             Arc::from(&b"{}\n\n"[..]),
         ]);
-        hub.add(NewStream {
-            socket: server,
-            env: 0,
-            fdv2: false,
-            chunked: true,
-            head: b"HEAD\r\n\r\n".to_vec(),
-            first: Some(first.clone()),
-            close_after: false,
-        });
+        hub.add(stream(server, b"HEAD\r\n\r\n", Some(first.clone())));
         assert_eq!(hub.open(), 1);
         let big = Frame::new(vec![b'x'; 300]);
         hub.broadcast(0, big.clone(), Frame::new(&b"unused"[..]));
@@ -570,13 +575,10 @@ mod tests {
         let hub = hub();
         let (server, client) = pair();
         hub.add(NewStream {
-            socket: server,
-            env: 0,
             fdv2: true,
             chunked: false,
-            head: b"H\r\n\r\n".to_vec(),
-            first: Some(Frame::new(&b"data: x\n\n"[..])),
             close_after: true,
+            ..stream(server, b"H\r\n\r\n", Some(Frame::new(&b"data: x\n\n"[..])))
         });
         assert_eq!(
             hub.open(),
@@ -591,15 +593,7 @@ mod tests {
     fn a_closed_client_is_forgotten() {
         let hub = hub();
         let (server, client) = pair();
-        hub.add(NewStream {
-            socket: server,
-            env: 0,
-            fdv2: false,
-            chunked: true,
-            head: b"H\r\n\r\n".to_vec(),
-            first: None,
-            close_after: false,
-        });
+        hub.add(stream(server, b"H\r\n\r\n", None));
         drop(client);
         let deadline = Instant::now() + Duration::from_secs(5);
         while hub.open() > 0 && Instant::now() < deadline {
