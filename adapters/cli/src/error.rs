@@ -24,3 +24,17 @@ impl CliError {
         }
     }
 }
+
+/// Why the server did not start: a port that cannot be bound says how to choose
+/// another; any other error is `other`'s.
+pub(crate) fn start_error(
+    e: flagsync_server::ServerError,
+    other: impl FnOnce(flagsync_server::ServerError) -> CliError,
+) -> CliError {
+    match e {
+        flagsync_server::ServerError::Bind { port, source } => CliError::failed(format!(
+            "cannot listen on 127.0.0.1:{port}: {source}. Choose another port with --port (0 picks a free one)"
+        )),
+        e => other(e),
+    }
+}

@@ -17,11 +17,10 @@ use serde_json::Value;
 
 use crate::args::ServeArgs;
 use crate::client::{Fdv2Preset, Options, RedisOptions, Session, Update};
-use crate::error::CliError;
+use crate::error::{CliError, start_error};
 use crate::forward::Forwarder;
 use crate::options::redact_userinfo;
 use crate::printer::plural;
-use crate::serve::start_error;
 
 /// How often an environment's data is compared with what is served, besides on every
 /// change the client reports (a segment change that no flag uses reports none).

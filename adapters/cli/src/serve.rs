@@ -132,7 +132,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         .heartbeat(Duration::from_secs(args.heartbeat))
         .data(data)
         .start()
-        .map_err(|e| start_error(e, |other| source.error(other)))?;
+        .map_err(|e| crate::error::start_error(e, |other| source.error(other)))?;
     // With `--events -`, standard output is for the events alone.
     let to_stderr = args.events.as_deref() == Some(Path::new("-"));
     macro_rules! say {
@@ -293,15 +293,4 @@ pub(crate) fn apply_faults(server: &ServerHandle, args: &ServeArgs) -> Vec<Strin
 pub(crate) fn file_stamp(path: &Path) -> Option<(SystemTime, u64)> {
     let meta = std::fs::metadata(path).ok()?;
     Some((meta.modified().ok()?, meta.len()))
-}
-
-/// Why the server did not start: a port that cannot be bound says how to choose
-/// another; any other error is `other`'s.
-pub(crate) fn start_error(e: ServerError, other: impl FnOnce(ServerError) -> CliError) -> CliError {
-    match e {
-        ServerError::Bind { port, source } => CliError::failed(format!(
-            "cannot listen on 127.0.0.1:{port}: {source}. Choose another port with --port (0 picks a free one)"
-        )),
-        e => other(e),
-    }
 }

@@ -30,15 +30,7 @@ pub const DEFAULT_POLLING_URI: &str = "https://app.launchdarkly.com";
 /// assert!(!sdk_key_is_well_formed("sdk key\r\n"));
 /// ```
 pub fn sdk_key_is_well_formed(key: &str) -> bool {
-    key.is_empty() || is_token(key, 8192)
-}
-
-/// `[a-zA-Z0-9._-]`, 1 to `max` bytes: what an SDK key and an application tag may be.
-pub(crate) fn is_token(s: &str, max: usize) -> bool {
-    !s.is_empty()
-        && s.len() <= max
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    key.is_empty() || crate::source::is_token(key, 8192)
 }
 
 /// Which data system runs.

@@ -1,6 +1,12 @@
 //! The request headers every data-source request carries (PROTOCOL.md B §1.2).
 
-use crate::config::is_token;
+/// `[a-zA-Z0-9._-]`, 1 to `max` bytes: what an SDK key and an application tag may be.
+pub(crate) fn is_token(s: &str, max: usize) -> bool {
+    !s.is_empty()
+        && s.len() <= max
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
 
 /// `User-Agent` of every request: `flagsync/<version>`.
 pub const USER_AGENT: &str = concat!("flagsync/", env!("CARGO_PKG_VERSION"));

@@ -13,6 +13,7 @@ mod poll;
 mod stream;
 
 pub use event_stream::{EventStream, EventStreamConfig, StreamOutput, UnrecoverablePolicy};
+pub(crate) use headers::is_token;
 pub use headers::{RequestIdentity, USER_AGENT};
 pub use poll::{PollConfig, PollFormat, Poller};
 pub use stream::StreamSource;
