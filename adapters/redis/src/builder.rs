@@ -112,11 +112,9 @@ macro_rules! shared_setters {
             self
         }
 
-        #[doc = concat!(
-                            "How long one command or pipeline may wait for its answer (default ",
-                            $response_default,
-                            ")."
-                        )]
+        /// How long one command or pipeline may wait for its answer.
+        ///
+        #[doc = concat!("Default: ", $response_default, ".")]
         pub fn response_timeout(mut self, timeout: std::time::Duration) -> Self {
             self.settings.response_timeout = timeout;
             self

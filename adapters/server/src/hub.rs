@@ -238,26 +238,25 @@ impl Conn {
         while !self.queue.is_empty() {
             // On the stack: a broadcast flushes every stream.
             let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
-            let mut n = 0;
+            let pieces = self.queue.len().min(MAX_IOVECS);
             for ((bytes, off), slice) in self.queue.iter().zip(&mut slices) {
                 *slice = IoSlice::new(&bytes[*off..]);
-                n += 1;
             }
-            match self.socket.write_vectored(&slices[..n]) {
+            match self.socket.write_vectored(&slices[..pieces]) {
                 Ok(0) => return Err(()),
-                Ok(mut n) => {
+                Ok(mut written) => {
                     self.progress = Instant::now();
-                    while n > 0 {
+                    while written > 0 {
                         let Some((bytes, off)) = self.queue.front_mut() else {
                             break;
                         };
                         let left = bytes.len() - *off;
-                        if n >= left {
-                            n -= left;
+                        if written >= left {
+                            written -= left;
                             self.queue.pop_front();
                         } else {
-                            *off += n;
-                            n = 0;
+                            *off += written;
+                            written = 0;
                         }
                     }
                 }

@@ -17,7 +17,7 @@ use crate::status::{Cause, ErrorInfo, ErrorKind};
 
 /// An HTTP status that the events service may answer differently next time, so a
 /// delivery is retried (LaunchDarkly's rule: every 4xx but 400, 408 and 429 is final).
-pub fn recoverable(status: u16) -> bool {
+pub fn status_is_recoverable(status: u16) -> bool {
     !(400..500).contains(&status) || matches!(status, 400 | 408 | 429)
 }
 
@@ -176,7 +176,7 @@ impl EventProcessor {
                             },
                             PayloadKind::Diagnostic => Event::DiagnosticDelivered,
                         }));
-                    } else if recoverable(status) {
+                    } else if status_is_recoverable(status) {
                         let error =
                             ErrorInfo::new(now, ErrorKind::ErrorResponse, Cause::Status(status));
                         self.retry_or_drop(now, send, error);

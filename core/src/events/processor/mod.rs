@@ -22,9 +22,9 @@ use crate::status::ErrorInfo;
 use std::sync::Arc;
 
 mod delivery;
-
-pub use delivery::recoverable as status_is_recoverable;
 mod queue;
+
+pub use delivery::status_is_recoverable;
 
 /// An input of the [`EventProcessor`].
 #[derive(Debug)]
