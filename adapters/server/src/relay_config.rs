@@ -196,6 +196,8 @@ fn check_key(name: &str, key: &str) -> Result<(), String> {
     }
 }
 
+/// An upstream URI is one the SDK's own parser takes: `http://` or `https://` (the
+/// scheme in any case, as RFC 3986 has it), a host, no whitespace.
 fn check_uri(name: &str, uri: &str) -> Result<(), String> {
     Url::parse(uri).map(|_| ()).map_err(|e| {
         format!("environment {name:?}: {uri:?} is not an http:// or https:// URI: {e}")
@@ -226,6 +228,17 @@ mod tests {
         assert_eq!(b.events_uri.as_deref(), Some("http://ev"));
         assert_eq!(b.redis_prefix.as_deref(), Some("{ld}:b"));
         assert!(!format!("{a:?}").contains("k1"), "the key never shows");
+    }
+
+    #[test]
+    fn a_scheme_in_any_case_is_the_scheme() {
+        let c = RelayConfig::parse(
+            br#"{"upstream": "HTTPS://up", "environments": {"a": {"sdkKey": "k", "streamUri": "Http://s"}}}"#,
+        )
+        .unwrap();
+        let a = &c.environments[0];
+        assert_eq!(Url::parse(&a.polling_uri).unwrap().origin(), "https://up");
+        assert_eq!(Url::parse(&a.stream_uri).unwrap().origin(), "http://s");
     }
 
     #[test]
