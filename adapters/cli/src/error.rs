@@ -32,8 +32,8 @@ pub(crate) fn start_error(
     other: impl FnOnce(flagsync_server::ServerError) -> CliError,
 ) -> CliError {
     match e {
-        flagsync_server::ServerError::Bind { port, source } => CliError::failed(format!(
-            "cannot listen on 127.0.0.1:{port}: {source}. Choose another port with --port (0 picks a free one)"
+        flagsync_server::ServerError::Bind { addr, source } => CliError::failed(format!(
+            "cannot listen on {addr}: {source}. Choose another address with --listen ADDR:PORT or another port with --port (0 picks a free one)"
         )),
         e => other(e),
     }

@@ -1,28 +1,42 @@
 //! [`Server`] and [`ServerBuilder`]: the settings, and starting the server.
 
-use std::collections::{HashMap, VecDeque};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::collections::VecDeque;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::{self};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime};
 
+use mio::{Interest, Poll, Token, Waker};
 use serde_json::Value;
 
+use crate::conn::Limits;
 use crate::data::Data;
 use crate::env::Environment;
 use crate::events::Subscribers;
 use crate::fault::Faults;
+use crate::health::{ConnectionState, Health};
 use crate::hub::{Frame, Hub};
+use crate::metrics::Metrics;
+use crate::request_loop::{MAX_LISTENERS, RequestLoop, WAKE};
+use crate::tls::{TlsAcceptor, TlsSettings};
 
-use crate::conn::accept_loop;
 use crate::error::ServerError;
 use crate::handle::ServerHandle;
 use crate::state::{Env, Inner, Shared};
-use crate::{fdv2, http};
+use crate::{fdv2, http, listen};
 
-/// The listen backlog: room for a thousand SDKs connecting at once.
-const BACKLOG: i32 = 4096;
+/// The default deadline for a whole request head.
+pub const DEFAULT_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default deadline for a request body.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default time an idle keep-alive connection is kept open.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Descriptors kept free of connections when the connection limit comes from the
+/// process's descriptor limit (for listeners, files, upstream connections, Redis).
+const SPARE_DESCRIPTORS: u64 = 64;
+/// The connection limit when the descriptor limit is unlimited.
+const UNLIMITED_CONNECTIONS: usize = 1 << 20;
 
 /// Entry point: see [`Server::builder`].
 #[derive(Debug)]
@@ -34,6 +48,16 @@ impl Server {
     pub fn builder() -> ServerBuilder {
         ServerBuilder {
             port: 0,
+            listen: Vec::new(),
+            tls: None,
+            max_connections: None,
+            limits: Limits {
+                head: DEFAULT_HEAD_TIMEOUT,
+                body: DEFAULT_BODY_TIMEOUT,
+                idle: DEFAULT_IDLE_TIMEOUT,
+            },
+            max_stream_lifetime: None,
+            disconnected_status_time: Duration::from_secs(60),
             sdk_key: None,
             env_id: None,
             heartbeat: Duration::from_secs(15),
@@ -49,6 +73,12 @@ impl Server {
 #[must_use]
 pub struct ServerBuilder {
     pub(crate) port: u16,
+    pub(crate) listen: Vec<SocketAddr>,
+    pub(crate) tls: Option<TlsSettings>,
+    pub(crate) max_connections: Option<usize>,
+    pub(crate) limits: Limits,
+    pub(crate) max_stream_lifetime: Option<Duration>,
+    pub(crate) disconnected_status_time: Duration,
     pub(crate) sdk_key: Option<String>,
     pub(crate) env_id: Option<String>,
     pub(crate) heartbeat: Duration,
@@ -58,9 +88,87 @@ pub struct ServerBuilder {
 }
 
 impl ServerBuilder {
-    /// The port on 127.0.0.1 to listen on; 0 (the default) picks a free one.
+    /// The port on 127.0.0.1 to listen on; 0 (the default) picks a free one. Used
+    /// only when no [`listen`](Self::listen) address is given.
     pub fn port(mut self, port: u16) -> Self {
         self.port = port;
+        self
+    }
+
+    /// Listen on `addr` (repeatable: every address given is served; IPv4 and IPv6,
+    /// `0.0.0.0:P` and `[::]:P` for every interface). Without any, the server listens
+    /// on `127.0.0.1:`[`port`](Self::port) only: a local server is not reachable from
+    /// other hosts unless asked.
+    ///
+    /// ```
+    /// use flagsync_server::Server;
+    ///
+    /// let server = Server::builder()
+    ///     .listen("127.0.0.1:0".parse()?)
+    ///     .listen("[::1]:0".parse()?)
+    ///     .start()?;
+    /// assert_eq!(server.addrs().len(), 2);
+    /// assert!(server.addrs()[1].is_ipv6());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn listen(mut self, addr: SocketAddr) -> Self {
+        self.listen.push(addr);
+        self
+    }
+
+    /// Serve TLS (HTTPS) on every listening address (see [`TlsSettings`]). A client
+    /// that speaks plaintext HTTP to it gets a plaintext `400` saying so.
+    pub fn tls(mut self, tls: TlsSettings) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// The most connections open at once, streams included. Past it, a connection is
+    /// accepted, its first request answered `503` with `Retry-After: 1`, and closed.
+    /// Default: the process's soft descriptor limit at start, less 64 for everything
+    /// else (see [`raise_fd_limit`](crate::raise_fd_limit)).
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.max_connections = Some(n.max(1));
+        self
+    }
+
+    /// The deadline for a whole request head, from its first byte (for a new
+    /// connection, from the accept, TLS handshake included); default 10 s. A client
+    /// slower than that gets `408` and the connection closes, however steadily it
+    /// trickles bytes.
+    pub fn head_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.head = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// The deadline for a request body, from the end of its head; default 30 s. Past
+    /// it: `408`, and the connection closes.
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.body = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How long an idle keep-alive connection is kept open; default 60 s.
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.idle = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// End every stream after at most this long (each after between three quarters of
+    /// it and all of it, so streams opened together do not end together); the SDK
+    /// reconnects, to this server or, behind a load balancer, to another. After a
+    /// rolling restart this spreads SDKs over every instance again (the Relay Proxy's
+    /// `maxClientConnectionTime`). Default: streams last until the client closes them.
+    pub fn max_stream_lifetime(mut self, lifetime: Duration) -> Self {
+        self.max_stream_lifetime = Some(lifetime.max(Duration::from_secs(1)));
+        self
+    }
+
+    /// How long an environment whose upstream connection is interrupted still counts
+    /// as connected in `GET /status` (default 60 s, as the Relay Proxy's
+    /// `disconnectedStatusTime`).
+    pub fn disconnected_status_time(mut self, time: Duration) -> Self {
+        self.disconnected_status_time = time;
         self
     }
 
@@ -131,10 +239,11 @@ impl ServerBuilder {
         Ok(data.rendered().body.to_string())
     }
 
-    /// Validate the data, bind the socket and start serving.
+    /// Validate the data, bind the sockets and start serving.
     pub fn start(self) -> Result<ServerHandle, ServerError> {
         let epoch = format!("{:08x}", fastrand::u32(..));
         let now = Instant::now();
+        let wall = SystemTime::now();
         let mut default = Data::from_json(self.data).map_err(ServerError::InvalidData)?;
         default.set_epoch(epoch.clone());
         let mut envs = vec![Env {
@@ -143,11 +252,20 @@ impl ServerBuilder {
             env_id: self.env_id,
             data: default,
             starting_until: None,
+            health: Health::new(ConnectionState::Valid, wall),
         }];
         for e in self.environments {
-            let (mut data, starting_until) = match e.data {
-                Some(d) => (Data::from_json(d).map_err(ServerError::InvalidData)?, None),
-                None => (Data::default(), Some(now + e.init_timeout)),
+            let (mut data, starting_until, state) = match e.data {
+                Some(d) => (
+                    Data::from_json(d).map_err(ServerError::InvalidData)?,
+                    None,
+                    ConnectionState::Valid,
+                ),
+                None => (
+                    Data::default(),
+                    Some(now + e.init_timeout),
+                    ConnectionState::Initializing,
+                ),
             };
             data.set_epoch(epoch.clone());
             envs.push(Env {
@@ -156,55 +274,87 @@ impl ServerBuilder {
                 env_id: e.env_id,
                 data,
                 starting_until,
+                health: Health::new(state, wall),
             });
         }
-        let listener = bind(self.port)?;
-        let addr = listener.local_addr().map_err(|source| ServerError::Bind {
-            port: self.port,
-            source,
-        })?;
+        let addrs = if self.listen.is_empty() {
+            vec![SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))]
+        } else {
+            self.listen
+        };
+        if addrs.len() > MAX_LISTENERS {
+            let source = std::io::Error::other("too many listening addresses");
+            return Err(ServerError::Bind { addr: addrs[0], source });
+        }
+        let tls = self.tls.map(TlsAcceptor::new).transpose()?;
+        let poll = Poll::new().map_err(ServerError::Thread)?;
+        let mut listeners = Vec::with_capacity(addrs.len());
+        let mut bound = Vec::with_capacity(addrs.len());
+        for (i, addr) in addrs.iter().enumerate() {
+            let mut listener = listen::bind(*addr)?;
+            let local = listener.local_addr().map_err(|source| ServerError::Bind {
+                addr: *addr,
+                source,
+            })?;
+            poll.registry()
+                .register(&mut listener, Token(i + 1), Interest::READABLE)
+                .map_err(ServerError::Thread)?;
+            listeners.push(listener);
+            bound.push(local);
+        }
+        let wake = Arc::new(Waker::new(poll.registry(), WAKE).map_err(ServerError::Thread)?);
         let heartbeats = [
             Frame::new(&b":\n"[..]),
             Frame::new(fdv2::to_sse(&[fdv2::heartbeat()]).into_bytes()),
         ];
-        let hub = Hub::start(self.heartbeat, heartbeats).map_err(ServerError::Thread)?;
+        let metrics = Arc::new(Metrics::default());
+        let hub = Hub::start(
+            self.heartbeat,
+            heartbeats,
+            self.max_stream_lifetime,
+            metrics.clone(),
+        )
+        .map_err(ServerError::Thread)?;
+        let max_connections = self.max_connections.unwrap_or_else(|| {
+            listen::fd_limit().soft.map_or(UNLIMITED_CONNECTIONS, |soft| {
+                usize::try_from(soft.saturating_sub(SPARE_DESCRIPTORS).max(1))
+                    .unwrap_or(UNLIMITED_CONNECTIONS)
+                    .min(UNLIMITED_CONNECTIONS)
+            })
+        });
         let shared = Arc::new(Shared {
-            addr,
+            addrs: bound,
+            tls: tls.is_some(),
             max_body: self.max_body,
             shutting_down: AtomicBool::new(false),
             inner: Mutex::new(Inner {
                 envs,
-                conns: HashMap::new(),
-                threads: Vec::new(),
-                next_id: 0,
                 faults: Faults::default(),
                 requests: VecDeque::new(),
                 request_count: 0,
                 event_subs: Subscribers::default(),
             }),
-            unhang: Condvar::new(),
+            wake,
             hub,
+            metrics,
+            disconnected_grace: self.disconnected_status_time,
+            max_connections,
         });
-        let accept_shared = shared.clone();
-        let accept = thread::Builder::new()
-            .name("flagsync-server-accept".into())
-            .spawn(move || accept_loop(&accept_shared, &listener))
+        let requests = RequestLoop::new(
+            poll,
+            listeners,
+            shared.clone(),
+            self.limits,
+            max_connections,
+            tls,
+        );
+        let thread = thread::Builder::new()
+            .name("flagsync-server-requests".into())
+            .spawn(move || requests.run())
             .map_err(ServerError::Thread)?;
         Ok(ServerHandle {
             shared,
-            accept: Mutex::new(Some(accept)),
+            requests: Mutex::new(Some(thread)),
         })
     }
-}
-
-/// Bind 127.0.0.1:`port` with a backlog for many SDKs connecting at once.
-fn bind(port: u16) -> Result<TcpListener, ServerError> {
-    use socket2::{Domain, Socket, Type};
-    let err = |source| ServerError::Bind { port, source };
-    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).map_err(err)?;
-    socket.set_reuse_address(true).map_err(err)?;
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    socket.bind(&addr.into()).map_err(err)?;
-    socket.listen(BACKLOG).map_err(err)?;
-    Ok(socket.into())
 }

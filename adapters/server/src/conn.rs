@@ -1,161 +1,480 @@
-//! Connections: the accept loop and one thread per connection, reading requests
-//! and handing them to the routes; a stream's connection goes to the stream hub and
-//! its thread ends.
+//! One connection of the request loop, as a state machine driven by its socket's
+//! readiness and by time: a request's head, then its body, each within its deadline;
+//! the answer, written as the socket takes it; then the next request (keep-alive), a
+//! close, or the connection handed to the stream hub. Nothing here blocks.
+//!
+//! The deadlines ([`Limits`]): a whole request head must arrive within the head
+//! timeout from its first byte (from the accept for a new connection, TLS handshake
+//! included), a body within the body timeout; a client that is too slow gets `408` and
+//! the connection closes, however steadily it trickles bytes. An idle keep-alive
+//! connection closes after the idle timeout. A response that the client does not read
+//! for [`WRITE_TIMEOUT`] is abandoned.
 
-use std::net::{TcpListener, TcpStream};
+use std::io::{self, Read, Write};
 use std::sync::Arc;
-use std::thread::{self};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
-use crate::http::{Framing, WRITE_TIMEOUT, write_response};
-use crate::reader::{ReadError, RequestReader};
+use mio::{Interest, Registry, Token};
 
 use crate::fault::Endpoint;
-use crate::http;
+use crate::health;
+use crate::http::{Framing, Request, WRITE_TIMEOUT, write_response};
+use crate::reader::{ReadError, RequestReader};
 use crate::recorded::RecordedRequest;
-use crate::routes::{FALLBACK_HEADER, Routed, accepted, route};
+use crate::routes::{self, FALLBACK_HEADER, Routed, accepted, route};
 use crate::state::Shared;
+use crate::transport::Transport;
 
-/// How long an idle keep-alive connection is kept open.
-pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-/// How many requests [`ServerHandle::requests`] remembers.
+/// How many requests [`ServerHandle::requests`](crate::ServerHandle::requests) remembers.
 pub(crate) const MAX_RECORDED: usize = 1000;
 /// How long a refused request's unread body is read and discarded before closing.
 pub(crate) const LINGER: Duration = Duration::from_secs(2);
 
-pub(crate) fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
-    loop {
-        let conn = listener.accept();
-        if shared.is_shutting_down() {
-            return;
+/// The answer to a plaintext request on a TLS port, written on the bare socket.
+const PLAIN_ON_TLS: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n\
+Connection: close\r\nContent-Length: 67\r\n\r\n\
+This port speaks HTTPS (TLS): connect with https:// instead of http\n";
+
+/// The deadlines of a connection's requests (see the module docs).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub(crate) head: Duration,
+    pub(crate) body: Duration,
+    pub(crate) idle: Duration,
+}
+
+/// What the loop does with a connection after driving it.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Wait for its socket (or a deadline).
+    Wait,
+    /// Close it.
+    Close,
+    /// It is the stream hub's now: forget it.
+    Handed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Head,
+    Body,
+    /// Writing the answer, then this.
+    Write(After),
+    /// A hang fault holds it unanswered.
+    Hung(Option<Endpoint>),
+    /// Reading and discarding until the client closes (after a refusal).
+    Linger,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum After {
+    Next,
+    Close,
+    Linger,
+}
+
+/// What driving a connection needs from the loop.
+pub(crate) struct Cx<'a> {
+    pub(crate) shared: &'a Arc<Shared>,
+    pub(crate) registry: &'a Registry,
+    pub(crate) token: Token,
+    pub(crate) now: Instant,
+}
+
+/// One connection.
+#[derive(Debug)]
+pub(crate) struct Conn {
+    io: Option<Transport>,
+    reader: RequestReader,
+    /// A request whose body is being read.
+    req: Option<Request>,
+    out: Vec<u8>,
+    written: usize,
+    phase: Phase,
+    accepted: Instant,
+    head_started: Option<Instant>,
+    body_started: Instant,
+    idle_since: Option<Instant>,
+    progress: Instant,
+    linger_until: Instant,
+    /// Over the connection limit: its first request gets `503`.
+    refuse: bool,
+}
+
+impl Conn {
+    pub(crate) fn new(io: Transport, max_body: usize, now: Instant, refuse: bool) -> Self {
+        Self {
+            io: Some(io),
+            reader: RequestReader::new(max_body),
+            req: None,
+            out: Vec::new(),
+            written: 0,
+            phase: Phase::Head,
+            accepted: now,
+            head_started: None,
+            body_started: now,
+            idle_since: None,
+            progress: now,
+            linger_until: now,
+            refuse,
         }
-        let (stream, _) = match conn {
-            Ok(c) => c,
-            Err(_) => {
-                // E.g. out of file descriptors: back off briefly.
-                thread::sleep(Duration::from_millis(10));
-                continue;
-            }
+    }
+
+    /// The socket, while the connection has it.
+    pub(crate) fn io(&mut self) -> Option<&mut Transport> {
+        self.io.as_mut()
+    }
+
+    /// Whether it is over the connection limit (answered `503`).
+    pub(crate) fn refusing(&self) -> bool {
+        self.refuse
+    }
+
+    /// Whether a hang fault holds it (for `endpoint`).
+    pub(crate) fn hung(&self) -> Option<Option<Endpoint>> {
+        match self.phase {
+            Phase::Hung(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// When it must have made progress by, if ever.
+    pub(crate) fn deadline(&self, limits: &Limits) -> Option<Instant> {
+        Some(match self.phase {
+            Phase::Head => match (self.head_started, self.idle_since) {
+                (Some(t), _) => t + limits.head,
+                (None, Some(t)) => t + limits.idle,
+                (None, None) => self.accepted + limits.head,
+            },
+            Phase::Body => self.body_started + limits.body,
+            Phase::Write(_) => self.progress + WRITE_TIMEOUT,
+            Phase::Hung(_) => return None,
+            Phase::Linger => self.linger_until,
+        })
+    }
+
+    /// Its deadline passed: `408` for a request that was arriving, else close.
+    pub(crate) fn time_out(&mut self, cx: &Cx<'_>) -> Next {
+        let arriving = match self.phase {
+            Phase::Head => self.reader.has_partial(),
+            Phase::Body => true,
+            _ => false,
         };
-        let mut inner = shared.lock();
-        if shared.is_shutting_down() {
-            return;
+        if !arriving {
+            return Next::Close;
         }
-        inner.threads.retain(|t| !t.is_finished());
-        let id = inner.next_id;
-        inner.next_id += 1;
-        if let Ok(clone) = stream.try_clone() {
-            inner.conns.insert(id, clone);
+        cx.shared.metrics.timed_out();
+        cx.shared.metrics.request("other", 408);
+        let body = b"{\"message\":\"the request did not arrive in time\"}";
+        let headers = [("Content-Type", "application/json")];
+        let _ = write_response(&mut self.out, 408, &headers, body, true);
+        self.phase = Phase::Write(After::Close);
+        self.progress = cx.now;
+        self.drive(cx)
+    }
+
+    /// Close a connection a hang fault held.
+    pub(crate) fn close(&mut self) {
+        if let Some(io) = &mut self.io {
+            io.close();
         }
-        let conn_shared = shared.clone();
-        let spawned = thread::Builder::new()
-            .name("flagsync-server-conn".into())
-            .spawn(move || {
-                handle_connection(&conn_shared, stream);
-                conn_shared.lock().conns.remove(&id);
-            });
-        match spawned {
-            Ok(t) => inner.threads.push(t),
-            Err(_) => {
-                if let Some(c) = inner.conns.remove(&id) {
-                    let _ = c.shutdown(std::net::Shutdown::Both);
+    }
+
+    /// Do what the socket allows now.
+    pub(crate) fn drive(&mut self, cx: &Cx<'_>) -> Next {
+        loop {
+            let Some(io) = self.io.as_mut() else {
+                return Next::Handed;
+            };
+            match flush(io, &self.out, &mut self.written) {
+                Err(_) => return Next::Close,
+                Ok(progress) => {
+                    if progress {
+                        self.progress = cx.now;
+                    }
                 }
+            }
+            let all_out = self.written == self.out.len() && io.write_pending().unwrap_or(false);
+            match self.phase {
+                Phase::Write(_) if !all_out => return Next::Wait,
+                Phase::Write(after) => {
+                    self.out = Vec::new();
+                    self.written = 0;
+                    match after {
+                        After::Next => {
+                            self.phase = Phase::Head;
+                            self.idle_since = Some(cx.now);
+                            self.reader.release();
+                        }
+                        After::Close => return Next::Close,
+                        After::Linger => {
+                            io.shutdown_write();
+                            self.linger_until = cx.now + LINGER;
+                            self.phase = Phase::Linger;
+                        }
+                    }
+                }
+                Phase::Head => match self.reader.read_head(io) {
+                    Ok(req) => {
+                        if let Some(next) = self.start(req, cx) {
+                            return next;
+                        }
+                    }
+                    Err(ReadError::Pending) => {
+                        if self.reader.has_partial() && self.head_started.is_none() {
+                            self.head_started = Some(cx.now);
+                        }
+                        return Next::Wait;
+                    }
+                    Err(ReadError::Bad(status)) => self.refuse_with(status, cx),
+                    Err(ReadError::Eof | ReadError::Io) => return self.plain_on_tls(cx),
+                },
+                Phase::Body => {
+                    let mut req = self.req.take().unwrap_or_default();
+                    match self.reader.read_body(io, &mut req) {
+                        Ok(()) => {
+                            if let Some(next) = self.answer(req, false, cx) {
+                                return next;
+                            }
+                        }
+                        Err(ReadError::Pending) => {
+                            self.req = Some(req);
+                            return Next::Wait;
+                        }
+                        Err(ReadError::Bad(status)) => self.refuse_with(status, cx),
+                        Err(ReadError::Eof | ReadError::Io) => return Next::Close,
+                    }
+                }
+                Phase::Hung(_) => return Next::Wait,
+                Phase::Linger => return discard(io),
             }
         }
     }
-}
 
-pub(crate) fn handle_connection(shared: &Arc<Shared>, mut stream: TcpStream) {
-    let _ = stream.set_read_timeout(Some(IDLE_TIMEOUT));
-    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
-    let _ = stream.set_nodelay(true);
-    let mut reader = RequestReader::new(shared.max_body);
-    loop {
-        let mut req = match reader.read_head(&mut stream) {
-            Ok(r) => r,
-            Err(ReadError::Bad(status)) => {
-                refuse(&mut stream, status);
-                break;
-            }
-            Err(ReadError::Eof | ReadError::Io) => break,
-        };
-        let endpoint = Endpoint::of_path(req.path());
+    /// A request whose head was read: read its body first, or answer it now.
+    fn start(&mut self, mut req: Request, cx: &Cx<'_>) -> Option<Next> {
+        self.head_started = None;
+        self.idle_since = None;
+        if req.framing == Framing::None {
+            return self.answer(req, false, cx);
+        }
         // A client that waits for `100 Continue` is answered without its body when the
         // request is refused anyway (RFC 9110 §10.1.1); the unread body then ends the
         // connection.
-        let mut unread_body = false;
-        if req.framing != Framing::None {
-            if req.expects_continue && accepted(shared, &req, endpoint).is_err() {
-                unread_body = true;
-                req.close = true;
-            } else {
-                if req.expects_continue && http::write_continue(&mut stream).is_err() {
-                    break;
-                }
-                match reader.read_body(&mut stream, &mut req) {
-                    Ok(()) => {}
-                    Err(ReadError::Bad(status)) => {
-                        refuse(&mut stream, status);
-                        break;
-                    }
-                    Err(ReadError::Eof | ReadError::Io) => break,
-                }
-            }
+        let endpoint = Endpoint::of_path(req.path());
+        if req.expects_continue
+            && (self.refuse || accepted(cx.shared, &req, endpoint).is_err())
+        {
+            req.close = true;
+            return self.answer(req, true, cx);
         }
+        if req.expects_continue {
+            self.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+        }
+        self.req = Some(req);
+        self.phase = Phase::Body;
+        self.body_started = cx.now;
+        None
+    }
+
+    /// Answer a whole request (or one whose body will not be read). `None`: go on
+    /// driving.
+    fn answer(&mut self, req: Request, unread_body: bool, cx: &Cx<'_>) -> Option<Next> {
+        let shared = cx.shared;
         if shared.is_shutting_down() {
-            break;
+            return Some(Next::Close);
         }
-        let (fault, fallback) = {
-            let mut inner = shared.lock();
-            inner.request_count += 1;
-            if inner.requests.len() >= MAX_RECORDED {
-                inner.requests.pop_front();
-            }
-            inner.requests.push_back(RecordedRequest {
-                method: req.method.clone(),
-                target: req.target.clone(),
-                headers: req.headers.clone(),
-            });
-            if inner.faults.hangs(endpoint) {
-                // Hold the connection unanswered until unhung or shut down.
-                while inner.faults.hangs(endpoint) && !shared.is_shutting_down() {
-                    inner = shared.unhang.wait(inner).unwrap_or_else(|e| e.into_inner());
+        let start = self.out.len();
+        let endpoint = Endpoint::of_path(req.path());
+        let (route_name, keep) = if self.refuse {
+            let body = b"{\"message\":\"too many connections; try again shortly\"}";
+            let headers = [("Content-Type", "application/json"), ("Retry-After", "1")];
+            let _ = write_response(&mut self.out, 503, &headers, body, true);
+            ("other", false)
+        } else if let Some(operator) = operator_route(req.path()) {
+            (operator, self.operator(&req, operator, cx))
+        } else {
+            let (fault, fallback) = {
+                let mut inner = shared.lock();
+                inner.request_count += 1;
+                if inner.requests.len() >= MAX_RECORDED {
+                    inner.requests.pop_front();
                 }
-                break;
+                inner.requests.push_back(RecordedRequest {
+                    method: req.method.clone(),
+                    target: req.target.clone(),
+                    headers: req.headers.clone(),
+                });
+                if inner.faults.hangs(endpoint) {
+                    // Held unanswered until the fault is lifted (then closed).
+                    self.phase = Phase::Hung(endpoint);
+                    return Some(Next::Wait);
+                }
+                let fallback =
+                    inner.faults.fdv1_fallback && endpoint.is_some_and(Endpoint::is_fdv2);
+                (inner.faults.take_failure(endpoint), fallback)
+            };
+            let mut headers = vec![("Content-Type", "application/json")];
+            if fallback {
+                headers.push(FALLBACK_HEADER);
             }
-            let fallback = inner.faults.fdv1_fallback && endpoint.is_some_and(Endpoint::is_fdv2);
-            (inner.faults.take_failure(endpoint), fallback)
+            let name = endpoint.map_or("other", Endpoint::path);
+            let keep = match fault {
+                Some(status) => {
+                    let body = format!("{{\"message\":\"injected fault: HTTP {status}\"}}");
+                    write_response(&mut self.out, status, &headers, body.as_bytes(), req.close)
+                        .is_ok()
+                }
+                None => {
+                    let streams = matches!(
+                        endpoint,
+                        Some(Endpoint::Fdv1Stream | Endpoint::Fdv2Stream)
+                    );
+                    if streams && let Some(io) = &mut self.io {
+                        // The hub registers it with its own loop if it takes it.
+                        let _ = cx.registry.deregister(io.socket());
+                    }
+                    let mut conn = routes::Conn {
+                        out: &mut self.out,
+                        io: &mut self.io,
+                    };
+                    let routed = route(shared, &req, endpoint, &headers, &mut conn);
+                    if let Routed::Streamed = routed {
+                        shared.metrics.request(name, 200);
+                        return Some(Next::Handed);
+                    }
+                    if streams && let Some(io) = &mut self.io {
+                        let interest = Interest::READABLE | Interest::WRITABLE;
+                        if cx.registry.register(io.socket(), cx.token, interest).is_err() {
+                            return Some(Next::Close);
+                        }
+                    }
+                    matches!(routed, Routed::Done(true))
+                }
+            };
+            (name, keep)
         };
-        let mut headers = vec![("Content-Type", "application/json")];
-        if fallback {
-            headers.push(FALLBACK_HEADER);
+        shared.metrics.request(route_name, status_of(&self.out[start..]));
+        let keep = keep && !req.close;
+        self.phase = Phase::Write(match (unread_body, keep) {
+            (true, _) => After::Linger,
+            (false, true) => After::Next,
+            (false, false) => After::Close,
+        });
+        self.progress = cx.now;
+        None
+    }
+
+    /// `GET /status` and `GET /metrics`: no SDK key asked, none shown.
+    fn operator(&mut self, req: &Request, route: &str, cx: &Cx<'_>) -> bool {
+        if req.method != "GET" {
+            let body = b"{\"message\":\"method not allowed\"}";
+            let headers = [("Content-Type", "application/json"), ("Allow", "GET")];
+            return write_response(&mut self.out, 405, &headers, body, req.close).is_ok();
         }
-        let keep = match fault {
-            Some(status) => {
-                let body = format!("{{\"message\":\"injected fault: HTTP {status}\"}}");
-                write_response(&mut stream, status, &headers, body.as_bytes(), req.close).is_ok()
+        let now = SystemTime::now();
+        let shared = cx.shared;
+        let (content_type, body) = {
+            let inner = shared.lock();
+            let envs = inner.reachable_envs();
+            if route == "/status" {
+                let status = health::status(&envs, now, shared.disconnected_grace);
+                ("application/json", status.to_string())
+            } else {
+                let dropped = inner.event_subs.dropped_total;
+                let text = shared.metrics.render(&envs, dropped, now);
+                ("text/plain; version=0.0.4; charset=utf-8", text)
             }
-            None => match route(shared, &req, endpoint, &headers, &mut stream) {
-                Routed::Done(ok) => ok,
-                // The stream hub holds the connection now.
-                Routed::Streamed => return,
-            },
         };
-        if unread_body && keep {
-            http::linger(&mut stream, LINGER);
-        }
-        if !keep || req.close {
-            break;
+        let headers = [("Content-Type", content_type), ("Cache-Control", "no-store")];
+        write_response(&mut self.out, 200, &headers, body.as_bytes(), req.close).is_ok()
+    }
+
+    /// A request that cannot be read: answer `status`, then drain what the client
+    /// still sends for a while, so that closing does not reset the connection before
+    /// the client has read the answer.
+    fn refuse_with(&mut self, status: u16, cx: &Cx<'_>) {
+        cx.shared.metrics.request("other", status);
+        let _ = write_response(&mut self.out, status, &[], b"", true);
+        self.phase = Phase::Write(After::Linger);
+        self.progress = cx.now;
+    }
+
+    /// The read failed: if it was a plaintext request on a TLS port, answer it in
+    /// plaintext on the bare socket; else close.
+    fn plain_on_tls(&mut self, cx: &Cx<'_>) -> Next {
+        let Some(io) = self.io.take() else {
+            return Next::Close;
+        };
+        match io.into_plain_if_refused() {
+            Ok(plain) => {
+                cx.shared.metrics.request("other", 400);
+                self.io = Some(plain);
+                self.out = PLAIN_ON_TLS.to_vec();
+                self.written = 0;
+                self.phase = Phase::Write(After::Linger);
+                self.progress = cx.now;
+                self.drive(cx)
+            }
+            Err(io) => {
+                self.io = Some(io);
+                Next::Close
+            }
         }
     }
-    let _ = stream.shutdown(std::net::Shutdown::Both);
 }
 
-/// Answer a request that cannot be read (malformed, too large) with `status`, then
-/// drain what the client still sends for a while, so that closing does not reset the
-/// connection before the client has read the answer.
-fn refuse(stream: &mut TcpStream, status: u16) {
-    if write_response(stream, status, &[], b"", true).is_ok() {
-        http::linger(stream, LINGER);
+/// The operator's routes, by exact path.
+fn operator_route(path: &str) -> Option<&'static str> {
+    match path {
+        "/status" => Some("/status"),
+        "/metrics" => Some("/metrics"),
+        _ => None,
+    }
+}
+
+/// The status of the last response in `out` (after any `100 Continue`).
+fn status_of(out: &[u8]) -> u16 {
+    let text = &out[..out.len().min(64)];
+    let skip = if text.starts_with(b"HTTP/1.1 100") {
+        out.windows(4).position(|w| w == b"\r\n\r\n").map_or(0, |i| i + 4)
+    } else {
+        0
+    };
+    out.get(skip + 9..skip + 12)
+        .and_then(|s| std::str::from_utf8(s).ok())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Write what the socket takes of `out[written..]`; `Ok(true)` if anything went.
+fn flush(io: &mut Transport, out: &[u8], written: &mut usize) -> io::Result<bool> {
+    let mut progress = false;
+    while *written < out.len() {
+        match io.write(&out[*written..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                *written += n;
+                progress = true;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(progress)
+}
+
+/// Read and discard until the client closes (`Close`) or has nothing more now.
+fn discard(io: &mut Transport) -> Next {
+    let mut sink = [0u8; 4096];
+    loop {
+        match io.read(&mut sink) {
+            Ok(0) => return Next::Close,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Next::Wait,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return Next::Close,
+        }
     }
 }

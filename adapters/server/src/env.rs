@@ -13,13 +13,14 @@
 //! [`ServerHandle`]: crate::ServerHandle
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 
 use crate::data::{self, Data, ItemKind};
 use crate::error::ServerError;
 use crate::fdv2;
+use crate::health::{ConnectionState, UpstreamError};
 use crate::hub::Frame;
 use crate::state::{Inner, Shared};
 
@@ -116,6 +117,7 @@ pub(crate) fn upsert(
         .data
         .upsert(kind, key, item)
         .map_err(ServerError::InvalidData)?;
+    e.health.data_updated = SystemTime::now();
     let version = item.get("version").and_then(Value::as_u64).unwrap_or(0);
     let path = format!("{}{key}", kind.path_prefix());
     let payload = serde_json::json!({ "path": path, "data": item });
@@ -135,6 +137,7 @@ pub(crate) fn delete(
 ) -> u64 {
     let mut inner = shared.lock();
     let version = inner.envs[env].data.delete(kind, key, version);
+    inner.envs[env].health.data_updated = SystemTime::now();
     let path = format!("{}{key}", kind.path_prefix());
     let payload = serde_json::json!({ "path": path, "version": version });
     let delete = sse_event("delete", &payload.to_string());
@@ -149,6 +152,7 @@ pub(crate) fn replace_all(shared: &Shared, env: usize, data: Value) -> Result<()
     let e = &mut inner.envs[env];
     e.data.replace(data);
     e.starting_until = None;
+    e.health.data_updated = SystemTime::now();
     let put = e.data.rendered().put_event();
     let full = fdv2::full_transfer_frame(&e.data.fdv2_objects());
     shared.hub.broadcast(env, put, full);
@@ -243,5 +247,31 @@ impl EnvironmentHandle {
     /// Its payload version: 1 for the initial data, plus one per change.
     pub fn payload_version(&self) -> u64 {
         self.shared.lock().envs[self.index].data.version()
+    }
+
+    /// Report its upstream connection: the state now and, if it failed, why. `GET
+    /// /status` and `GET /metrics` show it (see the [`health`](crate::ConnectionState)
+    /// rules); `Valid` also marks the data as current for its data age.
+    ///
+    /// ```
+    /// use flagsync_server::{ConnectionState, Environment, Server, UpstreamError};
+    ///
+    /// let server = Server::builder().environment(Environment::new("prod", "sdk-1")).start()?;
+    /// let prod = server.environment("prod").expect("configured");
+    /// prod.report_upstream(ConnectionState::Interrupted,
+    ///     Some(UpstreamError::new("NETWORK_ERROR", "connection refused")));
+    /// # Ok::<(), flagsync_server::ServerError>(())
+    /// ```
+    pub fn report_upstream(&self, state: ConnectionState, error: Option<UpstreamError>) {
+        self.shared.lock().envs[self.index]
+            .health
+            .report(state, error, SystemTime::now());
+    }
+
+    /// Report whether its data store (such as Redis) is available, for `GET /status`.
+    pub fn report_data_store(&self, available: bool) {
+        self.shared.lock().envs[self.index]
+            .health
+            .report_store(available, SystemTime::now());
     }
 }

@@ -181,6 +181,8 @@ fn gunzip(body: &[u8], max: usize) -> Result<Vec<u8>, Refusal> {
 #[derive(Debug, Default)]
 pub(super) struct Subscribers {
     subs: Vec<Subscriber>,
+    /// Payloads dropped by any subscription since the start.
+    pub(super) dropped_total: u64,
 }
 
 #[derive(Debug)]
@@ -204,14 +206,17 @@ impl Subscribers {
     /// Offer `payload` to every subscription without waiting: a full one counts it as
     /// dropped, a dropped one is forgotten.
     pub(super) fn publish(&mut self, payload: &EventPayload) {
+        let mut dropped = 0;
         self.subs.retain(|s| match s.tx.try_send(payload.clone()) {
             Ok(()) => true,
             Err(TrySendError::Full(_)) => {
                 s.dropped.fetch_add(1, Ordering::Relaxed);
+                dropped += 1;
                 true
             }
             Err(TrySendError::Disconnected(_)) => false,
         });
+        self.dropped_total += dropped;
     }
 
     /// End every subscription: their receivers get the payloads already queued, then

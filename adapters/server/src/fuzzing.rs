@@ -43,7 +43,7 @@ pub fn read_requests(data: &[u8], splits: &[u8], max_body: usize) -> (Vec<usize>
         let mut req = match reader.read_head(&mut input) {
             Ok(req) => req,
             Err(ReadError::Bad(status)) => return (bodies, Some(status)),
-            Err(ReadError::Eof | ReadError::Io) => return (bodies, None),
+            Err(ReadError::Eof | ReadError::Io | ReadError::Pending) => return (bodies, None),
         };
         match reader.read_body(&mut input, &mut req) {
             Ok(()) => {
@@ -51,7 +51,7 @@ pub fn read_requests(data: &[u8], splits: &[u8], max_body: usize) -> (Vec<usize>
                 bodies.push(req.body.len());
             }
             Err(ReadError::Bad(status)) => return (bodies, Some(status)),
-            Err(ReadError::Eof | ReadError::Io) => return (bodies, None),
+            Err(ReadError::Eof | ReadError::Io | ReadError::Pending) => return (bodies, None),
         }
     }
     panic!("more requests than bytes");

@@ -1,11 +1,11 @@
 //! [`ServerHandle`]: the running server, its shared state and what a test changes
 //! through it (data, faults, events, shutdown).
 
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 
@@ -14,28 +14,62 @@ use crate::env::{self, EnvironmentHandle};
 use crate::error::ServerError;
 use crate::events::EventSubscription;
 use crate::fault::Endpoint;
+use crate::health::{ConnectionState, UpstreamError};
 use crate::recorded::RecordedRequest;
 use crate::state::Shared;
-
-/// How long [`ServerHandle::shutdown`] waits for connection threads.
-pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// A running server. Dropping it shuts it down.
 #[derive(Debug)]
 pub struct ServerHandle {
     pub(crate) shared: Arc<Shared>,
-    pub(crate) accept: Mutex<Option<JoinHandle<()>>>,
+    pub(crate) requests: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl ServerHandle {
-    /// The bound address (always on 127.0.0.1).
+    /// The first bound address (`127.0.0.1:PORT` unless other addresses were given
+    /// with [`ServerBuilder::listen`](crate::ServerBuilder::listen)).
     pub fn addr(&self) -> SocketAddr {
-        self.shared.addr
+        self.shared.addrs[0]
     }
 
-    /// `http://127.0.0.1:PORT`: use it as both the stream and the polling base URI.
+    /// Every bound address, in the order given.
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.shared.addrs
+    }
+
+    /// `http://ADDR` (`https://ADDR` with TLS) of the first bound address: use it as
+    /// both the stream and the polling base URI. An unspecified address (`0.0.0.0`,
+    /// `[::]`) is named as the loopback address of its family.
     pub fn url(&self) -> String {
-        format!("http://{}", self.shared.addr)
+        let mut addr = self.addr();
+        if addr.ip().is_unspecified() {
+            addr.set_ip(match addr {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        let scheme = if self.shared.tls { "https" } else { "http" };
+        format!("{scheme}://{addr}")
+    }
+
+    /// The most connections it serves at once (see
+    /// [`ServerBuilder::max_connections`](crate::ServerBuilder::max_connections)).
+    pub fn max_connections(&self) -> usize {
+        self.shared.max_connections
+    }
+
+    /// Report the default environment's upstream connection for `GET /status` and
+    /// `GET /metrics` (as [`EnvironmentHandle::report_upstream`] does for an added one).
+    pub fn report_upstream(&self, state: ConnectionState, error: Option<UpstreamError>) {
+        self.shared.lock().envs[0]
+            .health
+            .report(state, error, SystemTime::now());
+    }
+
+    /// Count analytics event payloads a relay forwarded upstream (`forwarded`) and
+    /// could not (`failed`), for `GET /metrics`.
+    pub fn count_forwarded_events(&self, forwarded: u64, failed: u64) {
+        self.shared.metrics.events_forwarded(forwarded, failed);
     }
 
     /// Insert or replace a flag and push a `patch` to every stream. Without a `version`
@@ -187,7 +221,7 @@ impl ServerHandle {
     /// (clients see a timeout). Setting it back to `false` closes the held connections.
     pub fn hang(&self, hang: bool) {
         self.shared.lock().faults.set_hang(hang);
-        self.shared.unhang.notify_all();
+        self.shared.wake_requests();
     }
 
     /// Fault: [`hang`](Self::hang) for requests to `endpoint` only.
@@ -203,7 +237,7 @@ impl ServerHandle {
     /// ```
     pub fn hang_endpoint(&self, endpoint: Endpoint, hang: bool) {
         self.shared.lock().faults.set_hang_endpoint(endpoint, hang);
-        self.shared.unhang.notify_all();
+        self.shared.wake_requests();
     }
 
     /// Fault: while `true`, every FDv2 response (`/sdk/stream`, `/sdk/poll`; successes
@@ -312,35 +346,18 @@ impl ServerHandle {
         self.shared.lock().requests.iter().cloned().collect()
     }
 
-    /// Stop: close the listener and every connection, and join the threads (waiting at
-    /// most a few seconds). Idempotent; also done on drop.
+    /// Stop: close the listeners and every connection, and join the threads.
+    /// Idempotent; also done on drop.
     pub fn shutdown(&self) {
-        let Some(accept) = self.accept.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+        let Some(requests) = self.requests.lock().unwrap_or_else(|e| e.into_inner()).take()
+        else {
             return;
         };
         self.shared.shutting_down.store(true, Ordering::SeqCst);
-        {
-            self.shared.hub.shutdown();
-            let mut inner = self.shared.lock();
-            inner.event_subs.close();
-            for (_, conn) in inner.conns.drain() {
-                let _ = conn.shutdown(std::net::Shutdown::Both);
-            }
-        }
-        self.shared.unhang.notify_all();
-        // Wake the accept loop.
-        let _ = TcpStream::connect_timeout(&self.shared.addr, Duration::from_secs(1));
-        let _ = accept.join();
-        let threads = std::mem::take(&mut self.shared.lock().threads);
-        let deadline = Instant::now() + SHUTDOWN_GRACE;
-        for t in threads {
-            while !t.is_finished() && Instant::now() < deadline {
-                thread::sleep(Duration::from_millis(2));
-            }
-            if t.is_finished() {
-                let _ = t.join();
-            }
-        }
+        self.shared.hub.shutdown();
+        self.shared.lock().event_subs.close();
+        self.shared.wake_requests();
+        let _ = requests.join();
     }
 
     pub(crate) fn upsert(

@@ -1,7 +1,7 @@
 //! Minimal HTTP/1.1 request reading and response writing over a blocking stream.
 
-use std::io::{self, Read, Write};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::io::{self, Write};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The default largest request body (see `ServerBuilder::max_body`).
 pub(super) const DEFAULT_MAX_BODY: usize = 8 * 1024 * 1024;
@@ -172,12 +172,6 @@ pub(super) fn write_response(
     out.flush()
 }
 
-/// Tell a client that sent `Expect: 100-continue` to send its body.
-pub(super) fn write_continue(out: &mut impl Write) -> io::Result<()> {
-    out.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
-    out.flush()
-}
-
 /// The head of a `text/event-stream` response. `chunked`: framed with the chunked
 /// transfer coding, as LaunchDarkly's streaming service frames it (SDK stream readers,
 /// urllib3 in the Python SDK for one, hand events on as each chunk arrives, while a
@@ -246,27 +240,6 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
     (year, month, day)
 }
 
-/// After refusing a request whose body was not read: stop writing, then read and
-/// discard what the client still sends (for at most `for_at_most`), so that closing
-/// does not reset the connection before the client has read the answer.
-pub(super) fn linger(stream: &mut std::net::TcpStream, for_at_most: Duration) {
-    let _ = stream.shutdown(std::net::Shutdown::Write);
-    let deadline = Instant::now() + for_at_most;
-    let mut sink = [0u8; 8192];
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
-            return;
-        }
-        match stream.read(&mut sink) {
-            Ok(0) => return,
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,7 +277,7 @@ mod tests {
 
     #[test]
     fn http_dates() {
-        let at = |secs| http_date(UNIX_EPOCH + Duration::from_secs(secs));
+        let at = |secs| http_date(UNIX_EPOCH + std::time::Duration::from_secs(secs));
         assert_eq!(at(0), "Thu, 01 Jan 1970 00:00:00 GMT");
         assert_eq!(at(784_111_777), "Sun, 06 Nov 1994 08:49:37 GMT");
         assert_eq!(at(951_782_400), "Tue, 29 Feb 2000 00:00:00 GMT");

@@ -22,10 +22,11 @@ use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::http::{LAST_CHUNK, WRITE_TIMEOUT};
+use crate::metrics::Metrics;
+use crate::transport::Transport;
 
 /// The most commands waiting for the hub: past it, whoever changes the data waits for
 /// the hub to catch up (backpressure), so the queue never grows without bound. The
@@ -77,7 +78,7 @@ impl Frame {
 /// What a new stream is sent first.
 #[derive(Debug)]
 pub(crate) struct NewStream {
-    pub(crate) socket: std::net::TcpStream,
+    pub(crate) socket: Transport,
     pub(crate) env: usize,
     pub(crate) fdv2: bool,
     /// Framed with the chunked transfer coding (HTTP/1.1) or bare (HTTP/1.0).
@@ -109,6 +110,7 @@ pub(crate) struct Hub {
     tx: SyncSender<Command>,
     waker: Arc<Waker>,
     open: Arc<AtomicUsize>,
+    metrics: Arc<Metrics>,
     thread: std::sync::Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -125,7 +127,14 @@ impl std::fmt::Debug for Command {
 
 impl Hub {
     /// Start the hub thread; `heartbeats[fdv2 as usize]` is each protocol's heartbeat.
-    pub(crate) fn start(heartbeat: Duration, heartbeats: [Frame; 2]) -> io::Result<Self> {
+    /// A stream is ended after `lifetime` (each its own, between three quarters of it
+    /// and all of it), if given.
+    pub(crate) fn start(
+        heartbeat: Duration,
+        heartbeats: [Frame; 2],
+        lifetime: Option<Duration>,
+        metrics: Arc<Metrics>,
+    ) -> io::Result<Self> {
         let poll = Poll::new()?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let (tx, rx) = mpsc::sync_channel(MAX_COMMANDS);
@@ -138,6 +147,8 @@ impl Hub {
             open: open.clone(),
             heartbeat,
             heartbeats,
+            lifetime,
+            metrics: metrics.clone(),
             scratch: vec![0; 4096],
         };
         let thread = thread::Builder::new()
@@ -147,6 +158,7 @@ impl Hub {
             tx,
             waker,
             open,
+            metrics,
             thread: std::sync::Mutex::new(Some(thread)),
         })
     }
@@ -162,6 +174,7 @@ impl Hub {
     pub(crate) fn add(&self, stream: NewStream) {
         if !stream.close_after {
             self.open.fetch_add(1, Ordering::SeqCst);
+            self.metrics.stream_opened(stream.fdv2);
         }
         self.send(Command::Add(Box::new(stream)));
     }
@@ -195,7 +208,7 @@ impl Hub {
 }
 
 struct Conn {
-    socket: TcpStream,
+    socket: Transport,
     env: usize,
     fdv2: bool,
     chunked: bool,
@@ -204,6 +217,8 @@ struct Conn {
     closing: bool,
     /// When a write last made progress (or the queue was last empty).
     progress: Instant,
+    /// When the stream is ended (its maximum lifetime).
+    expires: Option<Instant>,
 }
 
 impl Conn {
@@ -235,6 +250,9 @@ impl Conn {
     /// Write what the socket takes, many pieces a system call. `Err`: the connection is
     /// dead (or done).
     fn flush(&mut self) -> Result<(), ()> {
+        if !self.socket.write_pending().map_err(drop)? {
+            return Ok(());
+        }
         while !self.queue.is_empty() {
             // On the stack: a broadcast flushes every stream.
             let mut slices = [IoSlice::new(&[]); MAX_IOVECS];
@@ -265,7 +283,12 @@ impl Conn {
                 Err(_) => return Err(()),
             }
         }
-        if self.closing { Err(()) } else { Ok(()) }
+        let all_out = self.socket.write_pending().map_err(drop)?;
+        if self.closing && all_out {
+            Err(())
+        } else {
+            Ok(())
+        }
     }
 }
 
@@ -282,6 +305,8 @@ struct Loop {
     open: Arc<AtomicUsize>,
     heartbeat: Duration,
     heartbeats: [Frame; 2],
+    lifetime: Option<Duration>,
+    metrics: Arc<Metrics>,
     scratch: Vec<u8>,
 }
 
@@ -337,6 +362,7 @@ impl Loop {
         match command {
             Command::Add(new) => self.add(*new),
             Command::Broadcast { env, fdv1, fdv2 } => {
+                let started = Instant::now();
                 let tokens: Vec<usize> = self
                     .conns
                     .iter_mut()
@@ -349,6 +375,7 @@ impl Loop {
                 for t in tokens {
                     self.flush(t);
                 }
+                self.metrics.fanout_written(started.elapsed());
             }
             Command::CloseAll { done } => {
                 let tokens: Vec<usize> = self
@@ -377,18 +404,14 @@ impl Loop {
                 open.fetch_sub(1, Ordering::SeqCst);
             }
         };
-        if new.socket.set_nonblocking(true).is_err() {
-            uncount(&self.open);
-            return;
-        }
-        let mut socket = TcpStream::from_std(new.socket);
+        let mut socket = new.socket;
         let token = self.next_token;
         self.next_token += 1;
         let interest = Interest::READABLE | Interest::WRITABLE;
         if self
             .poll
             .registry()
-            .register(&mut socket, Token(token), interest)
+            .register(socket.socket(), Token(token), interest)
             .is_err()
         {
             uncount(&self.open);
@@ -402,6 +425,11 @@ impl Loop {
             queue: VecDeque::new(),
             closing: false,
             progress: Instant::now(),
+            expires: self.lifetime.map(|l| {
+                // Spread over the last quarter, so streams opened together (after a
+                // restart) do not all end together.
+                Instant::now() + l.mul_f64(0.75 + fastrand::f64() * 0.25)
+            }),
         };
         conn.queue.push_back((Arc::from(new.head), 0));
         if let Some(first) = &new.first {
@@ -444,9 +472,10 @@ impl Loop {
         if let Some(mut conn) = self.conns.remove(&token) {
             if !conn.closing {
                 self.open.fetch_sub(1, Ordering::SeqCst);
+                self.metrics.stream_closed(conn.fdv2);
             }
-            let _ = self.poll.registry().deregister(&mut conn.socket);
-            let _ = conn.socket.shutdown(std::net::Shutdown::Both);
+            let _ = self.poll.registry().deregister(conn.socket.socket());
+            conn.socket.close();
         }
     }
 
@@ -478,6 +507,22 @@ impl Loop {
         for t in stalled {
             self.remove(t);
         }
+        let expired: Vec<usize> = self
+            .conns
+            .iter_mut()
+            .filter(|(_, c)| !c.closing && c.expires.is_some_and(|e| now >= e))
+            .map(|(t, c)| {
+                c.end();
+                *t
+            })
+            .collect();
+        for t in expired {
+            self.open.fetch_sub(1, Ordering::SeqCst);
+            if let Some(c) = self.conns.get(&t) {
+                self.metrics.stream_closed(c.fdv2);
+            }
+            self.flush(t);
+        }
     }
 
     fn shutdown(&mut self) {
@@ -487,6 +532,7 @@ impl Loop {
                 if !c.closing {
                     c.end();
                     self.open.fetch_sub(1, Ordering::SeqCst);
+                    self.metrics.stream_closed(c.fdv2);
                 }
                 let _ = c.flush();
             }
@@ -518,8 +564,9 @@ mod tests {
 
     /// A chunked FDv1 stream of environment 0 on `socket`.
     fn stream(socket: StdStream, head: &[u8], first: Option<Frame>) -> NewStream {
+        socket.set_nonblocking(true).unwrap();
         NewStream {
-            socket,
+            socket: Transport::Plain(mio::net::TcpStream::from_std(socket)),
             env: 0,
             fdv2: false,
             chunked: true,
@@ -534,7 +581,7 @@ mod tests {
             Frame::new(&b":\n"[..]),
             Frame::new(&b"event: heart-beat\n\n"[..]),
         ];
-        Hub::start(Duration::from_secs(60), beats).unwrap()
+        Hub::start(Duration::from_secs(60), beats, None, Arc::default()).unwrap()
     }
 
     #[test]

@@ -92,23 +92,34 @@ mod error;
 mod events;
 mod fault;
 mod fdv2;
+mod health;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 mod handle;
 mod http;
 mod hub;
+mod listen;
+mod metrics;
 mod reader;
 mod recorded;
 mod relay_config;
+mod request_loop;
 mod routes;
 mod state;
+mod tls;
+mod transport;
 
-pub use builder::{Server, ServerBuilder};
+pub use builder::{
+    DEFAULT_BODY_TIMEOUT, DEFAULT_HEAD_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Server, ServerBuilder,
+};
 pub use env::{Environment, EnvironmentHandle};
 pub use error::ServerError;
 pub use events::{EventPayload, EventSubscription, PayloadKind};
 pub use fault::{Endpoint, UnknownEndpoint};
 pub use handle::ServerHandle;
+pub use health::{ConnectionState, UpstreamError};
+pub use listen::{FdLimit, fd_limit, raise_fd_limit};
+pub use tls::TlsSettings;
 pub use recorded::RecordedRequest;
 pub use relay_config::{MAX_RELAY_CONFIG_BYTES, RelayConfig, RelayEnvironment, UpstreamProtocol};

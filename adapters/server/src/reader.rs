@@ -33,6 +33,9 @@ pub(crate) enum ReadError {
     Bad(u16),
     /// An I/O error, a timeout, or the peer closed inside a request.
     Io,
+    /// A non-blocking source has no more bytes now: call again once it is readable
+    /// (what was read so far is kept).
+    Pending,
 }
 
 /// Reads successive requests from one connection, keeping bytes that arrive early
@@ -47,6 +50,8 @@ pub(crate) enum ReadError {
 pub(crate) struct RequestReader {
     buf: Vec<u8>,
     max_body: usize,
+    /// A chunked body being decoded across reads that returned `Pending`.
+    chunked: Option<(Chunked, Vec<u8>)>,
 }
 
 impl Default for RequestReader {
@@ -61,6 +66,20 @@ impl RequestReader {
         Self {
             buf: Vec::new(),
             max_body,
+            chunked: None,
+        }
+    }
+
+    /// Whether bytes of a next request (or of a body) have arrived.
+    pub(crate) fn has_partial(&self) -> bool {
+        !self.buf.is_empty() || self.chunked.is_some()
+    }
+
+    /// Give back the memory of the last request once nothing is buffered, so an idle
+    /// keep-alive connection holds no buffer.
+    pub(crate) fn release(&mut self) {
+        if self.buf.is_empty() {
+            self.buf = Vec::new();
         }
     }
 
@@ -94,13 +113,13 @@ impl RequestReader {
     }
 
     /// Read the body that `req`'s head announced into `req.body` (de-chunked); then
-    /// `req.framing` is `None`.
+    /// `req.framing` is `None`. After `Pending`, call again with the same `req`.
     pub(crate) fn read_body(
         &mut self,
         stream: &mut impl Read,
         req: &mut Request,
     ) -> Result<(), ReadError> {
-        match std::mem::take(&mut req.framing) {
+        match req.framing {
             Framing::None => {}
             Framing::Length(n) => {
                 while self.buf.len() < n {
@@ -110,15 +129,33 @@ impl RequestReader {
                 }
                 req.body = self.buf.drain(..n).collect();
             }
-            Framing::Chunked => req.body = self.read_chunked(stream)?,
+            Framing::Chunked => {
+                let (mut chunked, mut body) = self.chunked.take().unwrap_or_else(|| {
+                    let limit = Some(self.max_body);
+                    (Chunked::new(MAX_CHUNK_DIGITS, MAX_CHUNK_META, limit), Vec::new())
+                });
+                match self.read_chunked(stream, &mut chunked, &mut body) {
+                    Ok(()) => req.body = body,
+                    Err(ReadError::Pending) => {
+                        self.chunked = Some((chunked, body));
+                        return Err(ReadError::Pending);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
         }
+        req.framing = Framing::None;
         Ok(())
     }
 
-    /// Decode a chunked body, reading as needed, and leave what follows it in `buf`.
-    fn read_chunked(&mut self, stream: &mut impl Read) -> Result<Vec<u8>, ReadError> {
-        let mut chunked = Chunked::new(MAX_CHUNK_DIGITS, MAX_CHUNK_META, Some(self.max_body));
-        let mut body = Vec::new();
+    /// Decode a chunked body into `body`, reading as needed, and leave what follows it
+    /// in `buf`.
+    fn read_chunked(
+        &mut self,
+        stream: &mut impl Read,
+        chunked: &mut Chunked,
+        body: &mut Vec<u8>,
+    ) -> Result<(), ReadError> {
         loop {
             let (used, progress) = chunked.parse(&self.buf).map_err(chunk_status)?;
             let taken = match progress {
@@ -132,7 +169,7 @@ impl RequestReader {
                 }
                 ChunkProgress::Done => {
                     self.buf.drain(..used);
-                    return Ok(body);
+                    return Ok(());
                 }
                 _ => 0,
             };
@@ -156,6 +193,7 @@ impl RequestReader {
                     return Ok(true);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Err(ReadError::Pending),
                 Err(_) => return Err(ReadError::Io),
             }
         }

@@ -2,7 +2,6 @@
 //! poll, events), authorization, and the responses.
 
 use std::io::{self, Write};
-use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -11,6 +10,7 @@ use crate::http::{Request, write_response};
 use crate::events::PayloadKind;
 use crate::fault::Endpoint;
 use crate::hub::{Frame, NewStream};
+use crate::transport::Transport;
 use crate::state::{Readiness, Shared};
 use crate::{events, fdv2, http};
 
@@ -20,7 +20,7 @@ pub(crate) const FALLBACK_HEADER: (&str, &str) = ("X-LD-FD-Fallback", "true");
 pub(crate) enum Routed {
     /// A plain response was written; `true` if the connection may be reused.
     Done(bool),
-    /// A stream was served until it ended.
+    /// The connection went to the stream hub.
     Streamed,
 }
 
@@ -52,6 +52,15 @@ pub(crate) fn accepted(
     env.map(|env| (endpoint, env)).ok_or(Refused::Unauthorized)
 }
 
+/// Where a request's answer goes: a response into `out`, or a stream's connection
+/// (taken from `io`) to the hub.
+pub(crate) struct Conn<'a> {
+    /// The response's bytes.
+    pub(crate) out: &'a mut Vec<u8>,
+    /// The connection, taken when it becomes a stream.
+    pub(crate) io: &'a mut Option<Transport>,
+}
+
 /// Serve `req`. `error_headers` go on error responses (`Content-Type`, and the FDv1
 /// fallback directive when it applies).
 pub(crate) fn route(
@@ -59,10 +68,10 @@ pub(crate) fn route(
     req: &Request,
     endpoint: Option<Endpoint>,
     error_headers: &[(&str, &str)],
-    stream: &mut TcpStream,
+    conn: &mut Conn<'_>,
 ) -> Routed {
     let (status, body, allow) = match accepted(shared, req, endpoint) {
-        Ok((endpoint, env)) => return serve(shared, env, req, endpoint, error_headers, stream),
+        Ok((endpoint, env)) => return serve(shared, env, req, endpoint, error_headers, conn),
         Err(Refused::Method(method)) => (
             405,
             "{\"message\":\"method not allowed\"}".to_owned(),
@@ -80,7 +89,7 @@ pub(crate) fn route(
     };
     let mut headers: Vec<(&str, &str)> = allow.map(|m| ("Allow", m)).into_iter().collect();
     headers.extend_from_slice(error_headers);
-    Routed::Done(write_response(stream, status, &headers, body.as_bytes(), req.close).is_ok())
+    Routed::Done(write_response(conn.out, status, &headers, body.as_bytes(), req.close).is_ok())
 }
 
 /// Serve an accepted request on `endpoint` for environment `env`.
@@ -90,7 +99,7 @@ fn serve(
     req: &Request,
     endpoint: Endpoint,
     error_headers: &[(&str, &str)],
-    stream: &mut TcpStream,
+    conn: &mut Conn<'_>,
 ) -> Routed {
     let fallback = error_headers.contains(&FALLBACK_HEADER);
     if !endpoint.is_events() {
@@ -102,26 +111,26 @@ fn serve(
             let body = b"{\"message\":\"this environment has no flag data yet\"}";
             let mut headers = vec![("Retry-After", "1")];
             headers.extend_from_slice(error_headers);
-            return Routed::Done(write_response(stream, 503, &headers, body, req.close).is_ok());
+            return Routed::Done(write_response(conn.out, 503, &headers, body, req.close).is_ok());
         }
     }
     match endpoint {
-        Endpoint::Fdv1Poll => Routed::Done(serve_poll(shared, env, req, stream).is_ok()),
+        Endpoint::Fdv1Poll => Routed::Done(serve_poll(shared, env, req, conn.out).is_ok()),
         Endpoint::Fdv2Poll => {
-            Routed::Done(serve_fdv2_poll(shared, env, req, fallback, stream).is_ok())
+            Routed::Done(serve_fdv2_poll(shared, env, req, fallback, conn.out).is_ok())
         }
         Endpoint::Fdv1Stream | Endpoint::Fdv2Stream => {
-            match serve_stream(shared, env, req, endpoint, fallback, stream) {
+            match serve_stream(shared, env, req, endpoint, fallback, conn.io) {
                 Ok(()) => Routed::Streamed,
                 Err(_) => Routed::Done(false),
             }
         }
         Endpoint::Bulk => {
-            Routed::Done(serve_events(shared, env, PayloadKind::Bulk, req, stream).is_ok())
+            Routed::Done(serve_events(shared, env, PayloadKind::Bulk, req, conn.out).is_ok())
         }
-        Endpoint::Diagnostic => {
-            Routed::Done(serve_events(shared, env, PayloadKind::Diagnostic, req, stream).is_ok())
-        }
+        Endpoint::Diagnostic => Routed::Done(
+            serve_events(shared, env, PayloadKind::Diagnostic, req, conn.out).is_ok(),
+        ),
     }
 }
 
@@ -132,22 +141,25 @@ pub(crate) fn serve_events(
     env: usize,
     kind: PayloadKind,
     req: &Request,
-    stream: &mut TcpStream,
+    out: &mut Vec<u8>,
 ) -> io::Result<()> {
     match events::accept(kind, req, shared.max_body, SystemTime::now()) {
         Ok(mut payload) => {
+            shared
+                .metrics
+                .events_received(kind == PayloadKind::Diagnostic);
             let mut inner = shared.lock();
             if env > 0 {
                 payload.environment = Some(inner.envs[env].name.clone());
             }
             inner.event_subs.publish(&payload);
             drop(inner);
-            write_response(stream, 202, &[], b"", req.close)
+            write_response(out, 202, &[], b"", req.close)
         }
         Err(refusal) => {
             let body = format!("{{\"message\":\"{}\"}}", refusal.message);
             let headers = [("Content-Type", "application/json")];
-            write_response(stream, refusal.status, &headers, body.as_bytes(), req.close)
+            write_response(out, refusal.status, &headers, body.as_bytes(), req.close)
         }
     }
 }
@@ -156,7 +168,7 @@ pub(crate) fn serve_poll(
     shared: &Shared,
     env: usize,
     req: &Request,
-    stream: &mut TcpStream,
+    out: &mut Vec<u8>,
 ) -> io::Result<()> {
     let (rendered, env_id) = {
         let mut inner = shared.lock();
@@ -168,15 +180,15 @@ pub(crate) fn serve_poll(
         headers.push(("X-LD-EnvID", env));
     }
     if etag_matches(req, &rendered.etag) {
-        return write_response(stream, 304, &headers, b"", req.close);
+        return write_response(out, 304, &headers, b"", req.close);
     }
     headers.push(("Content-Type", "application/json"));
     headers.push(("Vary", "Accept-Encoding"));
     if req.accepts_gzip() {
         headers.push(("Content-Encoding", "gzip"));
-        write_response(stream, 200, &headers, rendered.gzipped(), req.close)
+        write_response(out, 200, &headers, rendered.gzipped(), req.close)
     } else {
-        write_response(stream, 200, &headers, rendered.body.as_bytes(), req.close)
+        write_response(out, 200, &headers, rendered.body.as_bytes(), req.close)
     }
 }
 
@@ -194,7 +206,7 @@ pub(crate) fn serve_fdv2_poll(
     env: usize,
     req: &Request,
     fallback: bool,
-    stream: &mut TcpStream,
+    out: &mut Vec<u8>,
 ) -> io::Result<()> {
     let basis = req.query("basis");
     let (etag, events, env_id) = {
@@ -219,7 +231,7 @@ pub(crate) fn serve_fdv2_poll(
         headers.push(FALLBACK_HEADER);
     }
     let Some(events) = events else {
-        return write_response(stream, 304, &headers, b"", req.close);
+        return write_response(out, 304, &headers, b"", req.close);
     };
     let body = fdv2::to_poll_body(&events);
     headers.push(("Content-Type", "application/json"));
@@ -228,9 +240,9 @@ pub(crate) fn serve_fdv2_poll(
         headers.push(("Content-Encoding", "gzip"));
         let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         enc.write_all(body.as_bytes())?;
-        write_response(stream, 200, &headers, &enc.finish()?, req.close)
+        write_response(out, 200, &headers, &enc.finish()?, req.close)
     } else {
-        write_response(stream, 200, &headers, body.as_bytes(), req.close)
+        write_response(out, 200, &headers, body.as_bytes(), req.close)
     }
 }
 
@@ -244,10 +256,9 @@ pub(crate) fn serve_stream(
     req: &Request,
     endpoint: Endpoint,
     fallback: bool,
-    stream: &mut TcpStream,
+    io: &mut Option<Transport>,
 ) -> io::Result<()> {
-    let socket = stream.try_clone()?;
-    socket.set_write_timeout(None)?;
+    let socket = io.take().ok_or(io::ErrorKind::NotConnected)?;
     let fdv2 = endpoint == Endpoint::Fdv2Stream;
     let chunked = !req.http10;
     let mut inner = shared.lock();

@@ -2,27 +2,39 @@
 //! data and readiness), faults, recorded requests and event subscribers, behind one
 //! lock; and the stream hub.
 
-use std::collections::{HashMap, VecDeque};
-use std::net::{SocketAddr, TcpStream};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
-use std::time::Instant;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use mio::Waker;
 
 use crate::data::Data;
 use crate::events::Subscribers;
 use crate::fault::Faults;
+use crate::health::Health;
 use crate::hub::Hub;
+use crate::metrics::Metrics;
 use crate::recorded::RecordedRequest;
 
 #[derive(Debug)]
 pub(crate) struct Shared {
-    pub(crate) addr: SocketAddr,
+    /// The bound addresses, in the order they were given.
+    pub(crate) addrs: Vec<SocketAddr>,
+    /// Whether the listeners speak TLS.
+    pub(crate) tls: bool,
     pub(crate) max_body: usize,
     pub(crate) shutting_down: AtomicBool,
     pub(crate) inner: Mutex<Inner>,
-    pub(crate) unhang: Condvar,
+    /// Wakes the request loop (a fault lifted, shutdown).
+    pub(crate) wake: Arc<Waker>,
     pub(crate) hub: Hub,
+    pub(crate) metrics: Arc<Metrics>,
+    /// How long an interrupted environment still counts as connected in `/status`.
+    pub(crate) disconnected_grace: Duration,
+    /// The most connections served at once.
+    pub(crate) max_connections: usize,
 }
 
 #[derive(Debug)]
@@ -30,10 +42,6 @@ pub(crate) struct Inner {
     /// The default environment first, then those added with
     /// `ServerBuilder::environment`.
     pub(crate) envs: Vec<Env>,
-    /// Every open request connection, to close them at shutdown (streams are the hub's).
-    pub(crate) conns: HashMap<u64, TcpStream>,
-    pub(crate) threads: Vec<JoinHandle<()>>,
-    pub(crate) next_id: u64,
     pub(crate) faults: Faults,
     pub(crate) requests: VecDeque<RecordedRequest>,
     pub(crate) request_count: u64,
@@ -48,9 +56,22 @@ impl Shared {
     pub(crate) fn is_shutting_down(&self) -> bool {
         self.shutting_down.load(Ordering::SeqCst)
     }
+
+    /// Have the request loop look at its held connections again (a hang fault was
+    /// lifted) or stop (shutdown).
+    pub(crate) fn wake_requests(&self) {
+        let _ = self.wake.wake();
+    }
 }
 
 impl Inner {
+    /// The environments a request can reach: all but a default one that has no SDK
+    /// key beside added ones (it answers nobody).
+    pub(crate) fn reachable_envs(&self) -> Vec<&Env> {
+        let skip_default = self.envs.len() > 1 && self.envs[0].sdk_key.is_none();
+        self.envs.iter().skip(usize::from(skip_default)).collect()
+    }
+
     /// The environment a request with this `Authorization` header is for: an added
     /// environment whose key it names, else the default one when its key matches (or
     /// it has none and no environment was added). `None`: refused (`401`).
@@ -81,6 +102,7 @@ pub(crate) struct Env {
     /// `None`: it has data. `Some(t)`: no data yet; until `t`, every SDK request gets
     /// `503`.
     pub(crate) starting_until: Option<Instant>,
+    pub(crate) health: Health,
 }
 
 /// How an environment answers an SDK's stream or poll request now.
