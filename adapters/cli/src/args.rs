@@ -25,7 +25,7 @@ pub(crate) enum Command {
     /// service (FDv1 and FDv2), until Ctrl-C. Edits to the file (or the Redis data) are
     /// pushed to connected clients. Analytics events (POST /bulk, /diagnostic) are
     /// accepted, and shown with --events. Faults can be injected to test clients.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Run a local server with sample flags that change every few seconds, connect a
     /// client to it and print what it sees. Works offline.
     Demo(DemoArgs),
@@ -75,21 +75,33 @@ pub(crate) struct ServeArgs {
     /// key, as LaunchDarkly's Relay Proxy does; events are forwarded upstream. With
     /// --redis, each environment is also written to Redis (prefix "redisPrefix", or
     /// --prefix).
-    #[arg(long, value_name = "FILE", conflicts_with = "upstream")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "FLAGSYNC_RELAY",
+        conflicts_with = "upstream"
+    )]
     pub(crate) relay: Option<PathBuf>,
-    /// Relay mode for one environment: keep the flags of --sdk-key in sync with the
-    /// flag service at URI (streaming and polling) and serve them.
-    #[arg(long, value_name = "URI", requires = "sdk_key")]
+    /// Relay mode: keep the flags of --sdk-key (and of every environment named by a
+    /// FLAGSYNC_ENV_<NAME>=<SDK key> variable, with FLAGSYNC_ENV_ID_<NAME> and
+    /// FLAGSYNC_REDIS_PREFIX_<NAME> optional) in sync with the flag service at URI
+    /// (streaming and polling) and serve them.
+    #[arg(long, value_name = "URI", env = "FLAGSYNC_UPSTREAM")]
     pub(crate) upstream: Option<String>,
     /// With --upstream: forward SDKs' events to this events service.
-    #[arg(long, value_name = "URI", requires = "upstream")]
+    #[arg(
+        long,
+        value_name = "URI",
+        env = "FLAGSYNC_UPSTREAM_EVENTS",
+        requires = "upstream"
+    )]
     pub(crate) upstream_events: Option<String>,
     /// With --upstream: use FDv1 streaming upstream (default: FDv2).
-    #[arg(long, requires = "upstream")]
+    #[arg(long, env = "FLAGSYNC_UPSTREAM_FDV1", requires = "upstream")]
     pub(crate) upstream_fdv1: bool,
     /// Relay mode: the largest SSE event accepted from upstream, in bytes (default
     /// 64 MiB).
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", env = "FLAGSYNC_MAX_EVENT_BYTES")]
     pub(crate) max_event_bytes: Option<u64>,
     /// Serve the flags kept in Redis at URL (LaunchDarkly key layout, as the Relay
     /// Proxy, other SDKs or `flagsync watch --redis` write them) instead of a file;
@@ -101,14 +113,26 @@ pub(crate) struct ServeArgs {
     pub(crate) prefix: Option<String>,
     #[command(flatten)]
     pub(crate) redis_tls: RedisTlsArgs,
-    /// The port on 127.0.0.1 (0 picks a free one).
-    #[arg(long, default_value_t = 8030)]
-    pub(crate) port: u16,
-    /// Require this SDK key in the Authorization header (default: accept any).
-    #[arg(long, value_name = "KEY")]
+    /// Listen on 127.0.0.1:PORT (0 picks a free one) [default: 8030]. Without --listen
+    /// and --port, `serve --data` and `--redis` listen on 127.0.0.1:8030 (this host
+    /// only), a relay on 0.0.0.0:8030 (every IPv4 interface: a relay is there to be
+    /// reached by other hosts, as LaunchDarkly's Relay Proxy is).
+    #[arg(long, env = "FLAGSYNC_PORT", conflicts_with = "listen")]
+    pub(crate) port: Option<u16>,
+    #[command(flatten)]
+    pub(crate) network: NetworkArgs,
+    /// Require this SDK key in the Authorization header (default: accept any); with
+    /// --upstream, the relayed environment's key. A command-line argument is visible
+    /// to every user of this machine (`ps`): set FLAGSYNC_SDK_KEY instead.
+    #[arg(
+        long,
+        value_name = "KEY",
+        env = "FLAGSYNC_SDK_KEY",
+        hide_env_values = true
+    )]
     pub(crate) sdk_key: Option<String>,
     /// Seconds between stream heartbeats.
-    #[arg(long, value_name = "SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "SECS", env = "FLAGSYNC_HEARTBEAT", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) heartbeat: u64,
     /// Write the analytics events SDKs send (POST /bulk, POST /diagnostic; always
     /// accepted with 202) to FILE, created or truncated, or to standard output with `-`
@@ -143,6 +167,54 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "ENDPOINT", help_heading = FAULTS)]
     pub(crate) hang: Vec<Endpoint>,
 }
+
+/// Where and how `serve` listens: addresses, TLS and connection limits. Each also
+/// comes from the environment variable named; a relay's --relay file may set them too
+/// (the command line and the environment win).
+#[derive(Debug, Args, Default)]
+pub(crate) struct NetworkArgs {
+    /// Listen on ADDR:PORT (repeatable, or comma-separated in FLAGSYNC_LISTEN): IPv4
+    /// or IPv6, e.g. 0.0.0.0:8030 (every IPv4 interface), [::]:8030, 127.0.0.2:8030,
+    /// [::1]:8030.
+    #[arg(long, value_name = "ADDR:PORT", env = "FLAGSYNC_LISTEN", value_delimiter = ',', help_heading = NETWORK)]
+    pub(crate) listen: Vec<std::net::SocketAddr>,
+    /// Serve HTTPS with this certificate chain (PEM, leaf first); with --tls-key.
+    /// Reloaded within a second when the file changes (certificate rotation without a
+    /// restart).
+    #[arg(long, value_name = "PEM", env = "FLAGSYNC_TLS_CERT", requires = "tls_key", help_heading = NETWORK)]
+    pub(crate) tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "PEM", env = "FLAGSYNC_TLS_KEY", requires = "tls_cert", help_heading = NETWORK)]
+    pub(crate) tls_key: Option<PathBuf>,
+    /// Mutual TLS: require every client to present a certificate signed by a CA in
+    /// this PEM file.
+    #[arg(long, value_name = "PEM", env = "FLAGSYNC_TLS_CLIENT_CA", requires = "tls_cert", help_heading = NETWORK)]
+    pub(crate) tls_client_ca: Option<PathBuf>,
+    /// The most connections open at once, streams included; past it a connection gets
+    /// 503 with Retry-After and is closed [default: the file-descriptor limit less 64].
+    #[arg(long, value_name = "N", env = "FLAGSYNC_MAX_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..), help_heading = NETWORK)]
+    pub(crate) max_connections: Option<u64>,
+    /// Seconds a client has to send a whole request head (408 and close after) [default: 10].
+    #[arg(long, value_name = "SECS", env = "FLAGSYNC_HEAD_TIMEOUT", help_heading = NETWORK)]
+    pub(crate) head_timeout: Option<f64>,
+    /// Seconds a client has to send a request body (408 and close after) [default: 30].
+    #[arg(long, value_name = "SECS", env = "FLAGSYNC_BODY_TIMEOUT", help_heading = NETWORK)]
+    pub(crate) body_timeout: Option<f64>,
+    /// Seconds an idle keep-alive connection is kept open [default: 60].
+    #[arg(long, value_name = "SECS", env = "FLAGSYNC_IDLE_TIMEOUT", help_heading = NETWORK)]
+    pub(crate) idle_timeout: Option<f64>,
+    /// End each stream after at most SECS (each between 3/4 of it and all of it), so
+    /// SDKs spread over every instance again after a rolling restart [default: never].
+    #[arg(long, value_name = "SECS", env = "FLAGSYNC_MAX_STREAM_LIFETIME", help_heading = NETWORK)]
+    pub(crate) max_stream_lifetime: Option<f64>,
+    /// Seconds an environment whose upstream is interrupted still counts as connected
+    /// in GET /status [default: 60].
+    #[arg(long, value_name = "SECS", env = "FLAGSYNC_DISCONNECTED_STATUS_TIME", help_heading = NETWORK)]
+    pub(crate) disconnected_status_time: Option<f64>,
+}
+
+/// The help heading of `serve`'s network options.
+pub(crate) const NETWORK: &str = "Network (each also from its FLAGSYNC_… variable)";
 
 /// The help heading of `serve`'s fault options.
 pub(crate) const FAULTS: &str = "Faults (for testing clients)";
@@ -249,14 +321,24 @@ pub(crate) struct ConnArgs {
 pub(crate) struct RedisTlsArgs {
     /// For --redis rediss://…: trust the CA certificate(s) in this PEM file instead of
     /// the webpki roots (a Redis whose certificate a private CA signed).
-    #[arg(long, value_name = "PEM", requires = "redis")]
+    #[arg(
+        long,
+        value_name = "PEM",
+        env = "FLAGSYNC_REDIS_CA_FILE",
+        requires = "redis"
+    )]
     pub(crate) redis_ca_file: Option<PathBuf>,
     /// For --redis rediss://…: present this client certificate (PEM) to a Redis that
     /// requires one (mutual TLS); with --redis-client-key.
-    #[arg(long, value_name = "PEM", requires_all = ["redis", "redis_client_key"])]
+    #[arg(long, value_name = "PEM", env = "FLAGSYNC_REDIS_CLIENT_CERT", requires_all = ["redis", "redis_client_key"])]
     pub(crate) redis_client_cert: Option<PathBuf>,
     /// The private key (PEM) of --redis-client-cert.
-    #[arg(long, value_name = "PEM", requires = "redis_client_cert")]
+    #[arg(
+        long,
+        value_name = "PEM",
+        env = "FLAGSYNC_REDIS_CLIENT_KEY",
+        requires = "redis_client_cert"
+    )]
     pub(crate) redis_client_key: Option<PathBuf>,
 }
 

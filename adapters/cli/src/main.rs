@@ -15,6 +15,7 @@ mod error;
 mod eval;
 mod events;
 mod forward;
+mod network;
 mod options;
 mod printer;
 mod relay;
@@ -49,7 +50,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async move {
         match cli.command {
-            Command::Serve(args) => serve(args).await,
+            Command::Serve(args) => serve(*args).await,
             Command::Demo(args) => demo(args).await,
             Command::Watch(args) => watch(args).await,
             Command::Snapshot(args) => snapshot(args).await,

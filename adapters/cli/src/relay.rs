@@ -10,9 +10,7 @@ use std::time::Duration;
 
 use flagsync::{Kind, Snapshot};
 use flagsync_core::store::Item;
-use flagsync_server::{
-    Environment, EnvironmentHandle, RelayConfig, Server, ServerError, UpstreamProtocol,
-};
+use flagsync_server::{Environment, EnvironmentHandle, RelayConfig, ServerError, UpstreamProtocol};
 use serde_json::Value;
 
 use crate::args::ServeArgs;
@@ -38,11 +36,19 @@ pub(crate) fn config(args: &ServeArgs) -> Result<RelayConfig, CliError> {
             .map_err(|e| CliError::usage(format!("{}: {e}", path.display())));
     }
     let upstream = args.upstream.clone().unwrap_or_default();
-    let key = args.sdk_key.clone().unwrap_or_default();
+    let mut environments = crate::network::env_environments(std::env::vars())?;
+    if let Some(key) = &args.sdk_key {
+        environments.insert("default".into(), serde_json::json!({"sdkKey": key}));
+    }
+    if environments.is_empty() {
+        return Err(CliError::usage(
+            "--upstream needs an SDK key: --sdk-key (or FLAGSYNC_SDK_KEY), or FLAGSYNC_ENV_<NAME> variables",
+        ));
+    }
     let mut file = serde_json::json!({
         "upstream": upstream,
         "protocol": if args.upstream_fdv1 { "fdv1" } else { "fdv2" },
-        "environments": {"default": {"sdkKey": key}},
+        "environments": environments,
     });
     if let Some(events) = &args.upstream_events {
         file["eventsUri"] = Value::from(events.clone());
@@ -53,9 +59,8 @@ pub(crate) fn config(args: &ServeArgs) -> Result<RelayConfig, CliError> {
 pub(crate) async fn relay(args: ServeArgs) -> Result<(), CliError> {
     let config = config(&args)?;
     let tls = args.redis_tls.read()?;
-    let mut builder = Server::builder()
-        .port(args.port)
-        .heartbeat(Duration::from_secs(args.heartbeat));
+    let fds = crate::network::raise_fd_limit();
+    let mut builder = crate::network::server_builder(&args, Some(&config.network))?;
     for env in &config.environments {
         let mut e = Environment::new(&env.name, &env.sdk_key).init_timeout(config.init_timeout);
         if let Some(id) = &env.env_id {
@@ -121,6 +126,8 @@ pub(crate) async fn relay(args: ServeArgs) -> Result<(), CliError> {
     println!(
         "  SDKs: stream and polling URI {url}, events URI {url}; each with its environment's SDK key"
     );
+    println!("  health: GET {url}/status, GET {url}/metrics (Prometheus)");
+    println!("  descriptors: {fds}");
     let forwarder = Forwarder::start(&server, &config.environments);
     let _ = tokio::signal::ctrl_c().await;
     println!("stopping");
@@ -234,6 +241,7 @@ impl Served {
 mod tests {
     use super::*;
     use flagsync_core::store::{ChangeSet, Store, split_all_data};
+    use flagsync_server::Server;
     use serde_json::json;
 
     /// A snapshot of `flags` (a map of flag key → flag).

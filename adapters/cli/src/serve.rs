@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use flagsync_core::Kind;
 use flagsync_core::datafile::{DataSet, Format};
-use flagsync_server::{Server, ServerError, ServerHandle};
+use flagsync_server::{ServerError, ServerHandle};
 use serde_json::{Value, json};
 
 use crate::client::RedisOptions;
@@ -126,10 +126,9 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     // Redis is read every second: what was served last tells a change. (A file tells
     // by its modification time, so its data is not kept twice.)
     let mut last = matches!(source, ServeSource::Redis(..)).then(|| data.clone());
-    let server = Server::builder()
-        .port(args.port)
+    let fds = crate::network::raise_fd_limit();
+    let server = crate::network::server_builder(&args, None)?
         .sdk_key(args.sdk_key.clone())
-        .heartbeat(Duration::from_secs(args.heartbeat))
         .data(data)
         .start()
         .map_err(|e| crate::error::start_error(e, |other| source.error(other)))?;
@@ -166,6 +165,12 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         None => String::new(),
     };
     say!("  events:         POST {url}/bulk, POST {url}/diagnostic{shown}");
+    say!("  health:         GET {url}/status, GET {url}/metrics (Prometheus)");
+    say!("  descriptors:    {fds}");
+    if server.addrs().len() > 1 {
+        let all: Vec<String> = server.addrs().iter().map(ToString::to_string).collect();
+        say!("  listening on:   {}", all.join(", "));
+    }
     for fault in &faults {
         say!("  fault:          {fault}");
     }

@@ -284,7 +284,10 @@ impl ServerBuilder {
         };
         if addrs.len() > MAX_LISTENERS {
             let source = std::io::Error::other("too many listening addresses");
-            return Err(ServerError::Bind { addr: addrs[0], source });
+            return Err(ServerError::Bind {
+                addr: addrs[0],
+                source,
+            });
         }
         let tls = self.tls.map(TlsAcceptor::new).transpose()?;
         let poll = Poll::new().map_err(ServerError::Thread)?;
@@ -316,11 +319,13 @@ impl ServerBuilder {
         )
         .map_err(ServerError::Thread)?;
         let max_connections = self.max_connections.unwrap_or_else(|| {
-            listen::fd_limit().soft.map_or(UNLIMITED_CONNECTIONS, |soft| {
-                usize::try_from(soft.saturating_sub(SPARE_DESCRIPTORS).max(1))
-                    .unwrap_or(UNLIMITED_CONNECTIONS)
-                    .min(UNLIMITED_CONNECTIONS)
-            })
+            listen::fd_limit()
+                .soft
+                .map_or(UNLIMITED_CONNECTIONS, |soft| {
+                    usize::try_from(soft.saturating_sub(SPARE_DESCRIPTORS).max(1))
+                        .unwrap_or(UNLIMITED_CONNECTIONS)
+                        .min(UNLIMITED_CONNECTIONS)
+                })
         });
         let shared = Arc::new(Shared {
             addrs: bound,

@@ -262,9 +262,7 @@ impl Conn {
         // request is refused anyway (RFC 9110 §10.1.1); the unread body then ends the
         // connection.
         let endpoint = Endpoint::of_path(req.path());
-        if req.expects_continue
-            && (self.refuse || accepted(cx.shared, &req, endpoint).is_err())
-        {
+        if req.expects_continue && (self.refuse || accepted(cx.shared, &req, endpoint).is_err()) {
             req.close = true;
             return self.answer(req, true, cx);
         }
@@ -326,10 +324,8 @@ impl Conn {
                         .is_ok()
                 }
                 None => {
-                    let streams = matches!(
-                        endpoint,
-                        Some(Endpoint::Fdv1Stream | Endpoint::Fdv2Stream)
-                    );
+                    let streams =
+                        matches!(endpoint, Some(Endpoint::Fdv1Stream | Endpoint::Fdv2Stream));
                     if streams && let Some(io) = &mut self.io {
                         // The hub registers it with its own loop if it takes it.
                         let _ = cx.registry.deregister(io.socket());
@@ -345,7 +341,11 @@ impl Conn {
                     }
                     if streams && let Some(io) = &mut self.io {
                         let interest = Interest::READABLE | Interest::WRITABLE;
-                        if cx.registry.register(io.socket(), cx.token, interest).is_err() {
+                        if cx
+                            .registry
+                            .register(io.socket(), cx.token, interest)
+                            .is_err()
+                        {
                             return Some(Next::Close);
                         }
                     }
@@ -354,7 +354,9 @@ impl Conn {
             };
             (name, keep)
         };
-        shared.metrics.request(route_name, status_of(&self.out[start..]));
+        shared
+            .metrics
+            .request(route_name, status_of(&self.out[start..]));
         let keep = keep && !req.close;
         self.phase = Phase::Write(match (unread_body, keep) {
             (true, _) => After::Linger,
@@ -386,7 +388,10 @@ impl Conn {
                 ("text/plain; version=0.0.4; charset=utf-8", text)
             }
         };
-        let headers = [("Content-Type", content_type), ("Cache-Control", "no-store")];
+        let headers = [
+            ("Content-Type", content_type),
+            ("Cache-Control", "no-store"),
+        ];
         write_response(&mut self.out, 200, &headers, body.as_bytes(), req.close).is_ok()
     }
 
@@ -437,7 +442,9 @@ fn operator_route(path: &str) -> Option<&'static str> {
 fn status_of(out: &[u8]) -> u16 {
     let text = &out[..out.len().min(64)];
     let skip = if text.starts_with(b"HTTP/1.1 100") {
-        out.windows(4).position(|w| w == b"\r\n\r\n").map_or(0, |i| i + 4)
+        out.windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map_or(0, |i| i + 4)
     } else {
         0
     };

@@ -349,7 +349,11 @@ impl ServerHandle {
     /// Stop: close the listeners and every connection, and join the threads.
     /// Idempotent; also done on drop.
     pub fn shutdown(&self) {
-        let Some(requests) = self.requests.lock().unwrap_or_else(|e| e.into_inner()).take()
+        let Some(requests) = self
+            .requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
         else {
             return;
         };

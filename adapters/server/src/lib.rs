@@ -92,11 +92,11 @@ mod error;
 mod events;
 mod fault;
 mod fdv2;
-mod health;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 mod handle;
+mod health;
 mod http;
 mod hub;
 mod listen;
@@ -120,6 +120,8 @@ pub use fault::{Endpoint, UnknownEndpoint};
 pub use handle::ServerHandle;
 pub use health::{ConnectionState, UpstreamError};
 pub use listen::{FdLimit, fd_limit, raise_fd_limit};
-pub use tls::TlsSettings;
 pub use recorded::RecordedRequest;
-pub use relay_config::{MAX_RELAY_CONFIG_BYTES, RelayConfig, RelayEnvironment, UpstreamProtocol};
+pub use relay_config::{
+    MAX_RELAY_CONFIG_BYTES, NetworkConfig, RelayConfig, RelayEnvironment, UpstreamProtocol,
+};
+pub use tls::TlsSettings;

@@ -83,8 +83,10 @@ impl Metrics {
     }
 
     pub(crate) fn events_forwarded(&self, forwarded: u64, failed: u64) {
-        self.events_forwarded.fetch_add(forwarded, Ordering::Relaxed);
-        self.events_forward_failed.fetch_add(failed, Ordering::Relaxed);
+        self.events_forwarded
+            .fetch_add(forwarded, Ordering::Relaxed);
+        self.events_forward_failed
+            .fetch_add(failed, Ordering::Relaxed);
     }
 
     /// One change written to every stream of its environment in `took`.
@@ -105,61 +107,237 @@ impl Metrics {
         let mut out = String::with_capacity(4096);
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let loadu = |a: &AtomicUsize| a.load(Ordering::Relaxed);
-        family(&mut out, "connections_open", "gauge", "Connections open now, by kind.");
+        family(
+            &mut out,
+            "connections_open",
+            "gauge",
+            "Connections open now, by kind.",
+        );
         let streams = loadu(&self.streams_open[0]) + loadu(&self.streams_open[1]);
-        sample(&mut out, "connections_open", &[("kind", "request")], loadu(&self.request_conns));
+        sample(
+            &mut out,
+            "connections_open",
+            &[("kind", "request")],
+            loadu(&self.request_conns),
+        );
         sample(&mut out, "connections_open", &[("kind", "stream")], streams);
-        family(&mut out, "connections_accepted_total", "counter", "Connections accepted, by transport.");
-        sample(&mut out, "connections_accepted_total", &[("transport", "plain")], load(&self.accepted[0]));
-        sample(&mut out, "connections_accepted_total", &[("transport", "tls")], load(&self.accepted[1]));
-        family(&mut out, "connections_refused_total", "counter", "Connections refused at accept: over the connection limit, or out of file descriptors.");
-        sample(&mut out, "connections_refused_total", &[("reason", "limit")], load(&self.refused[0]));
-        sample(&mut out, "connections_refused_total", &[("reason", "descriptors")], load(&self.refused[1]));
-        family(&mut out, "requests_timed_out_total", "counter", "Requests whose head or body did not arrive within its deadline (408).");
-        sample(&mut out, "requests_timed_out_total", &[], load(&self.timed_out));
-        family(&mut out, "streams_open", "gauge", "Event streams open now, by protocol.");
-        sample(&mut out, "streams_open", &[("protocol", "fdv1")], loadu(&self.streams_open[0]));
-        sample(&mut out, "streams_open", &[("protocol", "fdv2")], loadu(&self.streams_open[1]));
-        family(&mut out, "streams_opened_total", "counter", "Event streams opened, by protocol.");
-        sample(&mut out, "streams_opened_total", &[("protocol", "fdv1")], load(&self.streams_total[0]));
-        sample(&mut out, "streams_opened_total", &[("protocol", "fdv2")], load(&self.streams_total[1]));
-        family(&mut out, "requests_total", "counter", "Requests answered, by route and status.");
-        let requests = self.requests.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        family(
+            &mut out,
+            "connections_accepted_total",
+            "counter",
+            "Connections accepted, by transport.",
+        );
+        sample(
+            &mut out,
+            "connections_accepted_total",
+            &[("transport", "plain")],
+            load(&self.accepted[0]),
+        );
+        sample(
+            &mut out,
+            "connections_accepted_total",
+            &[("transport", "tls")],
+            load(&self.accepted[1]),
+        );
+        family(
+            &mut out,
+            "connections_refused_total",
+            "counter",
+            "Connections refused at accept: over the connection limit, or out of file descriptors.",
+        );
+        sample(
+            &mut out,
+            "connections_refused_total",
+            &[("reason", "limit")],
+            load(&self.refused[0]),
+        );
+        sample(
+            &mut out,
+            "connections_refused_total",
+            &[("reason", "descriptors")],
+            load(&self.refused[1]),
+        );
+        family(
+            &mut out,
+            "requests_timed_out_total",
+            "counter",
+            "Requests whose head or body did not arrive within its deadline (408).",
+        );
+        sample(
+            &mut out,
+            "requests_timed_out_total",
+            &[],
+            load(&self.timed_out),
+        );
+        family(
+            &mut out,
+            "streams_open",
+            "gauge",
+            "Event streams open now, by protocol.",
+        );
+        sample(
+            &mut out,
+            "streams_open",
+            &[("protocol", "fdv1")],
+            loadu(&self.streams_open[0]),
+        );
+        sample(
+            &mut out,
+            "streams_open",
+            &[("protocol", "fdv2")],
+            loadu(&self.streams_open[1]),
+        );
+        family(
+            &mut out,
+            "streams_opened_total",
+            "counter",
+            "Event streams opened, by protocol.",
+        );
+        sample(
+            &mut out,
+            "streams_opened_total",
+            &[("protocol", "fdv1")],
+            load(&self.streams_total[0]),
+        );
+        sample(
+            &mut out,
+            "streams_opened_total",
+            &[("protocol", "fdv2")],
+            load(&self.streams_total[1]),
+        );
+        family(
+            &mut out,
+            "requests_total",
+            "counter",
+            "Requests answered, by route and status.",
+        );
+        let requests = self
+            .requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         for ((route, status), n) in requests {
             let status = status.to_string();
-            sample(&mut out, "requests_total", &[("route", route), ("status", &status)], n);
+            sample(
+                &mut out,
+                "requests_total",
+                &[("route", route), ("status", &status)],
+                n,
+            );
         }
-        family(&mut out, "events_received_total", "counter", "Analytics event payloads accepted, by endpoint.");
-        sample(&mut out, "events_received_total", &[("endpoint", "bulk")], load(&self.events_received[0]));
-        sample(&mut out, "events_received_total", &[("endpoint", "diagnostic")], load(&self.events_received[1]));
-        family(&mut out, "events_forwarded_total", "counter", "Analytics event payloads forwarded upstream (a relay).");
-        sample(&mut out, "events_forwarded_total", &[], load(&self.events_forwarded));
-        family(&mut out, "events_forward_failed_total", "counter", "Analytics event payloads that could not be forwarded upstream (a relay).");
-        sample(&mut out, "events_forward_failed_total", &[], load(&self.events_forward_failed));
-        family(&mut out, "events_dropped_total", "counter", "Analytics event payloads dropped because a full queue could not take them.");
+        family(
+            &mut out,
+            "events_received_total",
+            "counter",
+            "Analytics event payloads accepted, by endpoint.",
+        );
+        sample(
+            &mut out,
+            "events_received_total",
+            &[("endpoint", "bulk")],
+            load(&self.events_received[0]),
+        );
+        sample(
+            &mut out,
+            "events_received_total",
+            &[("endpoint", "diagnostic")],
+            load(&self.events_received[1]),
+        );
+        family(
+            &mut out,
+            "events_forwarded_total",
+            "counter",
+            "Analytics event payloads forwarded upstream (a relay).",
+        );
+        sample(
+            &mut out,
+            "events_forwarded_total",
+            &[],
+            load(&self.events_forwarded),
+        );
+        family(
+            &mut out,
+            "events_forward_failed_total",
+            "counter",
+            "Analytics event payloads that could not be forwarded upstream (a relay).",
+        );
+        sample(
+            &mut out,
+            "events_forward_failed_total",
+            &[],
+            load(&self.events_forward_failed),
+        );
+        family(
+            &mut out,
+            "events_dropped_total",
+            "counter",
+            "Analytics event payloads dropped because a full queue could not take them.",
+        );
         sample(&mut out, "events_dropped_total", &[], events_dropped);
-        family(&mut out, "fanout_write_seconds", "histogram", "Time to write one change to every stream of its environment.");
+        family(
+            &mut out,
+            "fanout_write_seconds",
+            "histogram",
+            "Time to write one change to every stream of its environment.",
+        );
         for (bound, count) in FANOUT_BUCKETS.iter().zip(&self.fanout_buckets) {
             let le = bound.to_string();
-            sample(&mut out, "fanout_write_seconds_bucket", &[("le", &le)], load(count));
+            sample(
+                &mut out,
+                "fanout_write_seconds_bucket",
+                &[("le", &le)],
+                load(count),
+            );
         }
         let count = load(&self.fanout_count);
-        sample(&mut out, "fanout_write_seconds_bucket", &[("le", "+Inf")], count);
+        sample(
+            &mut out,
+            "fanout_write_seconds_bucket",
+            &[("le", "+Inf")],
+            count,
+        );
         let sum = Duration::from_nanos(load(&self.fanout_sum_nanos)).as_secs_f64();
         let _ = writeln!(out, "flagsync_server_fanout_write_seconds_sum {sum}");
         sample(&mut out, "fanout_write_seconds_count", &[], count);
-        family(&mut out, "environment_connected", "gauge", "1 while the environment's data is current (its upstream connection is valid, or its data came from a file), else 0.");
+        family(
+            &mut out,
+            "environment_connected",
+            "gauge",
+            "1 while the environment's data is current (its upstream connection is valid, or its data came from a file), else 0.",
+        );
         for e in envs {
             let up = u8::from(e.health.connection == ConnectionState::Valid);
-            sample(&mut out, "environment_connected", &[("environment", &e.name)], up);
+            sample(
+                &mut out,
+                "environment_connected",
+                &[("environment", &e.name)],
+                up,
+            );
         }
-        family(&mut out, "environment_payload_version", "gauge", "The payload version served: 1 for the first data, plus one per change.");
+        family(
+            &mut out,
+            "environment_payload_version",
+            "gauge",
+            "The payload version served: 1 for the first data, plus one per change.",
+        );
         for e in envs {
-            sample(&mut out, "environment_payload_version", &[("environment", &e.name)], e.data.version());
+            sample(
+                &mut out,
+                "environment_payload_version",
+                &[("environment", &e.name)],
+                e.data.version(),
+            );
         }
-        family(&mut out, "environment_data_age_seconds", "gauge", "Seconds since the environment's data last changed (or was confirmed current).");
+        family(
+            &mut out,
+            "environment_data_age_seconds",
+            "gauge",
+            "Seconds since the environment's data last changed (or was confirmed current).",
+        );
         for e in envs {
-            let age = now.duration_since(e.health.data_updated).unwrap_or_default();
+            let age = now
+                .duration_since(e.health.data_updated)
+                .unwrap_or_default();
             let _ = writeln!(
                 out,
                 "flagsync_server_environment_data_age_seconds{{environment=\"{}\"}} {}",

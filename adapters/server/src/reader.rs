@@ -132,7 +132,10 @@ impl RequestReader {
             Framing::Chunked => {
                 let (mut chunked, mut body) = self.chunked.take().unwrap_or_else(|| {
                     let limit = Some(self.max_body);
-                    (Chunked::new(MAX_CHUNK_DIGITS, MAX_CHUNK_META, limit), Vec::new())
+                    (
+                        Chunked::new(MAX_CHUNK_DIGITS, MAX_CHUNK_META, limit),
+                        Vec::new(),
+                    )
                 });
                 match self.read_chunked(stream, &mut chunked, &mut body) {
                     Ok(()) => req.body = body,

@@ -17,6 +17,19 @@
 //! }
 //! ```
 //!
+//! Where and how the relay listens may be set in the file too (all optional; the
+//! command line and the environment win over them):
+//!
+//! ```json
+//! {
+//!   "listen": ["0.0.0.0:8030", "[::]:8030"],
+//!   "tls": {"certFile": "/etc/flagsync/cert.pem", "keyFile": "/etc/flagsync/key.pem",
+//!           "clientCaFile": "/etc/flagsync/clients.pem"},
+//!   "maxConnections": 20000, "headTimeoutSecs": 10, "bodyTimeoutSecs": 30,
+//!   "idleTimeoutSecs": 60, "maxStreamLifetimeSecs": 3600, "disconnectedStatusTimeSecs": 60
+//! }
+//! ```
+//!
 //! `upstream` is the base URI of both the streaming and the polling service (set them
 //! apart with `streamUri` and `pollingUri`), `eventsUri` the events service (no
 //! forwarding without one); each environment may override any of them. `protocol`
@@ -24,11 +37,16 @@
 //! option is not silently ignored.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use flagsync_core::config::sdk_key_is_well_formed;
 use flagsync_core::endpoint::Url;
 use serde::Deserialize;
+
+use crate::builder::ServerBuilder;
+use crate::tls::TlsSettings;
 
 /// The largest configuration file read (1 MiB).
 pub const MAX_RELAY_CONFIG_BYTES: usize = 1 << 20;
@@ -98,6 +116,69 @@ pub struct RelayConfig {
     pub init_timeout: Duration,
     /// The environments, sorted by name.
     pub environments: Vec<RelayEnvironment>,
+    /// Where and how it listens, as far as the file says.
+    pub network: NetworkConfig,
+}
+
+/// Where and how a relay listens, as far as its file says (every field optional).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NetworkConfig {
+    /// The addresses to listen on (`listen`).
+    pub listen: Vec<SocketAddr>,
+    /// TLS (`tls`: `certFile`, `keyFile`, `clientCaFile`).
+    pub tls: Option<TlsSettings>,
+    /// `maxConnections`.
+    pub max_connections: Option<usize>,
+    /// `headTimeoutSecs`.
+    pub head_timeout: Option<Duration>,
+    /// `bodyTimeoutSecs`.
+    pub body_timeout: Option<Duration>,
+    /// `idleTimeoutSecs`.
+    pub idle_timeout: Option<Duration>,
+    /// `maxStreamLifetimeSecs`.
+    pub max_stream_lifetime: Option<Duration>,
+    /// `disconnectedStatusTimeSecs`.
+    pub disconnected_status_time: Option<Duration>,
+}
+
+impl NetworkConfig {
+    /// `builder` with every setting given here.
+    pub fn apply(&self, mut builder: ServerBuilder) -> ServerBuilder {
+        for addr in &self.listen {
+            builder = builder.listen(*addr);
+        }
+        if let Some(tls) = &self.tls {
+            builder = builder.tls(tls.clone());
+        }
+        if let Some(n) = self.max_connections {
+            builder = builder.max_connections(n);
+        }
+        if let Some(t) = self.head_timeout {
+            builder = builder.head_timeout(t);
+        }
+        if let Some(t) = self.body_timeout {
+            builder = builder.body_timeout(t);
+        }
+        if let Some(t) = self.idle_timeout {
+            builder = builder.idle_timeout(t);
+        }
+        if let Some(t) = self.max_stream_lifetime {
+            builder = builder.max_stream_lifetime(t);
+        }
+        if let Some(t) = self.disconnected_status_time {
+            builder = builder.disconnected_status_time(t);
+        }
+        builder
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct FileTls {
+    cert_file: PathBuf,
+    key_file: PathBuf,
+    client_ca_file: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -111,6 +192,15 @@ struct File {
     protocol: UpstreamProtocol,
     init_timeout_secs: Option<u64>,
     environments: BTreeMap<String, FileEnv>,
+    #[serde(default)]
+    listen: Vec<String>,
+    tls: Option<FileTls>,
+    max_connections: Option<usize>,
+    head_timeout_secs: Option<f64>,
+    body_timeout_secs: Option<f64>,
+    idle_timeout_secs: Option<f64>,
+    max_stream_lifetime_secs: Option<f64>,
+    disconnected_status_time_secs: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -178,10 +268,45 @@ impl RelayConfig {
                 redis_prefix: env.redis_prefix,
             });
         }
+        let mut listen = Vec::with_capacity(file.listen.len());
+        for addr in &file.listen {
+            listen.push(addr.parse().map_err(|_| {
+                format!(
+                    "\"listen\": {addr:?} is not ADDR:PORT (such as 0.0.0.0:8030 or [::1]:8030)"
+                )
+            })?);
+        }
+        let secs = |v: Option<f64>, what: &str| {
+            v.map(|s| {
+                Duration::try_from_secs_f64(s)
+                    .map_err(|_| format!("\"{what}\" must be a non-negative number of seconds"))
+            })
+            .transpose()
+        };
+        let network = NetworkConfig {
+            listen,
+            tls: file.tls.map(|t| {
+                let tls = TlsSettings::new(t.cert_file, t.key_file);
+                match t.client_ca_file {
+                    Some(ca) => tls.client_ca(ca),
+                    None => tls,
+                }
+            }),
+            max_connections: file.max_connections,
+            head_timeout: secs(file.head_timeout_secs, "headTimeoutSecs")?,
+            body_timeout: secs(file.body_timeout_secs, "bodyTimeoutSecs")?,
+            idle_timeout: secs(file.idle_timeout_secs, "idleTimeoutSecs")?,
+            max_stream_lifetime: secs(file.max_stream_lifetime_secs, "maxStreamLifetimeSecs")?,
+            disconnected_status_time: secs(
+                file.disconnected_status_time_secs,
+                "disconnectedStatusTimeSecs",
+            )?,
+        };
         Ok(Self {
             protocol: file.protocol,
             init_timeout,
             environments,
+            network,
         })
     }
 }
@@ -228,6 +353,32 @@ mod tests {
         assert_eq!(b.events_uri.as_deref(), Some("http://ev"));
         assert_eq!(b.redis_prefix.as_deref(), Some("{ld}:b"));
         assert!(!format!("{a:?}").contains("k1"), "the key never shows");
+        assert_eq!(c.network, NetworkConfig::default());
+    }
+
+    #[test]
+    fn network_settings() {
+        let c = RelayConfig::parse(
+            br#"{"upstream": "http://up", "environments": {"a": {"sdkKey": "k"}},
+                 "listen": ["0.0.0.0:8030", "[::1]:9"], "maxConnections": 5,
+                 "tls": {"certFile": "c.pem", "keyFile": "k.pem"},
+                 "headTimeoutSecs": 2.5, "maxStreamLifetimeSecs": 60}"#,
+        )
+        .unwrap();
+        let n = &c.network;
+        assert_eq!(n.listen.len(), 2);
+        assert!(n.listen[1].is_ipv6());
+        assert_eq!(n.tls, Some(TlsSettings::new("c.pem", "k.pem")));
+        assert_eq!(n.max_connections, Some(5));
+        assert_eq!(n.head_timeout, Some(Duration::from_millis(2500)));
+        assert_eq!(n.max_stream_lifetime, Some(Duration::from_secs(60)));
+        for (bad, why) in [
+            (&br#"{"upstream": "http://x", "environments": {"a": {"sdkKey": "k"}}, "listen": ["8030"]}"#[..], "listen"),
+            (br#"{"upstream": "http://x", "environments": {"a": {"sdkKey": "k"}}, "idleTimeoutSecs": -1}"#, "idleTimeoutSecs"),
+        ] {
+            let e = RelayConfig::parse(bad).unwrap_err();
+            assert!(e.contains(why), "{e}");
+        }
     }
 
     #[test]

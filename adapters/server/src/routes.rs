@@ -10,8 +10,8 @@ use crate::http::{Request, write_response};
 use crate::events::PayloadKind;
 use crate::fault::Endpoint;
 use crate::hub::{Frame, NewStream};
-use crate::transport::Transport;
 use crate::state::{Readiness, Shared};
+use crate::transport::Transport;
 use crate::{events, fdv2, http};
 
 /// Directs FDv2 clients to FDv1 for good (PROTOCOL.md B §5.4, §5.5).
@@ -128,9 +128,9 @@ fn serve(
         Endpoint::Bulk => {
             Routed::Done(serve_events(shared, env, PayloadKind::Bulk, req, conn.out).is_ok())
         }
-        Endpoint::Diagnostic => Routed::Done(
-            serve_events(shared, env, PayloadKind::Diagnostic, req, conn.out).is_ok(),
-        ),
+        Endpoint::Diagnostic => {
+            Routed::Done(serve_events(shared, env, PayloadKind::Diagnostic, req, conn.out).is_ok())
+        }
     }
 }
 

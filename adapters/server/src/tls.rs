@@ -59,10 +59,14 @@ impl TlsSettings {
     }
 
     fn files(&self) -> impl Iterator<Item = &Path> {
-        [Some(&self.cert_chain), Some(&self.key), self.client_ca.as_ref()]
-            .into_iter()
-            .flatten()
-            .map(PathBuf::as_path)
+        [
+            Some(&self.cert_chain),
+            Some(&self.key),
+            self.client_ca.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(PathBuf::as_path)
     }
 }
 
@@ -120,7 +124,9 @@ impl TlsAcceptor {
             }
             // Keep serving the previous certificate; a half-written rotation is read
             // again once a file changes again (the stamps are kept as they were).
-            Err(e) => tracing::warn!("TLS: the changed files cannot be used ({e}); the previous certificate is kept"),
+            Err(e) => tracing::warn!(
+                "TLS: the changed files cannot be used ({e}); the previous certificate is kept"
+            ),
         }
     }
 }
@@ -129,7 +135,12 @@ impl TlsAcceptor {
 fn load(settings: &TlsSettings) -> Result<ServerConfig, String> {
     let chain = read_certs(&settings.cert_chain, "certificate chain")?;
     let key = std::fs::read(&settings.key)
-        .map_err(|e| format!("cannot read the private key {}: {e}", settings.key.display()))
+        .map_err(|e| {
+            format!(
+                "cannot read the private key {}: {e}",
+                settings.key.display()
+            )
+        })
         .and_then(|pem| {
             PrivateKeyDer::from_pem_slice(&pem).map_err(|_| {
                 format!(

@@ -207,9 +207,8 @@ impl Write for Transport {
             Self::Tls(_) => {
                 // One record for many small pieces (a chunk's size line, its data, its
                 // CRLF), not a record each.
-                let mut gathered = Vec::with_capacity(
-                    bufs.iter().map(|b| b.len()).sum::<usize>().min(TLS_WRITE),
-                );
+                let mut gathered =
+                    Vec::with_capacity(bufs.iter().map(|b| b.len()).sum::<usize>().min(TLS_WRITE));
                 for b in bufs {
                     let room = TLS_WRITE - gathered.len();
                     gathered.extend_from_slice(&b[..b.len().min(room)]);
