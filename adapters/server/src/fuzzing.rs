@@ -1,5 +1,6 @@
 //! The request reader as `cargo fuzz` drives it (feature `fuzzing`, for `fuzz/` only): a
-//! connection's bytes, arriving in arbitrary pieces, read request after request.
+//! connection's bytes, arriving in arbitrary pieces (and a non-blocking socket's
+//! "nothing now" between them), read request after request.
 
 use std::io::{self, Read};
 
@@ -10,15 +11,24 @@ struct Pieces<'a> {
     data: &'a [u8],
     splits: &'a [u8],
     next: usize,
+    /// The last read said "nothing now": the next one gives bytes.
+    blocked: bool,
 }
 
 impl Read for Pieces<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let size = match self.splits {
             [] => self.data.len(),
-            s => usize::from(s[self.next % s.len()]).max(1),
+            s => usize::from(s[self.next % s.len()]),
         };
         self.next += 1;
+        // A split of 0: the socket has nothing now (the request loop's case), once.
+        if size == 0 && !self.blocked && !self.data.is_empty() {
+            self.blocked = true;
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        self.blocked = false;
+        let size = size.max(1);
         let n = size.min(buf.len()).min(self.data.len());
         buf[..n].copy_from_slice(&self.data[..n]);
         self.data = &self.data[n..];
@@ -36,22 +46,34 @@ pub fn read_requests(data: &[u8], splits: &[u8], max_body: usize) -> (Vec<usize>
         data,
         splits,
         next: 0,
+        blocked: false,
     };
     let mut bodies = Vec::new();
-    // Every request takes at least one byte of its head.
+    // Every request takes at least one byte of its head; a `Pending` is followed by a
+    // read that gives bytes, so there are no more of them than bytes.
+    let mut pending = 0usize;
     for _ in 0..=data.len() {
-        let mut req = match reader.read_head(&mut input) {
-            Ok(req) => req,
-            Err(ReadError::Bad(status)) => return (bodies, Some(status)),
-            Err(ReadError::Eof | ReadError::Io | ReadError::Pending) => return (bodies, None),
-        };
-        match reader.read_body(&mut input, &mut req) {
-            Ok(()) => {
-                assert!(req.body.len() <= max_body, "a body past the limit");
-                bodies.push(req.body.len());
+        let mut req = loop {
+            match reader.read_head(&mut input) {
+                Ok(req) => break req,
+                Err(ReadError::Pending) => pending += 1,
+                Err(ReadError::Bad(status)) => return (bodies, Some(status)),
+                Err(ReadError::Eof | ReadError::Io) => return (bodies, None),
             }
-            Err(ReadError::Bad(status)) => return (bodies, Some(status)),
-            Err(ReadError::Eof | ReadError::Io | ReadError::Pending) => return (bodies, None),
+            assert!(pending <= data.len() + 1, "Pending without progress");
+        };
+        loop {
+            match reader.read_body(&mut input, &mut req) {
+                Ok(()) => {
+                    assert!(req.body.len() <= max_body, "a body past the limit");
+                    bodies.push(req.body.len());
+                    break;
+                }
+                Err(ReadError::Pending) => pending += 1,
+                Err(ReadError::Bad(status)) => return (bodies, Some(status)),
+                Err(ReadError::Eof | ReadError::Io) => return (bodies, None),
+            }
+            assert!(pending <= data.len() + 1, "Pending without progress");
         }
     }
     panic!("more requests than bytes");

@@ -1,13 +1,31 @@
 //! A local LaunchDarkly-compatible flag server (FDv1 and FDv2), for offline development
 //! and tests.
 //!
-//! It answers requests on the standard library's blocking sockets, a short-lived thread
-//! per connection, and hands every stream to one event-loop thread (`mio`) that holds
-//! them all and writes each change to every one of them from a single encoding; so it
-//! works whatever async runtime (if any) the rest of the program uses, and holds tens
-//! of thousands of streams. It binds `127.0.0.1` only. Several environments can be
-//! served at once, each chosen by its SDK key ([`Environment`]): `flagsync serve
-//! --relay` uses this to relay upstream environments ([`RelayConfig`]).
+//! Every connection is served by two event-loop threads (`mio`), whatever their
+//! number: the request loop accepts, reads requests within their deadlines and answers
+//! them, and hands each stream to the stream hub, which holds them all and writes each
+//! change to every one of them from a single encoding. So it works whatever async
+//! runtime (if any) the rest of the program uses, holds tens of thousands of streams
+//! and idle connections, and a client that trickles its request is cut off by the
+//! request's deadline ([`ServerBuilder::head_timeout`]). It listens on `127.0.0.1`
+//! unless told otherwise ([`ServerBuilder::listen`]: any IPv4 or IPv6 address), over
+//! TLS when asked ([`ServerBuilder::tls`], [`TlsSettings`]: certificates reloaded when
+//! their files change, optional client certificates), and serves at most
+//! [`ServerBuilder::max_connections`] connections (past it, `503` with `Retry-After`).
+//! Several environments can be served at once, each chosen by its SDK key
+//! ([`Environment`]): `flagsync serve --relay` uses this to relay upstream
+//! environments ([`RelayConfig`]).
+//!
+//! # Health and metrics
+//! `GET /status` (no SDK key asked, none shown) answers with each environment's
+//! connection state, last upstream error, data store state and data age, and an
+//! overall `healthy` or `degraded`, in the shape of LaunchDarkly's Relay Proxy's status
+//! resource ([`ConnectionState`], [`EnvironmentHandle::report_upstream`]). `GET
+//! /metrics` answers in Prometheus' text exposition format: connections open (by kind)
+//! and accepted, refused and timed out; requests by route and status; streams by
+//! protocol; events received, forwarded and dropped; each environment's connection,
+//! payload version and data age; and a histogram of the time a change takes to reach
+//! every stream of its environment.
 //!
 //! | Request | Answer |
 //! | --- | --- |
@@ -17,6 +35,8 @@
 //! | `GET …/sdk/poll[?basis=S]` | FDv2 `{"events":[{"event":…,"data":{…}},…]}`: the same first payload as the stream, with an `ETag` naming the selector state; `If-None-Match` → `304`; gzip when accepted |
 //! | `POST …/bulk` | analytics events, a JSON array (optionally `Content-Encoding: gzip`): `202 Accepted`, empty body |
 //! | `POST …/diagnostic` | one diagnostic event object (optionally gzip): `202 Accepted`, empty body |
+//! | `GET /status` | the health document (see above), `application/json` |
+//! | `GET /metrics` | the metrics, `text/plain; version=0.0.4` |
 //!
 //! Every change raises the payload version by one; the selector state is
 //! `<server epoch>-<version>` ([`ServerHandle::fdv2_state`]), so a client's `basis`
