@@ -8,7 +8,7 @@ use flagsync::{
     Client, DataAvailability, DataSourceStatus, ErrorKind, Fdv2Config, FlagChange, Snapshot, State,
     Subscription,
 };
-use flagsync_redis::RedisStore;
+use flagsync_redis::{RedisStore, RedisStoreBuilder};
 
 /// How often an FDv2 session looks for a new data availability or active source.
 const SOURCE_CHECK: Duration = Duration::from_millis(100);
@@ -68,8 +68,8 @@ impl std::fmt::Debug for RedisTls {
 }
 
 impl RedisOptions {
-    /// The store these options describe; errors as a message.
-    pub fn store(&self) -> Result<RedisStore, String> {
+    /// The settings of the store these options describe (not checked yet).
+    pub fn builder(&self) -> RedisStoreBuilder {
         let mut builder = RedisStore::builder(self.url.clone());
         if let Some(p) = &self.prefix {
             builder = builder.prefix(p.clone());
@@ -80,7 +80,12 @@ impl RedisOptions {
         if let Some((cert, key)) = &self.tls.client_cert {
             builder = builder.tls_client_cert(cert.clone(), key.clone());
         }
-        builder.build().map_err(|e| {
+        builder
+    }
+
+    /// The store these options describe; errors as a message.
+    pub fn store(&self) -> Result<RedisStore, String> {
+        self.builder().build().map_err(|e| {
             format!("{e}. Expected --redis redis://[user:password@]host[:port][/db] or rediss://… (TLS, with --redis-ca-file PEM for a private CA), e.g. redis://127.0.0.1:6379")
         })
     }

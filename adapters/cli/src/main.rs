@@ -4,9 +4,9 @@
 //! One file per command (`serve.rs`, `demo.rs`, `watch.rs`, `snapshot.rs`, `eval.rs`); `args.rs`
 //! holds clap's definitions, `options.rs` turns the connection arguments into the
 //! client's options, `printer.rs` prints what a client sees, `client.rs` is the
-//! CLI's view of a client, `events.rs` the `serve --events` log; `relay.rs` and
-//! `forward.rs` are `serve`'s relay mode (environments kept in sync upstream, events
-//! forwarded).
+//! CLI's view of a client, `events.rs` the `serve --events` log; `relay.rs` is
+//! `serve`'s relay mode (the `flagsync-relay` crate's relay, started with the command
+//! line's settings).
 
 mod args;
 mod client;
@@ -14,7 +14,6 @@ mod demo;
 mod error;
 mod eval;
 mod events;
-mod forward;
 mod network;
 mod options;
 mod printer;

@@ -107,18 +107,7 @@ pub(crate) fn describe_redis(opts: &Options) -> String {
 }
 
 /// `uri` for people: user info (`user:password@`) replaced by `***@`.
-pub(crate) fn redact_userinfo(uri: &str) -> String {
-    let (scheme, rest) = match uri.split_once("://") {
-        Some((scheme, rest)) => (format!("{scheme}://"), rest),
-        None => (String::new(), uri),
-    };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
-        Some((_, host)) => format!("{scheme}***@{host}{tail}"),
-        None => uri.to_owned(),
-    }
-}
+pub(crate) use flagsync_relay::redact_userinfo;
 
 pub(crate) fn target(opts: &Options) -> &str {
     match opts.fdv2 {
@@ -138,20 +127,5 @@ pub(crate) fn describe_mode(opts: &Options) -> &'static str {
         Some(preset) => preset.describe(),
         None if opts.polling => "polling",
         None => "streaming",
-    }
-}
-
-#[cfg(test)]
-mod redact_tests {
-    use super::redact_userinfo;
-
-    #[test]
-    fn user_info_never_shows() {
-        assert_eq!(
-            redact_userinfo("http://user:pw@host:1/base?x=a@b"),
-            "http://***@host:1/base?x=a@b"
-        );
-        assert_eq!(redact_userinfo("https://host/a@b"), "https://host/a@b");
-        assert_eq!(redact_userinfo("host:1"), "host:1");
     }
 }

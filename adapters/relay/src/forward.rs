@@ -6,7 +6,8 @@
 //!
 //! Payloads wait in the server's event subscription, which holds at most
 //! [`QUEUE`] of them: beyond that they are dropped and counted (reported at the end),
-//! never buffered without bound.
+//! never buffered without bound: the [`ForwardReport`] of
+//! [`RelayHandle::shutdown`](crate::RelayHandle::shutdown) counts them.
 
 use std::collections::HashMap;
 use std::thread::JoinHandle;
@@ -15,7 +16,7 @@ use std::time::Duration;
 use flagsync_server::{EventPayload, EventSubscription, RelayEnvironment, ServerHandle};
 
 /// The most payloads waiting to be forwarded.
-pub(crate) const QUEUE: usize = 10_000;
+const QUEUE: usize = 10_000;
 
 /// How long a post may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -26,14 +27,29 @@ struct Target {
     rejected: bool,
 }
 
+/// What the events forwarder lost, reported when the relay shuts down.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ForwardReport {
+    /// Payloads the events service did not take (after the retry), or not sent because
+    /// it had rejected the environment's SDK key.
+    pub failed: u64,
+    /// Payloads dropped because the queue of payloads waiting to be forwarded was full.
+    pub dropped: u64,
+}
+
 /// The forwarding thread.
+#[derive(Debug)]
 pub(crate) struct Forwarder {
-    thread: Option<JoinHandle<(u64, u64)>>,
+    thread: Option<JoinHandle<ForwardReport>>,
 }
 
 impl Forwarder {
     /// Forward what `server` receives for `environments` (those with an events URI).
-    pub(crate) fn start(server: &ServerHandle, environments: &[RelayEnvironment]) -> Self {
+    pub(crate) fn start(
+        server: &ServerHandle,
+        environments: &[RelayEnvironment],
+    ) -> std::io::Result<Self> {
         let mut targets: HashMap<String, Target> = environments
             .iter()
             .filter_map(|e| {
@@ -51,26 +67,34 @@ impl Forwarder {
         let events = server.subscribe_events(QUEUE);
         let thread = std::thread::Builder::new()
             .name("flagsync-relay-events".into())
-            .spawn(move || run(&events, &mut targets))
-            .ok();
-        Self { thread }
+            .spawn(move || run(&events, &mut targets))?;
+        Ok(Self {
+            thread: Some(thread),
+        })
     }
 
     /// Wait for the thread (the server has shut down, which ends the subscription) and
-    /// report what was lost.
-    pub(crate) fn finish(self) {
-        if let Some(t) = self.thread
-            && let Ok((failed, dropped)) = t.join()
-            && failed + dropped > 0
-        {
-            eprintln!(
-                "flagsync: {failed} event payloads could not be forwarded, {dropped} were dropped (the queue was full)"
+    /// report what was lost (also in the log, when anything was).
+    pub(crate) fn finish(&mut self) -> ForwardReport {
+        let report = self
+            .thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default();
+        if report.failed + report.dropped > 0 {
+            tracing::warn!(
+                failed = report.failed,
+                dropped = report.dropped,
+                "{} event payloads could not be forwarded, {} were dropped (the queue was full)",
+                report.failed,
+                report.dropped
             );
         }
+        report
     }
 }
 
-fn run(events: &EventSubscription, targets: &mut HashMap<String, Target>) -> (u64, u64) {
+fn run(events: &EventSubscription, targets: &mut HashMap<String, Target>) -> ForwardReport {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(TIMEOUT))
         .http_status_as_error(false)
@@ -91,17 +115,28 @@ fn run(events: &EventSubscription, targets: &mut HashMap<String, Target>) -> (u6
         match post(&agent, target, &payload) {
             Ok(()) => {}
             Err(Some(status)) if status == 401 || status == 403 => {
-                eprintln!(
-                    "flagsync: environment {:?}: the events service rejected the SDK key (HTTP {status}); no more events are forwarded for it",
-                    payload.environment.as_deref().unwrap_or_default()
+                tracing::warn!(
+                    environment = payload.environment.as_deref().unwrap_or_default(),
+                    status,
+                    "the events service rejected the SDK key (HTTP {status}); no more events are forwarded for this environment"
                 );
                 target.rejected = true;
                 failed += 1;
             }
-            Err(_) => failed += 1,
+            Err(status) => {
+                tracing::debug!(
+                    environment = payload.environment.as_deref().unwrap_or_default(),
+                    status = status.unwrap_or(0),
+                    "an event payload could not be forwarded"
+                );
+                failed += 1;
+            }
         }
     }
-    (failed, events.dropped())
+    ForwardReport {
+        failed,
+        dropped: events.dropped(),
+    }
 }
 
 /// Post `payload`, retrying once after a second when that may help. `Err(status)`:

@@ -1,0 +1,138 @@
+//! [`Served`]: what an environment of the server serves, and bringing it to a client's
+//! snapshot with as few changes as it takes.
+
+use std::collections::HashMap;
+
+use flagsync::{Kind, Snapshot};
+use flagsync_core::store::Item;
+use flagsync_server::{EnvironmentHandle, ServerError};
+use serde_json::Value;
+
+/// More changes than this at once go out as one replacement of the whole data set.
+const MAX_PATCHES: usize = 64;
+
+/// What an environment serves: each item's version and whether it is deleted.
+#[derive(Default)]
+pub(crate) struct Served {
+    ready: bool,
+    items: [HashMap<String, (u64, bool)>; 2],
+}
+
+fn slot(kind: Kind) -> usize {
+    usize::from(kind == Kind::Segment)
+}
+
+impl Served {
+    /// Bring `env` to `snap`; the number of items changed.
+    pub(crate) fn sync(
+        &mut self,
+        env: &EnvironmentHandle,
+        snap: &Snapshot,
+    ) -> Result<usize, ServerError> {
+        let mut changes: Vec<(Kind, &str, &Item)> = Vec::new();
+        // Served keys that `snap` still holds: fewer than are served means some
+        // vanished (a full replacement upstream), which only a replacement removes.
+        let mut kept = 0;
+        for kind in [Kind::Flag, Kind::Segment] {
+            let served = &self.items[slot(kind)];
+            for (key, item) in snap.iter_including_deleted(kind) {
+                match served.get(key) {
+                    Some(&v) if v == (item.version, item.deleted) => {
+                        kept += 1;
+                        continue;
+                    }
+                    Some(_) => kept += 1,
+                    None => {}
+                }
+                changes.push((kind, key, item));
+            }
+        }
+        let vanished = self.items.iter().map(HashMap::len).sum::<usize>() > kept;
+        if !self.ready || vanished || changes.len() > MAX_PATCHES {
+            let n = if self.ready { changes.len().max(1) } else { 0 };
+            env.replace_all(serde_json::from_str(&snap.to_json()).unwrap_or(Value::Null))?;
+            self.ready = true;
+            for (i, kind) in [Kind::Flag, Kind::Segment].into_iter().enumerate() {
+                self.items[i] = snap
+                    .iter_including_deleted(kind)
+                    .map(|(k, item)| (k.to_owned(), (item.version, item.deleted)))
+                    .collect();
+            }
+            return Ok(n);
+        }
+        let n = changes.len();
+        for (kind, key, item) in changes {
+            let value = (!item.deleted)
+                .then(|| serde_json::from_str(item.raw_str()).unwrap_or(Value::Null));
+            match (kind, value) {
+                (Kind::Flag, Some(v)) => drop(env.set_flag(key, v)?),
+                (Kind::Segment, Some(v)) => drop(env.set_segment(key, v)?),
+                (Kind::Flag, None) => drop(env.delete_flag_version(key, item.version)),
+                (Kind::Segment, None) => drop(env.delete_segment_version(key, item.version)),
+            }
+            self.items[slot(kind)].insert(key.to_owned(), (item.version, item.deleted));
+        }
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flagsync_core::store::{ChangeSet, Store, split_all_data};
+    use flagsync_server::{Environment, Server};
+    use serde_json::json;
+
+    /// A snapshot of `flags` (a map of flag key → flag).
+    fn snapshot(flags: Value) -> Snapshot {
+        let data = json!({"flags": flags, "segments": {}});
+        let whole = data.to_string().into_bytes().into();
+        let mut store = Store::new();
+        store.apply(ChangeSet::fdv1_full(split_all_data(&whole, false).unwrap()));
+        store.snapshot()
+    }
+
+    fn flag(key: &str, version: u64) -> Value {
+        json!({"key": key, "version": version, "on": true, "variations": [true],
+               "fallthrough": {"variation": 0}, "offVariation": 0})
+    }
+
+    /// The flag keys `env` serves, with their versions.
+    fn served_flags(env: &EnvironmentHandle) -> Vec<(String, u64)> {
+        let data: Value = serde_json::from_str(&env.data_json()).unwrap();
+        let mut flags: Vec<(String, u64)> = data["flags"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(_, f)| f["deleted"] != true)
+            .map(|(k, f)| (k.clone(), f["version"].as_u64().unwrap()))
+            .collect();
+        flags.sort();
+        flags
+    }
+
+    #[test]
+    fn changes_are_patched_and_vanished_keys_replace_the_whole_set() {
+        let server = Server::builder()
+            .environment(Environment::new("e", "sdk-relay-unit"))
+            .start()
+            .unwrap();
+        let env = server.environment("e").unwrap();
+        let mut served = Served::default();
+        let first = json!({"a": flag("a", 1), "b": flag("b", 1)});
+        assert_eq!(served.sync(&env, &snapshot(first)).unwrap(), 0);
+        assert_eq!(served_flags(&env), [("a".into(), 1), ("b".into(), 1)]);
+
+        // One changed flag: one patch.
+        let second = json!({"a": flag("a", 2), "b": flag("b", 1)});
+        assert_eq!(served.sync(&env, &snapshot(second.clone())).unwrap(), 1);
+        assert_eq!(served_flags(&env), [("a".into(), 2), ("b".into(), 1)]);
+        assert_eq!(served.sync(&env, &snapshot(second)).unwrap(), 0);
+
+        // "b" gone and "c" new in one sync (as many keys as before): "b" is no longer
+        // served.
+        let third = json!({"a": flag("a", 2), "c": flag("c", 1)});
+        assert_eq!(served.sync(&env, &snapshot(third)).unwrap(), 1);
+        assert_eq!(served_flags(&env), [("a".into(), 2), ("c".into(), 1)]);
+    }
+}
