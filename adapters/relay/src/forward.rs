@@ -13,7 +13,9 @@ use std::collections::HashMap;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use flagsync_server::{EventPayload, EventSubscription, RelayEnvironment, ServerHandle};
+use flagsync_server::{
+    EnvironmentHandle, EventPayload, EventSubscription, RelayEnvironment, ServerHandle,
+};
 
 /// The most payloads waiting to be forwarded.
 const QUEUE: usize = 10_000;
@@ -25,6 +27,8 @@ struct Target {
     uri: String,
     sdk_key: String,
     rejected: bool,
+    /// Where forwarded and failed payloads are counted (`GET /metrics`).
+    env: Option<EnvironmentHandle>,
 }
 
 /// What the events forwarder lost, reported when the relay shuts down.
@@ -60,6 +64,7 @@ impl Forwarder {
                         uri,
                         sdk_key: e.sdk_key.clone(),
                         rejected: false,
+                        env: server.environment(&e.name),
                     },
                 ))
             })
@@ -109,10 +114,22 @@ fn run(events: &EventSubscription, targets: &mut HashMap<String, Target>) -> For
         else {
             continue;
         };
+        let count = |target: &Target, forwarded, failed| {
+            if let Some(env) = &target.env {
+                env.count_forwarded_events(forwarded, failed);
+            }
+        };
         if target.rejected {
+            count(target, 0, 1);
             continue;
         }
-        match post(&agent, target, &payload) {
+        let result = post(&agent, target, &payload);
+        count(
+            target,
+            u64::from(result.is_ok()),
+            u64::from(result.is_err()),
+        );
+        match result {
             Ok(()) => {}
             Err(Some(status)) if status == 401 || status == 403 => {
                 tracing::warn!(

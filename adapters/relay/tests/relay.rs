@@ -88,6 +88,12 @@ async fn downstream_events_are_forwarded_to_the_upstream_events_service() {
             "the downstream SDK's headers: {p:?}"
         );
     }
+    let metrics = get(&relay, "/metrics");
+    let forwarded = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("flagsync_server_events_forwarded_total "))
+        .and_then(|v| v.parse::<u64>().ok());
+    assert!(forwarded.is_some_and(|n| n >= 1), "{metrics}");
     c.close().await;
 }
 
@@ -231,17 +237,22 @@ fn the_relay_keeps_redis_current_under_each_environment_s_prefix() {
     relay.shutdown();
 }
 
-/// The relay's `GET /status`, parsed.
-fn status(relay: &flagsync_relay::RelayHandle) -> Value {
+/// The body of the relay's answer to `GET path` (never holding an SDK key).
+fn get(relay: &flagsync_relay::RelayHandle, path: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(relay.server().addr()).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(s, "GET /status HTTP/1.1\r\nConnection: close\r\n\r\n").unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nConnection: close\r\n\r\n").unwrap();
     let mut all = String::new();
     s.read_to_string(&mut all).unwrap();
-    let body = all.split_once("\r\n\r\n").unwrap().1;
-    assert!(!body.contains(KEY), "no key in /status: {body}");
-    serde_json::from_str(body).unwrap()
+    let body = all.split_once("\r\n\r\n").unwrap().1.to_owned();
+    assert!(!body.contains(KEY), "no key in {path}: {body}");
+    body
+}
+
+/// The relay's `GET /status`, parsed.
+fn status(relay: &flagsync_relay::RelayHandle) -> Value {
+    serde_json::from_str(&get(relay, "/status")).unwrap()
 }
 
 #[test]

@@ -268,6 +268,12 @@ impl EnvironmentHandle {
             .report(state, error, SystemTime::now());
     }
 
+    /// Count analytics event payloads a relay forwarded upstream for it (`forwarded`)
+    /// and could not (`failed`), for `GET /metrics`.
+    pub fn count_forwarded_events(&self, forwarded: u64, failed: u64) {
+        self.shared.metrics.events_forwarded(forwarded, failed);
+    }
+
     /// Report whether its data store (such as Redis) is available, for `GET /status`.
     pub fn report_data_store(&self, available: bool) {
         self.shared.lock().envs[self.index]

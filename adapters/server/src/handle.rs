@@ -66,12 +66,6 @@ impl ServerHandle {
             .report(state, error, SystemTime::now());
     }
 
-    /// Count analytics event payloads a relay forwarded upstream (`forwarded`) and
-    /// could not (`failed`), for `GET /metrics`.
-    pub fn count_forwarded_events(&self, forwarded: u64, failed: u64) {
-        self.shared.metrics.events_forwarded(forwarded, failed);
-    }
-
     /// Insert or replace a flag and push a `patch` to every stream. Without a `version`
     /// field the flag gets the previous version plus one (1 for a new flag); `key` is
     /// filled in. Returns the version stored.
