@@ -6,7 +6,9 @@
 // CONFIG_JSON: {"sdkDir": folder whose node_modules holds @launchdarkly/node-server-sdk,
 // "url": serve's URL, "sdkKey", "mode": "fdv1-streaming"|"fdv1-polling",
 // "contexts": [context…], "flags": [key…], "dataPath": serve's data file,
-// "edited": the data to write there (streaming only), "editedFlag": the key it changes}.
+// "edited": the data to write there (streaming only), "editedFlag": the key it changes,
+// "caPath": a PEM file of the CA certificates to trust over HTTPS, or null for the
+// system's}.
 //
 // Prints one JSON line: {"sdkVersion", "initMs", "values": [{key: value}…] (one object
 // per context), "changeMs" and "valuesAfter" (streaming only)}, or {"error"} and exits 1.
@@ -64,6 +66,8 @@ async function main() {
     streamUri: config.url,
     eventsUri: config.url,
     stream: config.mode === 'fdv1-streaming',
+    // Streaming, polling and events all go through the agent these make.
+    ...(config.caPath ? { tlsParams: { ca: readFileSync(config.caPath, 'utf8') } } : {}),
     logger,
   });
   const out = { sdkVersion };

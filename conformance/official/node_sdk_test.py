@@ -17,8 +17,15 @@ with the SDK against it, and checks that the official client:
   index, feature, summary, custom and identify events on /bulk, with the SDK's
   User-Agent and, on /bulk, X-LaunchDarkly-Event-Schema 4 and a payload id.
 
+With --relay the client talks to `flagsync serve --upstream` (relay mode) in front of
+serve, whose events log must receive the events the relay forwards. With --relay-tls
+the relay is `flagsync serve` configured by FLAGSYNC_ variables alone, serving HTTPS
+with a certificate of a test CA on 127.0.0.2 and [::1]: the client, trusting that CA
+(`tlsParams: { ca }`), runs the checks against each address, and the relay itself is
+checked as serve_harness.Serve.check_tls_relay says.
+
     python3 conformance/official/node_sdk_test.py [--flagsync target/debug/flagsync]
-        [--sdk-dir DIR] [--mode fdv1-streaming|fdv1-polling ...]
+        [--sdk-dir DIR] [--mode fdv1-streaming|fdv1-polling ...] [--relay | --relay-tls]
 
 The scratch folder (default: target/official-node-sdk) is kept and reused when it
 already holds SDK_VERSION. Exit status 0 when every mode passes, 1 otherwise.
@@ -38,9 +45,13 @@ from serve_harness import (
     SDK_KEY,
     Failure,
     Serve,
+    add_relay_options,
     check_events,
     describe_kinds,
+    describe_relay,
+    describe_status,
     flagsync_eval,
+    runs,
     write_json,
 )
 
@@ -195,10 +206,11 @@ def compare(what, got, want):
             raise Failure(f"{what}, context {i + 1} ({json.dumps(CONTEXTS[i])}): {shown}")
 
 
-def check_mode(mode, flagsync, sdk_dir, relay=False):
-    """Run one mode; returns (SDK output, event kinds)."""
+def check_mode(mode, flagsync, sdk_dir, relay=None, host=None):
+    """Run one mode (with a TLS relay, against its address on `host`); returns (SDK
+    output, event kinds, the relay's /status or None)."""
     with tempfile.TemporaryDirectory(prefix="flagsync-official-node-") as tmp:
-        serve = Serve(flagsync, tmp, data(), relay=relay)
+        serve = Serve(flagsync, tmp, data(), relay=relay, host=host)
         err = ""
         try:
             want = [flagsync_eval(flagsync, serve.data, c) for c in CONTEXTS]
@@ -208,7 +220,7 @@ def check_mode(mode, flagsync, sdk_dir, relay=False):
             config = {
                 "sdkDir": sdk_dir, "url": serve.url, "sdkKey": SDK_KEY, "mode": mode,
                 "contexts": CONTEXTS, "flags": sorted(want[0]), "dataPath": serve.data,
-                "edited": edited(), "editedFlag": EDITED,
+                "edited": edited(), "editedFlag": EDITED, "caPath": serve.ca,
             }
             try:
                 r = subprocess.run(["node", SCRIPT, json.dumps(config)],
@@ -238,7 +250,7 @@ def check_mode(mode, flagsync, sdk_dir, relay=False):
                 if want_after[0][EDITED] == want[0][EDITED]:
                     raise Failure("the edit changed nothing flagsync evaluates")
             kinds = check_events(serve, USER_AGENT)
-            return out, kinds
+            return out, kinds, serve.check_tls_relay()
         except Failure as e:
             raise Failure(
                 f"{e}\n-- the SDK's log:\n{err}\n-- serve's standard error:\n{serve.stderr()}"
@@ -260,11 +272,7 @@ def main():
         help="the scratch folder to install the SDK into (default: target/official-node-sdk)",
     )
     p.add_argument("--mode", action="append", choices=MODES, help="run only this mode (repeatable)")
-    p.add_argument(
-        "--relay",
-        action="store_true",
-        help="connect the SDK to a relay (`flagsync serve --upstream`) in front of serve",
-    )
+    add_relay_options(p)
     args = p.parse_args()
     flagsync = os.path.abspath(args.flagsync)
     try:
@@ -279,21 +287,22 @@ def main():
     except Failure as e:
         print(f"FAIL: {e}", file=sys.stderr)
         return 1
-    through = " through `serve --upstream` (relay mode)" if args.relay else ""
+    through = describe_relay(args.relay)
     print(f"{SDK_PACKAGE} {SDK_VERSION} (node {node}) against {flagsync} serve{through}")
     failed = 0
-    for mode in args.mode or MODES:
+    for name, mode, host in runs(args.mode or MODES, args.relay):
         try:
-            out, kinds = check_mode(mode, flagsync, sdk_dir, args.relay)
+            out, kinds, status = check_mode(mode, flagsync, sdk_dir, args.relay, host)
         except Failure as e:
             failed += 1
-            print(f"FAIL {mode}: {e}")
+            print(f"FAIL {name}: {e}")
             continue
         n = len(out["values"][0])
         change = "" if "changeMs" not in out else f", change seen in {out['changeMs']:.0f} ms"
         print(
-            f"ok   {mode}: initialized in {out['initMs']:.0f} ms, {n} flags x {len(CONTEXTS)} "
+            f"ok   {name}: initialized in {out['initMs']:.0f} ms, {n} flags x {len(CONTEXTS)} "
             f"contexts as flagsync evaluates{change}; events received: {describe_kinds(kinds)}"
+            f"{describe_status(status)}"
         )
     return 1 if failed else 0
 

@@ -16,11 +16,20 @@ a data file and an SDK key, and checks that the official client:
   with the SDK's User-Agent and, on /bulk, X-LaunchDarkly-Event-Schema 4 and a
   payload id (serve_harness.check_events).
 
+With --relay the client talks to `flagsync serve --upstream` (relay mode) in front of
+serve, whose events log must receive the events the relay forwards. With --relay-tls
+the relay is `flagsync serve` configured by FLAGSYNC_ variables alone (its command line
+holds no SDK key), serving HTTPS with a certificate of a test CA (made with openssl) on
+127.0.0.2 and [::1]: the client, trusting that CA (HTTPConfig(ca_certs=...)), runs the
+checks against each address; the relay's GET /status must answer over TLS without an
+SDK key, and plaintext HTTP to its port must get a 400 (serve_harness.Serve).
+
 Every failure fails the run, with the reason: a missing `python3 -m venv` or pip, a
 failed install, a serve that does not start, a slow or failed initialization.
 
     python3 conformance/official/python_sdk_test.py [--flagsync target/debug/flagsync]
         [--venv DIR] [--mode fdv1-streaming|fdv1-polling|fdv2-default ...]
+        [--relay | --relay-tls]
 
 The virtualenv (default: target/official-python-venv) is kept and reused when it
 already holds SDK_VERSION. Exit status 0 when every mode passes, 1 otherwise.
@@ -36,6 +45,7 @@ import threading
 import time
 
 from serve_harness import ROOT, SDK_KEY, Failure, Serve, check_events, describe_kinds, write_json
+from serve_harness import RELAY_OPTIONS, add_relay_options, describe_relay, describe_status, runs
 
 SDK_VERSION = "9.20.0"
 MODES = ("fdv1-streaming", "fdv1-polling", "fdv2-default")
@@ -125,21 +135,24 @@ def outer(args):
     for m in args.mode or []:
         cmd += ["--mode", m]
     if args.relay:
-        cmd.append("--relay")
+        cmd.append(RELAY_OPTIONS[args.relay])
     return subprocess.run(cmd).returncode
 
 
 # --- The inner run: inside the virtualenv, with ldclient importable. ---------------
 
 
-def config_for(mode, url):
-    from ldclient.config import Config
+def config_for(mode, url, ca=None):
+    """The SDK's configuration for `mode`, every service at `url`, trusting the CA
+    certificates in the file `ca` (default: the system's)."""
+    from ldclient.config import Config, HTTPConfig
 
     common = dict(
         sdk_key=SDK_KEY,
         base_uri=url,
         stream_uri=url,
         events_uri=url,
+        http=HTTPConfig(ca_certs=ca),
     )
     if mode == "fdv1-streaming":
         return Config(stream=True, **common)
@@ -176,19 +189,20 @@ class Captured:
         return "\n".join(self.lines)
 
 
-def check_mode(mode, flagsync, relay=False):
-    """Run one mode; returns (init seconds, change seconds or None, event kinds)."""
+def check_mode(mode, flagsync, relay=None, host=None):
+    """Run one mode (with a TLS relay, against its address on `host`); returns (init
+    seconds, change seconds or None, event kinds, the relay's /status or None)."""
     from ldclient import Context
     from ldclient.client import LDClient
 
     ctx = Context.builder("official-sdk-user").build()
     log = Captured()
     with tempfile.TemporaryDirectory(prefix="flagsync-official-") as tmp:
-        serve = Serve(flagsync, tmp, data(True), relay=relay)
+        serve = Serve(flagsync, tmp, data(True), relay=relay, host=host)
         client = None
         try:
             started = time.monotonic()
-            client = LDClient(config_for(mode, serve.url), start_wait=5)
+            client = LDClient(config_for(mode, serve.url, serve.ca), start_wait=5)
             init = time.monotonic() - started
             if not client.is_initialized():
                 raise Failure(f"not initialized after {init:.2f} s")
@@ -204,7 +218,7 @@ def check_mode(mode, flagsync, relay=False):
             client.close()  # flushes
             client = None
             kinds = check_events(serve, USER_AGENT)
-            return init, seen, kinds
+            return init, seen, kinds, serve.check_tls_relay()
         except Failure as e:
             raise Failure(
                 f"{e}\n-- the SDK's log:\n{log.text()}\n-- serve's standard error:\n{serve.stderr()}"
@@ -236,20 +250,20 @@ def check_edit(client, serve, ctx):
 def inside(args):
     import ldclient.version
 
-    through = " through `serve --upstream` (relay mode)" if args.relay else ""
+    through = describe_relay(args.relay)
     print(f"launchdarkly-server-sdk {ldclient.version.VERSION} against {args.flagsync} serve{through}")
     failed = 0
-    for mode in args.mode or MODES:
+    for name, mode, host in runs(args.mode or MODES, args.relay):
         try:
-            init, seen, kinds = check_mode(mode, args.flagsync, args.relay)
+            init, seen, kinds, status = check_mode(mode, args.flagsync, args.relay, host)
         except Failure as e:
             failed += 1
-            print(f"FAIL {mode}: {e}")
+            print(f"FAIL {name}: {e}")
             continue
         change = "" if seen is None else f", change seen in {seen * 1000:.0f} ms"
         print(
-            f"ok   {mode}: initialized in {init * 1000:.0f} ms{change}; "
-            f"events received: {describe_kinds(kinds)}"
+            f"ok   {name}: initialized in {init * 1000:.0f} ms{change}; "
+            f"events received: {describe_kinds(kinds)}{describe_status(status)}"
         )
     return 1 if failed else 0
 
@@ -267,11 +281,7 @@ def main():
         help="the virtualenv to create or reuse (default: target/official-python-venv)",
     )
     p.add_argument("--mode", action="append", choices=MODES, help="run only this mode (repeatable)")
-    p.add_argument(
-        "--relay",
-        action="store_true",
-        help="connect the SDK to a relay (`flagsync serve --upstream`) in front of serve",
-    )
+    add_relay_options(p)
     p.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     try:
