@@ -235,6 +235,9 @@ class Serve:
             state = env.get("connectionStatus", {}).get("state")
         except (ValueError, KeyError, TypeError, AttributeError):
             raise Failure(f"GET {url} answered no JSON listing the environment \"default\": {body}") from None
+        # The SDK checks ran through the relay: its upstream connection is current.
+        if (status.get("status"), env.get("status"), state) != ("healthy", "connected", "VALID"):
+            raise Failure(f"GET {url}: the relay is not healthy after serving the SDK: {body}")
         return f"{status.get('status')} (default: {env.get('status')}, {state})"
 
     @staticmethod
