@@ -249,3 +249,68 @@ fn head_and_body_are_read_in_two_steps() {
         (Framing::None, &b"[]"[..])
     );
 }
+
+/// A non-blocking source: "nothing now" before every piece of at most `step` bytes.
+struct NonBlocking<'a> {
+    bytes: &'a [u8],
+    step: usize,
+    blocked: bool,
+}
+
+impl Read for NonBlocking<'_> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if !self.blocked && !self.bytes.is_empty() {
+            self.blocked = true;
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        self.blocked = false;
+        let n = self.bytes.len().min(self.step).min(out.len());
+        out[..n].copy_from_slice(&self.bytes[..n]);
+        self.bytes = &self.bytes[n..];
+        Ok(n)
+    }
+}
+
+#[test]
+fn a_non_blocking_source_resumes_heads_and_bodies_where_they_stopped() {
+    let raw = b"POST /bulk HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;x=1\r\nabc\r\n2\r\nde\r\n0\r\nT: 1\r\n\r\nPOST /diagnostic HTTP/1.1\r\nContent-Length: 4\r\n\r\n{}{}GET /all HTTP/1.1\r\n\r\n";
+    for step in [1, 2, 5, 64] {
+        let mut reader = RequestReader::new(1024);
+        let mut src = NonBlocking {
+            bytes: raw,
+            step,
+            blocked: false,
+        };
+        let mut bodies = Vec::new();
+        let mut pending = 0;
+        loop {
+            let mut req = match reader.read_head(&mut src) {
+                Ok(req) => req,
+                Err(ReadError::Pending) => {
+                    pending += 1;
+                    continue;
+                }
+                Err(ReadError::Eof) => break,
+                Err(e) => panic!("{e:?}"),
+            };
+            loop {
+                match reader.read_body(&mut src, &mut req) {
+                    Ok(()) => break,
+                    Err(ReadError::Pending) => pending += 1,
+                    Err(e) => panic!("{e:?}"),
+                }
+            }
+            bodies.push((req.path().to_owned(), req.body));
+        }
+        assert!(pending > 0, "step {step}");
+        assert_eq!(
+            bodies,
+            [
+                ("/bulk".to_owned(), b"abcde".to_vec()),
+                ("/diagnostic".to_owned(), b"{}{}".to_vec()),
+                ("/all".to_owned(), Vec::new()),
+            ],
+            "step {step}"
+        );
+    }
+}
