@@ -227,6 +227,11 @@ impl RequestLoop {
     }
 
     fn drive(&mut self, token: usize, now: Instant) {
+        self.step(token, now, Conn::drive);
+    }
+
+    /// Apply `f` (drive, time out) to connection `token`, then do what it says.
+    fn step(&mut self, token: usize, now: Instant, f: impl FnOnce(&mut Conn, &Cx<'_>) -> Next) {
         let Some(conn) = self.conns.get_mut(&token) else {
             return;
         };
@@ -236,7 +241,7 @@ impl RequestLoop {
             token: Token(token),
             now,
         };
-        let next = conn.drive(&cx);
+        let next = f(conn, &cx);
         self.after(token, next);
     }
 
@@ -266,17 +271,7 @@ impl RequestLoop {
             .map(|(t, _)| *t)
             .collect();
         for token in late {
-            let Some(conn) = self.conns.get_mut(&token) else {
-                continue;
-            };
-            let cx = Cx {
-                shared: &self.shared,
-                registry: self.poll.registry(),
-                token: Token(token),
-                now,
-            };
-            let next = conn.time_out(&cx);
-            self.after(token, next);
+            self.step(token, now, Conn::time_out);
         }
     }
 
