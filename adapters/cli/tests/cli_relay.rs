@@ -14,7 +14,7 @@ use common::redis_server::RedisServer;
 use common::serve::Serve;
 use flagsync::eval::{Context, ContextBuilder};
 use flagsync::runtime::Runtime;
-use flagsync::server::{PayloadKind, Server, ServerHandle};
+use flagsync::server::{Environment, PayloadKind, Server, ServerHandle};
 use flagsync::{Client, Fdv2Config};
 use serde_json::{Value, json};
 
@@ -203,6 +203,63 @@ fn relays_values_changes_and_events_on_every_runtime() {
         &upstream,
         Arc::new(flagsync::runtime::AsyncStdRuntime),
     ));
+}
+
+#[test]
+fn a_relay_configured_only_by_variables_serves_each_environment_and_never_shows_a_key() {
+    let upstream = Server::builder()
+        .environment(Environment::new("p", KEY).data(json!({"flagValues": {"f": "prod"}})))
+        .environment(Environment::new("s", "sdk-staging").data(json!({"flagValues": {"g": 1}})))
+        .start()
+        .unwrap();
+    let url = upstream.url();
+    let vars = [
+        ("FLAGSYNC_UPSTREAM", url.as_str()),
+        ("FLAGSYNC_ENV_prod", KEY),
+        ("FLAGSYNC_ENV_ID_prod", "env-prod"),
+        ("FLAGSYNC_ENV_staging", "sdk-staging"),
+        ("FLAGSYNC_LISTEN", "127.0.0.1:0"),
+    ];
+    let relay = Relay(Serve::with_env(&["serve"], &vars));
+    assert!(
+        relay.banner.starts_with("flagsync: relaying on "),
+        "{}",
+        relay.banner
+    );
+    wait_for("both served", Duration::from_secs(10), || {
+        get(&relay.url, "/sdk/latest-all", KEY)
+            .1
+            .contains("X-LD-EnvID: env-prod")
+            && get(&relay.url, "/sdk/latest-all", "sdk-staging")
+                .1
+                .contains("\"g\"")
+    });
+    let (status, body) = get(&relay.url, "/status", "");
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("\"prod\"") && body.contains("\"staging\""),
+        "{body}"
+    );
+    assert!(
+        !body.contains(KEY) && !body.contains("sdk-staging"),
+        "{body}"
+    );
+    // A setting that cannot be used is named; the key is not shown.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_flagsync"))
+        .arg("serve")
+        .envs([
+            ("FLAGSYNC_UPSTREAM", url.as_str()),
+            ("FLAGSYNC_SDK_KEY", "sdk-secret with a space"),
+            ("FLAGSYNC_PORT", "0"),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("SDK key is malformed") && !err.contains("secret"),
+        "{err}"
+    );
 }
 
 #[test]

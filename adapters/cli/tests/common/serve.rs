@@ -15,9 +15,17 @@ pub struct Serve {
 impl Serve {
     /// `flagsync serve --port 0 <args>`, started; its standard error is dropped.
     pub fn start(args: &[&str]) -> Self {
+        let mut argv = vec!["serve", "--port", "0"];
+        argv.extend_from_slice(args);
+        Self::with_env(&argv, &[])
+    }
+
+    /// `flagsync <argv>` with these environment variables set, started; its standard
+    /// error is dropped.
+    pub fn with_env(argv: &[&str], vars: &[(&str, &str)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_flagsync"))
-            .args(["serve", "--port", "0"])
-            .args(args)
+            .args(argv)
+            .envs(vars.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
