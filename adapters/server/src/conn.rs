@@ -97,12 +97,12 @@ pub(crate) struct Conn {
     idle_since: Option<Instant>,
     progress: Instant,
     linger_until: Instant,
-    /// Over the connection limit: its first request gets `503`.
-    refuse: bool,
+    /// Refused (over the connection limit): only lingering before it closes.
+    refused: bool,
 }
 
 impl Conn {
-    pub(crate) fn new(io: Transport, max_body: usize, now: Instant, refuse: bool) -> Self {
+    pub(crate) fn new(io: Transport, max_body: usize, now: Instant) -> Self {
         Self {
             io: Some(io),
             reader: RequestReader::new(max_body),
@@ -116,8 +116,20 @@ impl Conn {
             idle_since: None,
             progress: now,
             linger_until: now,
-            refuse,
+            refused: false,
         }
+    }
+
+    /// A connection refused at accept (its `503` already written on `io`): it reads and
+    /// discards what the client sends until the client closes or [`LINGER`] passes, so
+    /// that closing does not reset the connection before the client read the answer.
+    pub(crate) fn refused(mut io: Transport, now: Instant) -> Self {
+        io.shutdown_write();
+        let mut conn = Self::new(io, 0, now);
+        conn.phase = Phase::Linger;
+        conn.linger_until = now + LINGER;
+        conn.refused = true;
+        conn
     }
 
     /// The socket, while the connection has it.
@@ -125,9 +137,9 @@ impl Conn {
         self.io.as_mut()
     }
 
-    /// Whether it is over the connection limit (answered `503`).
+    /// Whether it was refused at accept (over the connection limit).
     pub(crate) fn refusing(&self) -> bool {
-        self.refuse
+        self.refused
     }
 
     /// Whether a hang fault holds it (for `endpoint`).
@@ -262,7 +274,7 @@ impl Conn {
         // request is refused anyway (RFC 9110 §10.1.1); the unread body then ends the
         // connection.
         let endpoint = Endpoint::of_path(req.path());
-        if req.expects_continue && (self.refuse || accepted(cx.shared, &req, endpoint).is_err()) {
+        if req.expects_continue && accepted(cx.shared, &req, endpoint).is_err() {
             req.close = true;
             return self.answer(req, true, cx);
         }
@@ -284,12 +296,7 @@ impl Conn {
         }
         let start = self.out.len();
         let endpoint = Endpoint::of_path(req.path());
-        let (route_name, keep) = if self.refuse {
-            let body = b"{\"message\":\"too many connections; try again shortly\"}";
-            let headers = [("Content-Type", "application/json"), ("Retry-After", "1")];
-            let _ = write_response(&mut self.out, 503, &headers, body, true);
-            ("other", false)
-        } else if let Some(operator) = operator_route(req.path()) {
+        let (route_name, keep) = if let Some(operator) = operator_route(req.path()) {
             (operator, self.operator(&req, operator, cx))
         } else {
             let (fault, fallback) = {

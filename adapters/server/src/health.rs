@@ -15,8 +15,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
 
-use crate::state::Env;
-
 /// The state of an environment's connection to its upstream (or other data source),
 /// as the Relay Proxy's `/status` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,12 +127,22 @@ fn millis(t: SystemTime) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// What `/status` and `/metrics` show of one environment.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EnvView<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) env_id: Option<&'a str>,
+    /// Its payload version.
+    pub(crate) version: u64,
+    pub(crate) health: &'a Health,
+}
+
 /// The `/status` document of `envs` (those a request can reach) at `now`.
-pub(crate) fn status(envs: &[&Env], now: SystemTime, grace: Duration) -> Value {
+pub(crate) fn status(envs: &[EnvView<'_>], now: SystemTime, grace: Duration) -> Value {
     let mut all = Map::new();
     let mut healthy = true;
     for e in envs {
-        let h = &e.health;
+        let h = e.health;
         let connected = h.connected(now, grace);
         healthy &= connected;
         let mut connection = json!({"state": h.connection.name(), "stateSince": millis(h.since)});
@@ -145,11 +153,11 @@ pub(crate) fn status(envs: &[&Env], now: SystemTime, grace: Duration) -> Value {
         let mut env = json!({
             "status": if connected { "connected" } else { "disconnected" },
             "connectionStatus": connection,
-            "dataVersion": e.data.version(),
+            "dataVersion": e.version,
             "dataAgeMs": u64::try_from(now.duration_since(h.data_updated).unwrap_or_default().as_millis()).unwrap_or(u64::MAX),
         });
-        if let Some(id) = &e.env_id {
-            env["envId"] = Value::from(id.clone());
+        if let Some(id) = e.env_id {
+            env["envId"] = Value::from(id);
         }
         if let Some((available, since)) = h.store {
             env["dataStoreStatus"] = json!({
@@ -157,7 +165,7 @@ pub(crate) fn status(envs: &[&Env], now: SystemTime, grace: Duration) -> Value {
                 "stateSince": millis(since),
             });
         }
-        all.insert(e.name.clone(), env);
+        all.insert(e.name.to_owned(), env);
     }
     json!({
         "status": if healthy { "healthy" } else { "degraded" },

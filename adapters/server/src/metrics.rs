@@ -12,8 +12,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
-use crate::health::ConnectionState;
-use crate::state::Env;
+use crate::health::{ConnectionState, EnvView};
 
 /// The upper bounds of the fan-out latency histogram's buckets, in seconds.
 const FANOUT_BUCKETS: [f64; 12] = [
@@ -103,7 +102,12 @@ impl Metrics {
     }
 
     /// The exposition: these counters, and each environment's figures.
-    pub(crate) fn render(&self, envs: &[&Env], events_dropped: u64, now: SystemTime) -> String {
+    pub(crate) fn render(
+        &self,
+        envs: &[EnvView<'_>],
+        events_dropped: u64,
+        now: SystemTime,
+    ) -> String {
         let mut out = String::with_capacity(4096);
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let loadu = |a: &AtomicUsize| a.load(Ordering::Relaxed);
@@ -310,7 +314,7 @@ impl Metrics {
             sample(
                 &mut out,
                 "environment_connected",
-                &[("environment", &e.name)],
+                &[("environment", e.name)],
                 up,
             );
         }
@@ -324,8 +328,8 @@ impl Metrics {
             sample(
                 &mut out,
                 "environment_payload_version",
-                &[("environment", &e.name)],
-                e.data.version(),
+                &[("environment", e.name)],
+                e.version,
             );
         }
         family(
@@ -341,7 +345,7 @@ impl Metrics {
             let _ = writeln!(
                 out,
                 "flagsync_server_environment_data_age_seconds{{environment=\"{}\"}} {}",
-                escape(&e.name),
+                escape(e.name),
                 age.as_secs_f64()
             );
         }

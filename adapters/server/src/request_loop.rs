@@ -5,14 +5,16 @@
 //! runs on this thread and the hub's.
 //!
 //! Limits: at most `max_connections` connections (streams included) are served;
-//! past it a connection is accepted, its first request answered `503` with
-//! `Retry-After`, and closed (at most [`MAX_REFUSING`] such at once; beyond, closed
-//! at once). When the process runs out of file descriptors anyway, a descriptor
+//! past it a connection is accepted and answered `503` with `Retry-After` at once,
+//! whether it sent a request yet or not, then closed: after lingering to read what it
+//! sends (at most [`MAX_REFUSING`] such at once, each for at most a couple of seconds,
+//! so refusals never use up the descriptors kept spare), or at once beyond that. On a
+//! TLS port the refusal is the connection closed (no handshake is spent on it). When the process runs out of file descriptors anyway, a descriptor
 //! kept in reserve is given up to accept and refuse the waiting connections, and
 //! accepting pauses briefly; connections already open keep being served.
 
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,8 +36,8 @@ const FIRST_CONN: usize = 1 << 16;
 pub(crate) const MAX_LISTENERS: usize = FIRST_CONN - 2;
 /// How often deadlines, held connections and the TLS files are looked at.
 const TICK: Duration = Duration::from_millis(250);
-/// Connections over the limit being answered `503` at once.
-pub(crate) const MAX_REFUSING: usize = 1024;
+/// Refused connections lingering at once (well below the descriptors kept spare).
+pub(crate) const MAX_REFUSING: usize = 16;
 /// How long accepting pauses once descriptors ran out.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 /// The most waiting connections refused in one round once descriptors ran out.
@@ -44,6 +46,11 @@ const REFUSE_ROUND: usize = 256;
 /// The answer to a connection refused because descriptors ran out.
 const NO_DESCRIPTORS: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\n\
 Content-Length: 0\r\nConnection: close\r\n\r\n";
+
+/// The answer to a connection over the connection limit.
+const TOO_MANY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\n\
+Content-Type: application/json\r\nContent-Length: 53\r\nConnection: close\r\n\r\n\
+{\"message\":\"too many connections; try again shortly\"}";
 
 /// The request loop's state (moved to its thread).
 pub(crate) struct RequestLoop {
@@ -188,16 +195,23 @@ impl RequestLoop {
         }
     }
 
-    fn admit(&mut self, socket: TcpStream, now: Instant) {
+    fn admit(&mut self, mut socket: TcpStream, now: Instant) {
         let _ = socket.set_nodelay(true);
         let metrics = &self.shared.metrics;
-        let open = self.conns.len() + self.shared.hub.open();
-        let over = open >= self.max_connections;
-        if over {
+        let open = self.conns.len() - self.refusing + self.shared.hub.open();
+        if open >= self.max_connections {
             metrics.refused(RefusedBy::Limit);
-            if self.refusing >= MAX_REFUSING {
-                return;
+            if self.tls.is_none() {
+                // A fresh socket's buffer takes the whole answer.
+                let _ = socket.write(TOO_MANY);
             }
+            if self.refusing < MAX_REFUSING && self.tls.is_none() {
+                let conn = Conn::refused(Transport::Plain(socket), now);
+                self.register(conn);
+            } else {
+                drain(&mut socket);
+            }
+            return;
         }
         let io = match &self.tls {
             Some(tls) => match tls.session() {
@@ -207,9 +221,13 @@ impl RequestLoop {
             None => Transport::Plain(socket),
         };
         metrics.accepted(io.is_tls());
+        self.register(Conn::new(io, self.shared.max_body, now));
+    }
+
+    /// Take `conn` into the loop.
+    fn register(&mut self, mut conn: Conn) {
         let token = self.next_token;
         self.next_token += 1;
-        let mut conn = Conn::new(io, self.shared.max_body, now, over);
         let interest = Interest::READABLE | Interest::WRITABLE;
         let Some(io) = conn.io() else { return };
         if self
@@ -220,7 +238,7 @@ impl RequestLoop {
         {
             return;
         }
-        if over {
+        if conn.refusing() {
             self.refusing += 1;
         }
         self.conns.insert(token, conn);
@@ -291,8 +309,16 @@ impl RequestLoop {
     }
 
     fn close_all(&mut self) {
+        self.refusing = 0;
         for (_, mut conn) in self.conns.drain() {
             conn.close();
         }
     }
+}
+
+/// Read what a refused client already sent (so closing does not reset the connection
+/// over unread bytes), then let it close.
+fn drain(socket: &mut TcpStream) {
+    let mut sink = [0u8; 4096];
+    while matches!(socket.read(&mut sink), Ok(n) if n > 0) {}
 }

@@ -13,7 +13,7 @@ use mio::Waker;
 use crate::data::Data;
 use crate::events::Subscribers;
 use crate::fault::Faults;
-use crate::health::Health;
+use crate::health::{EnvView, Health};
 use crate::hub::Hub;
 use crate::metrics::Metrics;
 use crate::recorded::RecordedRequest;
@@ -67,9 +67,18 @@ impl Shared {
 impl Inner {
     /// The environments a request can reach: all but a default one that has no SDK
     /// key beside added ones (it answers nobody).
-    pub(crate) fn reachable_envs(&self) -> Vec<&Env> {
+    pub(crate) fn reachable_envs(&self) -> Vec<EnvView<'_>> {
         let skip_default = self.envs.len() > 1 && self.envs[0].sdk_key.is_none();
-        self.envs.iter().skip(usize::from(skip_default)).collect()
+        self.envs
+            .iter()
+            .skip(usize::from(skip_default))
+            .map(|e| EnvView {
+                name: &e.name,
+                env_id: e.env_id.as_deref(),
+                version: e.data.version(),
+                health: &e.health,
+            })
+            .collect()
     }
 
     /// The environment a request with this `Authorization` header is for: an added

@@ -180,6 +180,15 @@ fn past_the_connection_limit_a_connection_gets_503_with_retry_after() {
     let (status, head, _) = get(server.addr(), "/sdk/latest-all", None);
     assert_eq!(status, 503, "{head}");
     assert!(head.contains("Retry-After: 1"), "{head}");
+    // One that sends nothing is told too, at once.
+    let started = Instant::now();
+    let (status, _, _) = response(&mut BufReader::new(connect(server.addr())));
+    assert_eq!(status, 503);
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
     drop(held);
     thread::sleep(Duration::from_millis(300));
     assert_eq!(get(server.addr(), "/sdk/latest-all", None).0, 200);
