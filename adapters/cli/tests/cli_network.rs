@@ -10,6 +10,7 @@
 #[path = "common/net.rs"]
 mod net;
 #[path = "common/serve.rs"]
+#[allow(dead_code)] // with_env is for the relay tests
 mod serve;
 
 use std::io::{ErrorKind, Write};
