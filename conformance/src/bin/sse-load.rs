@@ -2,12 +2,19 @@
 //! measure its fan-out.
 //!
 //! ```text
-//! sse-load --url http://127.0.0.1:PORT --streams N [--fdv2] [--sdk-key KEY]
-//!          [--connect-rate R] [--max-connecting C] [--initial-timeout-secs T]
-//!          [--serve-pid PID] [--idle-secs S]
+//! sse-load --url http[s]://127.0.0.1:PORT --streams N [--fdv2] [--sdk-key KEY]
+//!          [--tls-ca PEM] [--connect-rate R] [--max-connecting C]
+//!          [--initial-timeout-secs T] [--serve-pid PID] [--idle-conns I] [--idle-secs S]
+//!          [--metrics-scrapes K --scrape-interval-ms M]
 //!          [--trigger-file PATH --changes K --interval-ms M --change-timeout-ms D]
 //!          [--json]
 //! ```
+//!
+//! With `--tls-ca PEM` (and an `https://` URL) every stream and scrape is TLS (rustls,
+//! ring provider, trusting only the CAs in PEM, no session resumption: each connection
+//! makes a full handshake), driven in the same loop as plain streams; RSS per stream is
+//! then RSS per TLS stream. `conformance/tools/test-cert.sh DIR` makes a test CA and a
+//! certificate for 127.0.0.1 and localhost to serve with.
 //!
 //! Phases, in order:
 //!
@@ -15,10 +22,22 @@
 //!    at most C connects in flight, at most R started a second if given, and wait for
 //!    each one's first full payload (FDv1 `put`; FDv2 `payload-transferred`). Latency:
 //!    from the start of the connect to the end of that payload.
-//! 2. **idle** (S seconds; 10 by default with `--serve-pid`): every stream keeps being
+//! 2. **idle connections** (`--idle-conns I`): open I plain TCP connections that send
+//!    nothing (at most C connects in flight) and keep them open to the end. The server
+//!    closes them at its request-head deadline (10 s by default: run it with
+//!    `--head-timeout 3600`); closed ones are counted. Once all are connected, the
+//!    server's `/metrics` is polled (up to 10 s) until its open request connections
+//!    include them all, then its RSS is read: RSS per idle connection is the growth
+//!    over the sample before opening them. The server's thread count is reported
+//!    before the streams, after them and after the idle connections.
+//! 3. **idle** (S seconds; 10 by default with `--serve-pid`): every stream keeps being
 //!    read; heartbeats are counted; the server's RSS and CPU ticks are sampled at the
-//!    start and the end.
-//! 3. **changes** (with `--trigger-file`): K times, M ms apart, the data file that
+//!    start and the end. RSS per stream is the growth over the baseline, less the idle
+//!    connections' growth. With `--metrics-scrapes K`, `GET /metrics` is sent K times,
+//!    M ms apart (100 by default) from the start of the phase, each on a fresh
+//!    connection (TLS with `--tls-ca`), blocking, timed from the connect to the last
+//!    byte of the body; the phase lasts at least as long as the scrapes.
+//! 4. **changes** (with `--trigger-file`): K times, M ms apart, the data file that
 //!    `flagsync serve --data` watches is rewritten with flag `load-flag`'s `salt` set to
 //!    a marker unique to this run and change; t0 is the time the new file is in place.
 //!    A stream reaches change k when it applies an event that carries marker k or a
@@ -27,18 +46,26 @@
 //!
 //! The server's memory is read from `/proc/PID/status` (VmRSS, VmHWM, Threads) and its
 //! CPU time from `/proc/PID/stat` (utime + stime). The exit status is 0 only if every
-//! stream got its initial payload, none failed later, and every change reached every
-//! stream within the change timeout. With `--json` one JSON object goes to standard
+//! stream got its initial payload, none failed later, every change reached every
+//! stream within the change timeout, every idle connection connected and stayed open,
+//! and every scrape succeeded. With `--json` one JSON object goes to standard
 //! output and the human-readable lines to standard error.
 #![forbid(unsafe_code)]
 
 #[path = "../load/conn.rs"]
 mod conn;
+#[path = "../load/driver.rs"]
+mod driver;
+#[path = "../load/idle.rs"]
+mod idle;
 #[path = "../load/measure.rs"]
 mod measure;
+#[path = "../load/scrape.rs"]
+mod scrape;
+#[path = "../load/tls.rs"]
+mod tls;
 
 use std::collections::BTreeMap;
-use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -47,20 +74,20 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use clap::Parser;
 use flagsync_core::endpoint::Url;
 use flagsync_core::http1::{Method, RequestHead};
-use mio::{Events, Interest, Poll, Token};
-use serde_json::json;
+use serde_json::{Value, json};
 
-use conn::{Conn, Failure, Happening, Marker};
+use conn::Marker;
+use driver::{Load, Say, Settings};
 use measure::{Percentiles, ProcSample, Trigger, cpu_percent, cpu_seconds, listen_overflows};
+use scrape::{Scraper, open_request_conns};
+use tls::TlsClient;
 
-/// Size of the one read buffer all streams share.
-const READ_BUF: usize = 64 * 1024;
-/// File descriptors kept for everything but the streams.
+/// File descriptors kept for everything but the streams and idle connections.
 const SPARE_FDS: u64 = 64;
-/// How often the serving process is sampled.
-const SAMPLE_EVERY: Duration = Duration::from_millis(100);
-/// How often progress is reported while connecting.
-const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+/// How long the server may take to show every idle connection in `/metrics`.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long each step of a scrape (connect, write, each read) may take.
+const SCRAPE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The command line.
 #[derive(Debug, clap::Parser)]
@@ -69,9 +96,13 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(5);
     about = "Hold many SSE streams of a flag server from one thread and measure its fan-out"
 )]
 struct Args {
-    /// Base URL of the server (http only), e.g. http://127.0.0.1:8030.
+    /// Base URL of the server, e.g. http://127.0.0.1:8030 (https:// with --tls-ca).
     #[arg(long)]
     url: String,
+    /// Connect with TLS, trusting the CA certificates in this PEM file (the URL is
+    /// https://…).
+    #[arg(long, value_name = "PEM")]
+    tls_ca: Option<PathBuf>,
     /// How many streams to hold.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     streams: u32,
@@ -98,6 +129,16 @@ struct Args {
     /// else 0).
     #[arg(long, value_name = "SECS")]
     idle_secs: Option<u64>,
+    /// Also open this many plain TCP connections that send nothing, after the streams,
+    /// and keep them open to the end (serve with --head-timeout 3600).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    idle_conns: u32,
+    /// GET /metrics this many times during the idle phase, each on a fresh connection.
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    metrics_scrapes: u32,
+    /// Milliseconds between scrapes.
+    #[arg(long, value_name = "MS", default_value_t = 100)]
+    scrape_interval_ms: u64,
     /// The JSON data file the server watches (`flagsync serve --data FILE`): rewritten
     /// for each change, other flags kept.
     #[arg(long, value_name = "PATH")]
@@ -128,33 +169,18 @@ fn main() -> ExitCode {
     }
 }
 
-/// Prints the human-readable lines: to stdout, or to stderr when stdout is for JSON.
-struct Say {
-    to_stderr: bool,
-}
-
-impl Say {
-    fn line(&self, text: &str) {
-        if self.to_stderr {
-            eprintln!("{text}");
-        } else {
-            println!("{text}");
-        }
-    }
-}
-
 /// Run every phase; `Ok(false)` when a stream failed or missed a change.
 fn run(args: &Args) -> Result<bool, String> {
     let say = Say {
         to_stderr: args.json,
     };
     let streams = args.streams as usize;
-    let nofile = raise_nofile(streams)?;
+    let nofile = raise_nofile(streams + args.idle_conns as usize)?;
     say.line(&format!(
         "file descriptors: soft limit {} (hard {})",
         nofile.0, nofile.1
     ));
-    let (addr, request) = request(args)?;
+    let target = target(args)?;
     let run_id = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
@@ -172,11 +198,22 @@ fn run(args: &Args) -> Result<bool, String> {
                 .map_err(|e| format!("--serve-pid: cannot read /proc/{pid}: {e}"))
         })
         .transpose()?;
-    let mut load = Load::new(args, addr, request, marker).map_err(|e| e.to_string())?;
+    let settings = Settings {
+        streams,
+        fdv2: args.fdv2,
+        tls: target.tls.clone(),
+        max_connecting: args.max_connecting,
+        rate: args.connect_rate,
+        change_timeout: Duration::from_millis(args.change_timeout_ms),
+        serve_pid: args.serve_pid,
+    };
+    let scraper = Scraper::new(target.addr, &target.host, target.tls, SCRAPE_TIMEOUT);
+    let mut load =
+        Load::new(settings, target.addr, target.request, marker).map_err(|e| e.to_string())?;
     load.serve_peak = baseline;
     let mut report = json!({
         "url": args.url, "protocol": if args.fdv2 { "fdv2" } else { "fdv1" },
-        "streams": streams, "nofile_soft_limit": nofile.0,
+        "tls": args.tls_ca.is_some(), "streams": streams, "nofile_soft_limit": nofile.0,
     });
 
     // 1. Connect.
@@ -208,16 +245,77 @@ fn run(args: &Args) -> Result<bool, String> {
         "listen_overflows": overflows,
     });
 
-    // 2. Idle.
+    // 2. Idle connections.
+    let mut idle_growth_kb = 0;
+    let mut after_idle = None;
+    if args.idle_conns > 0 {
+        let (json, growth, sample) = open_idle(&mut load, args, &say, &scraper, after_connect)?;
+        report["idle_conns"] = json;
+        (idle_growth_kb, after_idle) = (growth, sample);
+    }
+    if let (Some(base), Some(connected)) = (baseline, after_connect) {
+        let idle = after_idle.map(|s| s.threads);
+        say.line(&format!(
+            "serve threads: {} before the streams, {} after them{}",
+            base.threads,
+            connected.threads,
+            idle.map_or_else(String::new, |n| format!(", {n} after the idle connections"))
+        ));
+        report["serve_threads"] = json!({
+            "before_streams": base.threads, "after_streams": connected.threads,
+            "after_idle_conns": idle,
+        });
+    }
+
+    // 3. Idle.
     let idle_secs = args
         .idle_secs
         .unwrap_or(if args.serve_pid.is_some() { 10 } else { 0 });
-    if idle_secs > 0 {
+    let scrape_every = Duration::from_millis(args.scrape_interval_ms);
+    let mut scrapes_ok = true;
+    if idle_secs > 0 || args.metrics_scrapes > 0 {
         let heartbeats = load.heartbeats;
         let start = load.sample_serve();
         let from = Instant::now();
+        let mut took = Vec::new();
+        let mut errors = BTreeMap::new();
+        let mut body_bytes = BTreeMap::<usize, usize>::new();
+        for k in 0..args.metrics_scrapes {
+            load.run_until(from + scrape_every * k)?;
+            match scraper.scrape() {
+                Ok(scrape) => {
+                    took.push(scrape.took);
+                    *body_bytes.entry(scrape.body.len()).or_default() += 1;
+                }
+                Err(e) => *errors.entry(e).or_default() += 1,
+            }
+        }
         load.run_until(from + Duration::from_secs(idle_secs))?;
         let elapsed = from.elapsed();
+        if args.metrics_scrapes > 0 {
+            scrapes_ok = errors.is_empty();
+            let p = Percentiles::of(&mut took);
+            let (smallest, largest) = (body_bytes.keys().next(), body_bytes.keys().last());
+            say.line(&format!(
+                "metrics: {}/{} scrapes of /metrics{}, connect to last byte: median {:.1} ms, max {:.1} ms; body {} bytes{}",
+                p.count,
+                args.metrics_scrapes,
+                if args.tls_ca.is_some() { " (TLS)" } else { "" },
+                measure::ms(p.p50),
+                measure::ms(p.max),
+                smallest.unwrap_or(&0),
+                if smallest == largest { String::new() } else { format!(" to {}", largest.unwrap_or(&0)) }
+            ));
+            if !errors.is_empty() {
+                say.line(&format!("  scrape failures: {}", describe_counts(&errors)));
+            }
+            report["metrics"] = json!({
+                "scrapes": args.metrics_scrapes, "ok": p.count, "interval_ms": args.scrape_interval_ms,
+                "median_ms": measure::ms(p.p50), "max_ms": measure::ms(p.max),
+                "latency_ms": p.to_json(), "body_bytes_min": smallest, "body_bytes_max": largest,
+                "failures": errors,
+            });
+        }
         let end = load.sample_serve();
         let beats = load.heartbeats - heartbeats;
         let alive = load.alive();
@@ -229,7 +327,8 @@ fn run(args: &Args) -> Result<bool, String> {
             elapsed.as_secs_f64()
         );
         if let (Some(base), Some(start), Some(end)) = (baseline, start, end) {
-            let per_stream = end.rss_kb.saturating_sub(base.rss_kb) as f64 / alive.max(1) as f64;
+            let growth = end.rss_kb as i64 - base.rss_kb as i64 - idle_growth_kb;
+            let per_stream = growth.max(0) as f64 / alive.max(1) as f64;
             let cpu = cpu_percent(start, end, elapsed);
             report["idle"]["serve"] = json!({
                 "baseline_rss_kb": base.rss_kb, "rss_kb": end.rss_kb, "threads": end.threads,
@@ -243,11 +342,12 @@ fn run(args: &Args) -> Result<bool, String> {
         say.line(&line);
     }
 
-    // 3. Changes.
+    // 4. Changes.
     let mut changes_ok = true;
     if let Some(trigger) = &trigger {
         let expected = load.alive();
-        load.make_changes(args, trigger)?;
+        let interval = Duration::from_millis(args.interval_ms);
+        load.make_changes(args.changes as usize, interval, trigger)?;
         let mut all = Vec::new();
         let mut list = Vec::new();
         for (i, change) in load.changes.iter_mut().enumerate() {
@@ -306,6 +406,25 @@ fn run(args: &Args) -> Result<bool, String> {
             "baseline": base.to_json(), "after_connect": connected.to_json(), "end": end.to_json(),
         });
     }
+    let mut idle_ok = true;
+    if let Some(idle) = &load.idle {
+        idle_ok = idle.failed_count() == 0 && idle.closed == 0;
+        say.line(&format!(
+            "idle connections: {} open at the end of {}; {} closed by the server ({} after an answer){}",
+            idle.open(),
+            args.idle_conns,
+            idle.closed,
+            idle.answered,
+            if idle.closed > 0 {
+                ": its request-head deadline? (serve --head-timeout 3600)"
+            } else {
+                ""
+            }
+        ));
+        report["idle_conns"]["open_at_end"] = json!(idle.open());
+        report["idle_conns"]["closed_by_server"] = json!(idle.closed);
+        report["idle_conns"]["answered_before_close"] = json!(idle.answered);
+    }
     let own = ProcSample::read(None).unwrap_or_default();
     let own_cpu = round3(cpu_seconds(own));
     say.line(&format!(
@@ -315,6 +434,8 @@ fn run(args: &Args) -> Result<bool, String> {
     let ok = load.initialized == streams
         && load.failed_after_init == 0
         && changes_ok
+        && idle_ok
+        && scrapes_ok
         && !load.serve_gone;
     report["heartbeats"] = json!(load.heartbeats);
     report["failed_after_initial_payload"] = json!(load.failed_after_init);
@@ -329,29 +450,43 @@ fn run(args: &Args) -> Result<bool, String> {
     Ok(ok)
 }
 
-/// Raise the soft RLIMIT_NOFILE to the hard limit; fail if `streams` do not fit.
-fn raise_nofile(streams: usize) -> Result<(u64, u64), String> {
+/// Raise the soft RLIMIT_NOFILE to the hard limit; fail if `conns` (streams and idle
+/// connections) do not fit.
+fn raise_nofile(conns: usize) -> Result<(u64, u64), String> {
     let (_, hard) = rlimit::Resource::NOFILE
         .get()
         .map_err(|e| format!("cannot read RLIMIT_NOFILE: {e}"))?;
     let soft = rlimit::increase_nofile_limit(hard)
         .map_err(|e| format!("cannot raise RLIMIT_NOFILE: {e}"))?;
-    let needed = streams as u64 + SPARE_FDS;
+    let needed = conns as u64 + SPARE_FDS;
     if soft < needed {
         return Err(format!(
-            "{streams} streams need {needed} file descriptors, but the limit is {soft} (hard {hard}): \
-             raise the hard limit (ulimit -Hn) or lower --streams"
+            "{conns} connections need {needed} file descriptors, but the limit is {soft} (hard {hard}): \
+             raise the hard limit (ulimit -Hn) or lower --streams or --idle-conns"
         ));
     }
     Ok((soft, hard))
 }
 
-/// The address to connect to and the request every stream sends.
-fn request(args: &Args) -> Result<(SocketAddr, Vec<u8>), String> {
+/// Where the streams connect, and what they send.
+struct Target {
+    addr: SocketAddr,
+    /// The Host header.
+    host: String,
+    /// The request every stream sends.
+    request: Vec<u8>,
+    tls: Option<TlsClient>,
+}
+
+/// The address to connect to, the request every stream sends, and TLS.
+fn target(args: &Args) -> Result<Target, String> {
     let url = Url::parse(&args.url).map_err(|e| format!("--url {}: {e}", args.url))?;
-    if url.endpoint.tls {
-        return Err("--url: only http:// is supported".to_owned());
-    }
+    let tls = match (&args.tls_ca, url.endpoint.tls) {
+        (Some(ca), true) => Some(TlsClient::new(ca, &url.endpoint.host)?),
+        (None, false) => None,
+        (Some(_), false) => return Err("--tls-ca wants an https:// --url".to_owned()),
+        (None, true) => return Err("an https:// --url wants --tls-ca PEM".to_owned()),
+    };
     let addr = (url.endpoint.host.as_str(), url.endpoint.port)
         .to_socket_addrs()
         .map_err(|e| format!("--url {}: {e}", args.url))?
@@ -371,9 +506,79 @@ fn request(args: &Args) -> Result<(SocketAddr, Vec<u8>), String> {
         host: url.endpoint.host_header(),
         headers,
     };
-    let mut out = Vec::new();
-    head.write_to(None, &mut out);
-    Ok((addr, out))
+    let mut request = Vec::new();
+    head.write_to(None, &mut request);
+    Ok(Target {
+        addr,
+        host: url.endpoint.host_header(),
+        request,
+        tls,
+    })
+}
+
+/// Phase 2: open the idle connections, wait until the server shows them all in
+/// `/metrics`, and read its RSS. Returns the report, the RSS growth in kB and the
+/// sample after.
+fn open_idle(
+    load: &mut Load,
+    args: &Args,
+    say: &Say,
+    scraper: &Scraper,
+    before: Option<ProcSample>,
+) -> Result<(Value, i64, Option<ProcSample>), String> {
+    let began = Instant::now();
+    load.open_idle(
+        args.idle_conns as usize,
+        began + Duration::from_secs(args.initial_timeout_secs),
+    )?;
+    let connect_secs = began.elapsed().as_secs_f64();
+    let Some(idle) = &load.idle else {
+        return Ok((Value::Null, 0, None));
+    };
+    let want = idle.open() as u64 + 1;
+    let mut seen = None;
+    let settle = Instant::now();
+    while seen.is_none_or(|n| n < want) && settle.elapsed() < SETTLE_TIMEOUT {
+        load.run_until(Instant::now() + Duration::from_millis(100))?;
+        seen = scraper
+            .scrape()
+            .ok()
+            .and_then(|s| open_request_conns(&s.body));
+    }
+    let settle_secs = settle.elapsed().as_secs_f64();
+    let after = load.sample_serve();
+    let Some(idle) = &load.idle else {
+        return Ok((Value::Null, 0, None));
+    };
+    let connected = idle.connected;
+    let mut line = format!(
+        "idle connections: {connected}/{} connected in {connect_secs:.2} s; the server showed {} open request connections (this scrape's included) after {settle_secs:.1} s",
+        args.idle_conns,
+        seen.map_or_else(|| "no".to_owned(), |n| n.to_string())
+    );
+    if !idle.failed.is_empty() {
+        line += &format!("; failed: {}", describe_counts(&idle.failed));
+    }
+    let mut report = json!({
+        "requested": args.idle_conns, "connected": connected, "failed": idle.failed,
+        "seconds": round3(connect_secs), "server_request_conns_seen": seen,
+        "settle_seconds": round3(settle_secs),
+    });
+    let mut growth = 0;
+    if let (Some(before), Some(after)) = (before, after) {
+        growth = after.rss_kb as i64 - before.rss_kb as i64;
+        let per_conn = (growth * 1024) as f64 / connected.max(1) as f64;
+        line += &format!(
+            "; serve RSS {} kB before, {} kB after: {per_conn:.0} bytes per idle connection, {} threads",
+            before.rss_kb, after.rss_kb, after.threads
+        );
+        report["rss_before_kb"] = json!(before.rss_kb);
+        report["rss_after_kb"] = json!(after.rss_kb);
+        report["rss_per_conn_bytes"] = json!(per_conn.round());
+        report["threads_after"] = json!(after.threads);
+    }
+    say.line(&line);
+    Ok((report, growth, after))
 }
 
 /// `label: n, label: n` in label order.
@@ -384,353 +589,4 @@ fn describe_counts(counts: &BTreeMap<String, usize>) -> String {
 
 fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
-}
-
-/// What was measured of one change.
-#[derive(Debug, Default)]
-struct Change {
-    /// When the new data file was in place.
-    t0: Option<Instant>,
-    /// Latency of each stream that reached it within the timeout.
-    latencies: Vec<Duration>,
-    /// Of those, how many reached it only through a later change's event.
-    superseded: usize,
-    /// Streams that reached it after the timeout.
-    late: usize,
-}
-
-/// The streams and the one poll that drives them.
-struct Load {
-    poll: Poll,
-    events: Events,
-    ready: Vec<(usize, bool, bool)>,
-    conns: Vec<Option<Conn>>,
-    addr: SocketAddr,
-    fdv2: bool,
-    request: Vec<u8>,
-    marker: Marker,
-    buf: Vec<u8>,
-    out: Vec<Happening>,
-    /// Connections to open in all.
-    total: usize,
-    started: usize,
-    in_flight: usize,
-    max_connecting: usize,
-    rate: Option<f64>,
-    began: Instant,
-    /// Connect + initial payload latency of each initialized stream.
-    initial: Vec<Duration>,
-    initialized: usize,
-    failed_before_init: usize,
-    failed_after_init: usize,
-    failures: BTreeMap<String, usize>,
-    heartbeats: u64,
-    changes: Vec<Change>,
-    /// Streams that reached the last change.
-    reached_last: usize,
-    change_timeout: Duration,
-    /// The serving process, sampled every [`SAMPLE_EVERY`] so that its peak is known
-    /// even if it dies.
-    serve_pid: Option<u32>,
-    /// The largest figures seen of the serving process.
-    serve_peak: Option<ProcSample>,
-    /// The serving process could no longer be read.
-    serve_gone: bool,
-    next_sample: Instant,
-}
-
-impl Load {
-    fn new(args: &Args, addr: SocketAddr, request: Vec<u8>, marker: Marker) -> io::Result<Self> {
-        let total = args.streams as usize;
-        Ok(Self {
-            poll: Poll::new()?,
-            events: Events::with_capacity(4096),
-            ready: Vec::new(),
-            conns: Vec::with_capacity(total),
-            addr,
-            fdv2: args.fdv2,
-            request,
-            marker,
-            buf: vec![0; READ_BUF],
-            out: Vec::new(),
-            total,
-            started: 0,
-            in_flight: 0,
-            max_connecting: args.max_connecting.max(1),
-            rate: args.connect_rate.filter(|r| *r > 0.0),
-            began: Instant::now(),
-            initial: Vec::with_capacity(total),
-            initialized: 0,
-            failed_before_init: 0,
-            failed_after_init: 0,
-            failures: BTreeMap::new(),
-            heartbeats: 0,
-            changes: Vec::new(),
-            reached_last: 0,
-            change_timeout: Duration::from_millis(args.change_timeout_ms),
-            serve_pid: args.serve_pid,
-            serve_peak: None,
-            serve_gone: false,
-            next_sample: Instant::now(),
-        })
-    }
-
-    /// Read the serving process now (`None` without `--serve-pid` or once it is gone),
-    /// keeping its peak figures.
-    fn sample_serve(&mut self) -> Option<ProcSample> {
-        let pid = self.serve_pid.filter(|_| !self.serve_gone)?;
-        self.next_sample = Instant::now() + SAMPLE_EVERY;
-        match ProcSample::read(Some(pid)) {
-            Ok(sample) if !sample.is_zombie => {
-                let peak = self.serve_peak.get_or_insert(sample);
-                peak.hwm_kb = peak.hwm_kb.max(sample.hwm_kb);
-                peak.rss_kb = peak.rss_kb.max(sample.rss_kb);
-                peak.threads = peak.threads.max(sample.threads);
-                Some(sample)
-            }
-            _ => {
-                self.serve_gone = true;
-                None
-            }
-        }
-    }
-
-    /// Streams that got their initial payload and are still open.
-    fn alive(&self) -> usize {
-        self.initialized - self.failed_after_init
-    }
-
-    /// Open every connection and wait until each has its initial payload or failed,
-    /// until `deadline`; streams still waiting then fail.
-    fn connect_all(&mut self, say: &Say, deadline: Instant) -> Result<(), String> {
-        self.began = Instant::now();
-        let mut next_progress = self.began + PROGRESS_EVERY;
-        while self.initialized + self.failed_before_init < self.total {
-            let now = Instant::now();
-            if now >= deadline {
-                break;
-            }
-            if now >= next_progress {
-                next_progress = now + PROGRESS_EVERY;
-                say.line(&format!(
-                    "  … {:.0} s: {} started, {} connecting, {} initialized, {} failed",
-                    (now - self.began).as_secs_f64(),
-                    self.started,
-                    self.in_flight,
-                    self.initialized,
-                    self.failed_before_init
-                ));
-            }
-            self.turn(deadline.min(next_progress))?;
-        }
-        // Whatever is left missed the deadline, started or not.
-        for i in 0..self.conns.len() {
-            if self.conns[i].as_ref().is_some_and(|c| !c.is_initialized()) {
-                self.fail(i, Failure::Timeout);
-            }
-        }
-        let never_started = self.total - self.started;
-        if never_started > 0 {
-            *self.failures.entry(Failure::Timeout.label()).or_default() += never_started;
-            self.failed_before_init += never_started;
-            self.started = self.total;
-        }
-        Ok(())
-    }
-
-    /// Keep reading every stream until `deadline`.
-    fn run_until(&mut self, deadline: Instant) -> Result<(), String> {
-        while Instant::now() < deadline {
-            self.turn(deadline)?;
-        }
-        Ok(())
-    }
-
-    /// Write the changes at their times and wait for them to reach every stream.
-    fn make_changes(&mut self, args: &Args, trigger: &Trigger) -> Result<(), String> {
-        let count = args.changes as usize;
-        self.changes = (0..count).map(|_| Change::default()).collect();
-        let interval = Duration::from_millis(args.interval_ms);
-        let mut at = Instant::now();
-        for k in 0..count {
-            // Counted from the previous write, so that a busy loop never writes two
-            // changes closer together than the interval.
-            self.run_until(at)?;
-            let index = u32::try_from(k + 1).unwrap_or(u32::MAX);
-            trigger
-                .write(&self.marker.value(index))
-                .map_err(|e| format!("cannot write the trigger file: {e}"))?;
-            let t0 = Instant::now();
-            self.changes[k].t0 = Some(t0);
-            at = t0 + interval;
-        }
-        let last = self.changes.last().and_then(|c| c.t0);
-        if let Some(last) = last {
-            let deadline = last + self.change_timeout;
-            while Instant::now() < deadline && self.reached_last < self.alive() {
-                self.turn(deadline)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Start what may be started, wait for readiness until `until` at the latest, and
-    /// handle it.
-    fn turn(&mut self, until: Instant) -> Result<(), String> {
-        let mut wake = until;
-        if let Some(next) = self.start_connections() {
-            wake = wake.min(next);
-        }
-        if self.serve_pid.is_some() && !self.serve_gone {
-            if Instant::now() >= self.next_sample {
-                self.sample_serve();
-            }
-            wake = wake.min(self.next_sample);
-        }
-        let timeout = wake.saturating_duration_since(Instant::now());
-        match self.poll.poll(&mut self.events, Some(timeout)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
-            Err(e) => return Err(format!("poll: {e}")),
-        }
-        self.ready.clear();
-        for event in &self.events {
-            let readable = event.is_readable() || event.is_read_closed() || event.is_error();
-            self.ready
-                .push((event.token().0, readable, event.is_writable()));
-        }
-        for r in 0..self.ready.len() {
-            let (i, readable, writable) = self.ready[r];
-            self.handle(i, readable, writable);
-        }
-        Ok(())
-    }
-
-    /// Start connections while the limits allow; when the rate holds the next one back,
-    /// the time it may start.
-    fn start_connections(&mut self) -> Option<Instant> {
-        while self.started < self.total && self.in_flight < self.max_connecting {
-            let now = Instant::now();
-            if let Some(rate) = self.rate {
-                let due = self.began + Duration::from_secs_f64(self.started as f64 / rate);
-                if due > now {
-                    return Some(due);
-                }
-            }
-            let i = self.conns.len();
-            self.started += 1;
-            let conn = Conn::connect(now, self.addr, self.fdv2).and_then(|mut conn| {
-                self.poll.registry().register(
-                    &mut conn.stream,
-                    Token(i),
-                    Interest::READABLE | Interest::WRITABLE,
-                )?;
-                Ok(conn)
-            });
-            match conn {
-                Ok(conn) => {
-                    self.conns.push(Some(conn));
-                    self.in_flight += 1;
-                }
-                Err(e) => {
-                    self.conns.push(None);
-                    self.count_failure(&Failure::Connect(e.kind()), false);
-                }
-            }
-        }
-        None
-    }
-
-    /// Handle readiness of stream `i`.
-    fn handle(&mut self, i: usize, readable: bool, writable: bool) {
-        let Some(Some(conn)) = self.conns.get_mut(i) else {
-            return;
-        };
-        let was_connecting = conn.is_connecting();
-        if writable && was_connecting {
-            conn.handle_writable(&self.request, &mut self.out);
-        }
-        if readable {
-            conn.handle_readable(&mut self.buf, &self.marker, &mut self.out);
-        }
-        if was_connecting && !conn.is_connecting() {
-            self.in_flight -= 1;
-        }
-        let now = Instant::now();
-        let mut out = std::mem::take(&mut self.out);
-        for happening in out.drain(..) {
-            self.apply(i, now, happening);
-        }
-        self.out = out;
-    }
-
-    /// Record what stream `i` reported.
-    fn apply(&mut self, i: usize, now: Instant, happening: Happening) {
-        let Some(Some(conn)) = self.conns.get_mut(i) else {
-            return;
-        };
-        match happening {
-            Happening::Initialized => {
-                self.initialized += 1;
-                self.initial.push(now - conn.started);
-            }
-            Happening::Heartbeat => self.heartbeats += 1,
-            Happening::Reached(index) => {
-                let written = self.changes.iter().take_while(|c| c.t0.is_some()).count();
-                let index = (index as usize).min(written);
-                let from = conn.reached as usize;
-                for k in from..index {
-                    let change = &mut self.changes[k];
-                    let latency = change.t0.map_or(Duration::ZERO, |t0| now - t0);
-                    if latency > self.change_timeout {
-                        change.late += 1;
-                        continue;
-                    }
-                    change.latencies.push(latency);
-                    if k + 1 < index {
-                        change.superseded += 1;
-                    }
-                }
-                if index > from {
-                    conn.reached = u32::try_from(index).unwrap_or(u32::MAX);
-                    if index == self.changes.len() {
-                        self.reached_last += 1;
-                    }
-                }
-            }
-            Happening::Failed(failure) => {
-                let initialized = conn.is_initialized();
-                self.count_failure(&failure, initialized);
-                self.close(i);
-            }
-        }
-    }
-
-    /// Fail stream `i` from outside (a timeout).
-    fn fail(&mut self, i: usize, failure: Failure) {
-        if let Some(Some(conn)) = self.conns.get_mut(i) {
-            if conn.is_connecting() {
-                self.in_flight -= 1;
-            }
-            let initialized = conn.is_initialized();
-            self.count_failure(&failure, initialized);
-            self.close(i);
-        }
-    }
-
-    fn count_failure(&mut self, failure: &Failure, initialized: bool) {
-        *self.failures.entry(failure.label()).or_default() += 1;
-        if initialized {
-            self.failed_after_init += 1;
-        } else {
-            self.failed_before_init += 1;
-        }
-    }
-
-    /// Drop stream `i`'s socket.
-    fn close(&mut self, i: usize) {
-        if let Some(mut conn) = self.conns.get_mut(i).and_then(Option::take) {
-            let _ = self.poll.registry().deregister(&mut conn.stream);
-        }
-    }
 }

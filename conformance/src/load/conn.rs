@@ -1,4 +1,5 @@
-//! One downstream stream of `sse-load`: a non-blocking socket, the response head
+//! One downstream stream of `sse-load`: a non-blocking socket (plain or TLS, a
+//! [`Transport`]), the response head
 //! (`httparse`), the chunked framing (the core's [`Chunked`]) and the events (the
 //! core's SSE [`Parser`]), read as they arrive and discarded.
 //!
@@ -15,7 +16,8 @@ use std::time::Instant;
 use flagsync_core::http1::{self, ChunkProgress, Chunked};
 use flagsync_core::sse::{self, ItemRef, Parser};
 use memchr::memmem::Finder;
-use mio::net::TcpStream;
+
+use crate::tls::{TlsClient, Transport, tls_error};
 
 /// Longest response head accepted, in bytes.
 const MAX_HEAD_LEN: usize = 16 * 1024;
@@ -127,6 +129,8 @@ pub enum Failure {
     BadHead,
     /// The chunked framing was broken.
     Http(http1::Error),
+    /// The TLS handshake or a record failed.
+    Tls(String),
     /// An SSE limit was exceeded.
     Sse(sse::Error),
     /// The server ended the stream (end of the body or of the connection).
@@ -144,10 +148,16 @@ impl Failure {
             Self::Status(status) => format!("status {status}"),
             Self::BadHead => "malformed response head".to_owned(),
             Self::Http(e) => format!("http: {e}"),
+            Self::Tls(e) => format!("tls: {e}"),
             Self::Sse(e) => format!("sse: {e}"),
             Self::Closed(stage) => format!("closed by the server {}", stage.label()),
             Self::Timeout => "no initial payload in time".to_owned(),
         }
+    }
+
+    /// A failed read or write at `stage`: TLS failures by their message.
+    fn io(e: &io::Error, stage: Stage) -> Self {
+        tls_error(e).map_or(Self::Io(e.kind(), stage), Self::Tls)
     }
 }
 
@@ -328,8 +338,8 @@ impl Events {
 /// One stream: its socket and where it is in the response.
 #[derive(Debug)]
 pub struct Conn {
-    /// The socket, registered with the load loop's poll.
-    pub stream: TcpStream,
+    /// The connection; its socket is registered with the load loop's poll.
+    pub stream: Transport,
     /// When the connection was started.
     pub started: Instant,
     /// The highest change index this stream has reached.
@@ -341,10 +351,16 @@ pub struct Conn {
 }
 
 impl Conn {
-    /// Start connecting to `addr`; `fdv2` picks how events are read.
-    pub fn connect(now: Instant, addr: SocketAddr, fdv2: bool) -> io::Result<Self> {
+    /// Start connecting to `addr`, with TLS if `tls` is given; `fdv2` picks how events
+    /// are read.
+    pub fn connect(
+        now: Instant,
+        addr: SocketAddr,
+        tls: Option<&TlsClient>,
+        fdv2: bool,
+    ) -> io::Result<Self> {
         Ok(Self {
-            stream: TcpStream::connect(addr)?,
+            stream: Transport::connect(addr, tls)?,
             started: now,
             reached: 0,
             phase: Phase::Connecting,
@@ -370,10 +386,12 @@ impl Conn {
         self.events.initialized
     }
 
-    /// The socket is writable: finish connecting and send `request`.
+    /// The socket is writable: finish connecting and send `request`; later, send what
+    /// TLS still has queued.
     pub fn handle_writable(&mut self, request: &[u8], out: &mut Vec<Happening>) {
         if self.phase == Phase::Connecting {
-            match (self.stream.take_error(), self.stream.peer_addr()) {
+            let socket = self.stream.socket();
+            match (socket.take_error(), socket.peer_addr()) {
                 (Ok(Some(e)) | Err(e), _) => return self.fail(Failure::Connect(e.kind()), out),
                 (Ok(None), Err(e)) if e.kind() == io::ErrorKind::NotConnected => return,
                 (Ok(None), Err(e)) => return self.fail(Failure::Connect(e.kind()), out),
@@ -394,8 +412,13 @@ impl Conn {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return self.fail(Failure::Io(e.kind(), Stage::Request), out),
+                Err(e) => return self.fail(Failure::io(&e, Stage::Request), out),
             }
+        }
+        if matches!(self.phase, Phase::Head | Phase::Body)
+            && let Err(e) = self.stream.flush()
+        {
+            self.fail(Failure::io(&e, self.stage()), out);
         }
     }
 
@@ -403,7 +426,7 @@ impl Conn {
     pub fn handle_readable(&mut self, buf: &mut [u8], marker: &Marker, out: &mut Vec<Happening>) {
         if self.phase == Phase::Connecting {
             // A refused connect is reported as readable too.
-            if let Ok(Some(e)) | Err(e) = self.stream.take_error() {
+            if let Ok(Some(e)) | Err(e) = self.stream.socket().take_error() {
                 self.fail(Failure::Connect(e.kind()), out);
             }
             return;
@@ -414,7 +437,7 @@ impl Conn {
                 Ok(n) => self.handle_bytes(&buf[..n], marker, out),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => self.fail(Failure::Io(e.kind(), self.stage()), out),
+                Err(e) => self.fail(Failure::io(&e, self.stage()), out),
             }
         }
     }
