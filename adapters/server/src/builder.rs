@@ -124,7 +124,8 @@ impl ServerBuilder {
     }
 
     /// The most connections open at once, streams included. Past it, a connection is
-    /// accepted, its first request answered `503` with `Retry-After: 1`, and closed.
+    /// accepted, answered `503` with `Retry-After: 1` at once (whether it sent a
+    /// request yet or not), and closed; on a TLS port it is closed without a handshake.
     /// Default: the process's soft descriptor limit at start, less 64 for everything
     /// else (see [`raise_fd_limit`](crate::raise_fd_limit)).
     pub fn max_connections(mut self, n: usize) -> Self {
