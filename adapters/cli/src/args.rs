@@ -106,10 +106,20 @@ pub(crate) struct ServeArgs {
     /// Serve the flags kept in Redis at URL (LaunchDarkly key layout, as the Relay
     /// Proxy, other SDKs or `flagsync watch --redis` write them) instead of a file;
     /// changes there are pushed to clients within a second.
-    #[arg(long, value_name = "URL", env = "FLAGSYNC_REDIS", hide_env_values = true)]
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "FLAGSYNC_REDIS",
+        hide_env_values = true
+    )]
     pub(crate) redis: Option<String>,
     /// The Redis key prefix [default: launchdarkly].
-    #[arg(long, value_name = "PREFIX", env = "FLAGSYNC_REDIS_PREFIX", requires = "redis")]
+    #[arg(
+        long,
+        value_name = "PREFIX",
+        env = "FLAGSYNC_REDIS_PREFIX",
+        requires = "redis"
+    )]
     pub(crate) prefix: Option<String>,
     #[command(flatten)]
     pub(crate) redis_tls: RedisTlsArgs,
