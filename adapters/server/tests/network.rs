@@ -305,7 +305,17 @@ fn metrics_count_connections_requests_streams_and_events() {
     .unwrap();
     assert_eq!(response(&mut BufReader::new(post)).0, 202);
 
-    let (code, head, body) = get(server.addr(), "/metrics", None);
+    // The hub counts a change once it is written to every stream: wait for it.
+    let deadline = Instant::now() + T;
+    let (code, head, body) = loop {
+        let got = get(server.addr(), "/metrics", None);
+        let text = String::from_utf8_lossy(&got.2).into_owned();
+        let written = sample(&text, "flagsync_server_fanout_write_seconds_count") == Some(1.0);
+        if written || Instant::now() > deadline {
+            break got;
+        }
+        thread::sleep(Duration::from_millis(10));
+    };
     assert_eq!(code, 200);
     assert!(head.contains("text/plain; version=0.0.4"), "{head}");
     let text = String::from_utf8(body).unwrap();
