@@ -118,6 +118,83 @@ fn serve_pushes_edits_of_the_data_file() {
     panic!("edit not served; last snapshot {last}");
 }
 
+/// An open stream of `url` at `path`: what it has sent so far, read as it arrives.
+struct RawStream {
+    socket: std::net::TcpStream,
+    text: String,
+}
+
+impl RawStream {
+    fn open(url: &str, path: &str, key: &str) -> Self {
+        use std::io::Write;
+        let addr = url.trim_start_matches("http://");
+        let mut socket = std::net::TcpStream::connect(addr).unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        write!(
+            socket,
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: {key}\r\n\r\n"
+        )
+        .unwrap();
+        Self {
+            socket,
+            text: String::new(),
+        }
+    }
+
+    /// Read for `time`, or until `needle` occurs `times` times.
+    fn read_until(&mut self, needle: &str, times: usize, time: Duration) -> &str {
+        use std::io::Read;
+        let deadline = std::time::Instant::now() + time;
+        let mut buf = [0u8; 64 * 1024];
+        while self.text.matches(needle).count() < times && std::time::Instant::now() < deadline {
+            if let Ok(n) = self.socket.read(&mut buf) {
+                self.text.push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        }
+        &self.text
+    }
+}
+
+#[test]
+fn an_edit_of_one_flag_reaches_streams_as_one_change() {
+    let file = temp_file("one-change.json", &data().to_string());
+    let server = serve(&file, "sdk-one");
+    let t = Duration::from_secs(10);
+    let mut fdv1 = RawStream::open(&server.url, "/all", "sdk-one");
+    let mut fdv2 = RawStream::open(&server.url, "/sdk/stream", "sdk-one");
+    assert!(fdv1.read_until("event: put", 1, t).contains("event: put"));
+    assert!(
+        fdv2.read_until("payload-transferred", 1, t)
+            .contains("xfer-full")
+    );
+    let (seen1, seen2) = (fdv1.text.len(), fdv2.text.len());
+    let mut edited = data();
+    edited["flags"]["limit"]["on"] = json!(true);
+    std::fs::write(&file, edited.to_string()).unwrap();
+    fdv1.read_until("event: patch", 1, t);
+    fdv2.read_until("payload-transferred", 2, t);
+    // Anything else the edit would send has had time to arrive.
+    fdv1.read_until("never sent", 1, Duration::from_millis(300));
+    fdv2.read_until("never sent", 1, Duration::from_millis(300));
+    let after1 = &fdv1.text[seen1..];
+    assert_eq!(after1.matches("event: patch").count(), 1, "{after1}");
+    assert!(after1.contains("\"path\":\"/flags/limit\""), "{after1}");
+    assert!(
+        !after1.contains("event: put") && !after1.contains("checkout"),
+        "{after1}"
+    );
+    let after2 = &fdv2.text[seen2..];
+    assert_eq!(after2.matches("event: put-object").count(), 1, "{after2}");
+    assert!(after2.contains("\"key\":\"limit\""), "{after2}");
+    assert!(
+        !after2.contains("server-intent") && !after2.contains("checkout"),
+        "{after2}"
+    );
+    assert!(after2.contains("event: payload-transferred"), "{after2}");
+}
+
 #[test]
 fn snapshot_with_a_wrong_key_fails_and_says_so() {
     let file = temp_file("key.json", &data().to_string());

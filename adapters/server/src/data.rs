@@ -48,6 +48,15 @@ pub(super) fn put_object(kind: ItemKind, key: &str, version: u64, item: &Value) 
     json!({"version": version, "kind": kind.fdv2_name(), "key": key, "object": item}).to_string()
 }
 
+/// One item's change, as a stream sends it.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Change {
+    /// Added or changed: the item as stored.
+    Put(ItemKind, String, Value),
+    /// Deleted, with this tombstone version.
+    Delete(ItemKind, String, u64),
+}
+
 #[derive(Debug, Clone)]
 enum Entry {
     Live(Value),
@@ -222,6 +231,12 @@ impl Data {
     /// unchanged one keeps at least the version served before. So a data file edited
     /// without touching its versions (or without any) reaches clients as changes.
     pub(super) fn replace(&mut self, mut new: Self) {
+        self.floor_versions(&mut new);
+        self.swap_in(new);
+    }
+
+    /// Raise `new`'s item versions so that none goes back (see [`replace`](Self::replace)).
+    fn floor_versions(&self, new: &mut Self) {
         for kind in [ItemKind::Flag, ItemKind::Segment] {
             for (key, entry) in new.map_mut(kind).iter_mut() {
                 let Entry::Live(Value::Object(item)) = entry else {
@@ -240,11 +255,55 @@ impl Data {
                 }
             }
         }
+    }
+
+    /// Take `new`'s items; the payload version goes up by one and the epoch is kept.
+    fn swap_in(&mut self, new: Self) {
         let version = self.version + 1;
         let epoch = std::mem::take(&mut self.epoch);
         *self = new;
         self.version = version;
         self.epoch = epoch;
+    }
+
+    /// Replace every item with `new`'s as [`replace`](Self::replace) does, and say
+    /// what changed: each item added or changed (as stored), and each item `new` lacks,
+    /// deleted with a tombstone one version above the one served. Tombstones are kept
+    /// (a key deleted, then added back, comes back with a higher version). Nothing
+    /// changed: the data, its payload version included, stays as it was.
+    pub(super) fn replace_with_changes(&mut self, mut new: Self) -> Vec<Change> {
+        let mut changes = Vec::new();
+        for kind in [ItemKind::Flag, ItemKind::Segment] {
+            for (key, entry) in self.map(kind) {
+                if new.map(kind).contains_key(key) {
+                    continue;
+                }
+                let tombstone = match entry {
+                    Entry::Live(_) => {
+                        let version = entry.version() + 1;
+                        changes.push(Change::Delete(kind, key.clone(), version));
+                        version
+                    }
+                    Entry::Deleted(version) => *version,
+                };
+                new.map_mut(kind)
+                    .insert(key.clone(), Entry::Deleted(tombstone));
+            }
+        }
+        self.floor_versions(&mut new);
+        for kind in [ItemKind::Flag, ItemKind::Segment] {
+            for (key, entry) in new.map(kind) {
+                let Entry::Live(item) = entry else { continue };
+                match self.map(kind).get(key) {
+                    Some(Entry::Live(old)) if old == item => {}
+                    _ => changes.push(Change::Put(kind, key.clone(), item.clone())),
+                }
+            }
+        }
+        if !changes.is_empty() {
+            self.swap_in(new);
+        }
+        changes
     }
 
     /// Set the tag that makes this server's selector states unique to it.
@@ -402,6 +461,61 @@ mod tests {
         assert_eq!(v("gone"), 3, "above the tombstone");
         assert_eq!(v("new"), 1);
         assert_eq!(d.version(), 4);
+    }
+
+    #[test]
+    fn replacing_says_what_changed_and_keeps_tombstones() {
+        let mut d = Data::from_json(json!({"flags": {"same": {"on": true}, "edited": {},
+            "gone": {"version": 4}}, "segments": {"s": {}}}))
+        .unwrap();
+        let same = json!({"flags": {"same": {"on": true}, "edited": {}, "gone": {"version": 4}},
+            "segments": {"s": {}}});
+        assert!(
+            d.replace_with_changes(Data::from_json(same).unwrap())
+                .is_empty()
+        );
+        assert_eq!(d.version(), 1, "nothing changed: the payload version stays");
+        let changes = d.replace_with_changes(
+            Data::from_json(
+                json!({"flags": {"same": {"on": true}, "edited": {"on": true},
+                "new": {}}, "segments": {"s": {}}}),
+            )
+            .unwrap(),
+        );
+        assert_eq!(
+            changes,
+            [
+                Change::Delete(ItemKind::Flag, "gone".into(), 5),
+                Change::Put(
+                    ItemKind::Flag,
+                    "edited".into(),
+                    json!({"key": "edited", "version": 2, "on": true})
+                ),
+                Change::Put(
+                    ItemKind::Flag,
+                    "new".into(),
+                    json!({"key": "new", "version": 1})
+                ),
+            ]
+        );
+        assert_eq!(d.version(), 2);
+        assert!(d.get(ItemKind::Flag, "gone").is_none());
+        // The key back: above its tombstone, whatever the file says.
+        let changes = d.replace_with_changes(
+            Data::from_json(
+                json!({"flags": {"same": {"on": true}, "edited": {"on": true},
+                "new": {}, "gone": {"version": 1}}, "segments": {"s": {}}}),
+            )
+            .unwrap(),
+        );
+        assert_eq!(
+            changes,
+            [Change::Put(
+                ItemKind::Flag,
+                "gone".into(),
+                json!({"key": "gone", "version": 6})
+            )]
+        );
     }
 
     #[test]

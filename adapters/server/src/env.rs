@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 
-use crate::data::{self, Data, ItemKind};
+use crate::data::{self, Change, Data, ItemKind};
 use crate::error::ServerError;
 use crate::fdv2;
 use crate::health::{ConnectionState, UpstreamError};
@@ -146,17 +146,60 @@ pub(crate) fn delete(
     version
 }
 
+/// More changes than this in one replacement go out as the whole data set (a `put`, an
+/// FDv2 `xfer-full`); up to it, as changes (`patch` and `delete` events, one FDv2
+/// `xfer-changes` payload), so a data file edit of one flag sends one flag.
+pub(crate) const MAX_CHANGES: usize = 64;
+
 pub(crate) fn replace_all(shared: &Shared, env: usize, data: Value) -> Result<(), ServerError> {
     let data = Data::from_json(data).map_err(ServerError::InvalidData)?;
     let mut inner = shared.lock();
     let e = &mut inner.envs[env];
-    e.data.replace(data);
-    e.starting_until = None;
     e.health.data_updated = SystemTime::now();
+    if e.starting_until.is_some() {
+        e.data.replace(data);
+        e.starting_until = None;
+    } else {
+        let changes = e.data.replace_with_changes(data);
+        if changes.is_empty() {
+            return Ok(());
+        }
+        if changes.len() <= MAX_CHANGES {
+            let (fdv1, fdv2) = change_events(&e.data, &changes);
+            broadcast(shared, &inner, env, fdv1, fdv2);
+            return Ok(());
+        }
+    }
     let put = e.data.rendered().put_event();
     let full = fdv2::full_transfer_frame(&e.data.fdv2_objects());
     shared.hub.broadcast(env, put, full);
     Ok(())
+}
+
+/// `changes` as FDv1 `patch` and `delete` events, and as one FDv2 `xfer-changes`
+/// payload bringing a client to `data`'s state.
+fn change_events(data: &Data, changes: &[Change]) -> (String, String) {
+    let mut fdv1 = String::new();
+    let mut events = Vec::with_capacity(changes.len() + 1);
+    for change in changes {
+        match change {
+            Change::Put(kind, key, item) => {
+                let path = format!("{}{key}", kind.path_prefix());
+                let payload = serde_json::json!({ "path": path, "data": item });
+                fdv1.push_str(&sse_event("patch", &payload.to_string()));
+                let version = item.get("version").and_then(Value::as_u64).unwrap_or(0);
+                events.push(fdv2::put(data::put_object(*kind, key, version, item)));
+            }
+            Change::Delete(kind, key, version) => {
+                let path = format!("{}{key}", kind.path_prefix());
+                let payload = serde_json::json!({ "path": path, "version": version });
+                fdv1.push_str(&sse_event("delete", &payload.to_string()));
+                events.push(fdv2::delete_object(*kind, key, *version));
+            }
+        }
+    }
+    events.push(fdv2::payload_transferred(&data.state(), data.version()));
+    (fdv1, fdv2::to_sse(&events))
 }
 
 /// The changes as one FDv2 payload on an open stream.

@@ -94,8 +94,11 @@ impl ServerHandle {
         self.delete(ItemKind::Flag, key, Some(version))
     }
 
-    /// Replace all data (same shape as [`ServerBuilder::data`](crate::ServerBuilder::data)) and send every FDv1
-    /// stream a new `put`, every FDv2 stream a new `xfer-full` payload.
+    /// Replace all data (same shape as [`ServerBuilder::data`](crate::ServerBuilder::data)) and send the streams
+    /// what changed: each item added or changed as a `patch` and each item gone as a
+    /// `delete` (FDv2: one `xfer-changes` payload); past 64 changes, every FDv1 stream a
+    /// new `put` and every FDv2 stream a new `xfer-full` payload instead. Nothing
+    /// changed: nothing is sent, and the payload version stays.
     ///
     /// Item versions never go back, as LaunchDarkly's never do (the SDKs tell changes
     /// by them): an item whose content changed is served with at least the version

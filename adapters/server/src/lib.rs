@@ -29,9 +29,9 @@
 //!
 //! | Request | Answer |
 //! | --- | --- |
-//! | `GET …/all` | FDv1 `text/event-stream`: an `event: put` with every flag and segment, then a `patch` or `delete` for every change, and a `:` comment heartbeat every [`ServerBuilder::heartbeat`] |
+//! | `GET …/all` | FDv1 `text/event-stream`: an `event: put` with every flag and segment, then a `patch` or `delete` for every change (a replaced data set too, up to 64 changes; past that a new `put`), and a `:` comment heartbeat every [`ServerBuilder::heartbeat`] |
 //! | `GET …/sdk/latest-all` | FDv1 `{"flags":{…},"segments":{…}}` with an `ETag`; `If-None-Match` → `304`; gzip when accepted |
-//! | `GET …/sdk/stream[?basis=S]` | FDv2 `text/event-stream`: `server-intent` (`xfer-full`, or `none` when `basis` is the current selector state), a `put-object` per flag and segment, `payload-transferred {state, version}`; then each change as an `xfer-changes` payload (`put-object` or `delete-object`, `payload-transferred`), a replaced data set as a new `xfer-full` payload, and a `heart-beat` event every heartbeat interval |
+//! | `GET …/sdk/stream[?basis=S]` | FDv2 `text/event-stream`: `server-intent` (`xfer-full`, or `none` when `basis` is the current selector state), a `put-object` per flag and segment, `payload-transferred {state, version}`; then each change as an `xfer-changes` payload (`put-object` or `delete-object`, `payload-transferred`), a replaced data set as its changes (one `xfer-changes` payload; past 64 changes, a new `xfer-full` payload), and a `heart-beat` event every heartbeat interval |
 //! | `GET …/sdk/poll[?basis=S]` | FDv2 `{"events":[{"event":…,"data":{…}},…]}`: the same first payload as the stream, with an `ETag` naming the selector state; `If-None-Match` → `304`; gzip when accepted |
 //! | `POST …/bulk` | analytics events, a JSON array (optionally `Content-Encoding: gzip`): `202 Accepted`, empty body |
 //! | `POST …/diagnostic` | one diagnostic event object (optionally gzip): `202 Accepted`, empty body |

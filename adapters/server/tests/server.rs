@@ -225,13 +225,35 @@ fn put_on_connect_then_patches_and_deletes() {
     assert_eq!(name, "delete");
     assert_eq!(del, json!({"path": "/flags/b", "version": 2}));
 
-    server.replace_all(json!({"flags": {"c": {}}})).unwrap();
+    // Replaced data: what changed goes out as changes (one new flag: one patch).
+    let unchanged = json!({"a": {"on": false, "version": 4}});
+    let segments = json!({"s": {"version": 9}});
+    let mut flags = unchanged.clone();
+    flags["c"] = json!({});
+    server
+        .replace_all(json!({"flags": flags, "segments": segments}))
+        .unwrap();
+    let (name, patch) = st.next_event().unwrap();
+    assert_eq!(name, "patch");
+    assert_eq!(
+        patch,
+        json!({"path": "/flags/c", "data": {"key": "c", "version": 1}})
+    );
+    // A flag gone: one delete, above the version served.
+    server
+        .replace_all(json!({"flags": {"c": {}}, "segments": segments}))
+        .unwrap();
+    let (name, del) = st.next_event().unwrap();
+    assert_eq!(name, "delete");
+    assert_eq!(del, json!({"path": "/flags/a", "version": 5}));
+    // More than 64 changes: the whole data set.
+    let many: serde_json::Map<String, Value> =
+        (0..65).map(|i| (format!("f{i}"), json!({}))).collect();
+    server.replace_all(json!({"flags": many})).unwrap();
     let (name, put) = st.next_event().unwrap();
     assert_eq!(name, "put");
-    assert_eq!(
-        put["data"],
-        json!({"flags": {"c": {"key": "c", "version": 1}}, "segments": {}})
-    );
+    assert_eq!(put["data"]["flags"].as_object().unwrap().len(), 65);
+    assert_eq!(put["data"]["segments"], json!({}));
 }
 
 #[test]
@@ -541,15 +563,34 @@ fn fdv2_stream_full_payload_then_changes() {
     assert_eq!(names, ["delete-object", "payload-transferred"]);
     assert_eq!(done["version"], 3);
 
-    // Replaced data: a new full transfer.
+    // Replaced data: its changes, as one xfer-changes payload (a flag added and the
+    // others gone).
     server.replace_all(json!({"flags": {"c": {}}})).unwrap();
-    let (names, done) = st.next_names(3);
+    let (names, done) = st.next_names(4);
     assert_eq!(
         names,
-        ["server-intent", "put-object", "payload-transferred"]
+        [
+            "delete-object",
+            "delete-object",
+            "put-object",
+            "payload-transferred"
+        ]
     );
     assert_eq!(done["version"], 4);
     assert_eq!(server.payload_version(), 4);
+    // More than 64 changes: a new full transfer.
+    let many: serde_json::Map<String, Value> =
+        (0..65).map(|i| (format!("f{i}"), json!({}))).collect();
+    server.replace_all(json!({"flags": many})).unwrap();
+    let (name, intent) = st.next_event().unwrap();
+    assert_eq!(name, "server-intent");
+    assert_eq!(intent["payloads"][0]["intentCode"], "xfer-full");
+    let (names, done) = st.next_names(66);
+    assert_eq!(
+        names.last().map(String::as_str),
+        Some("payload-transferred")
+    );
+    assert_eq!(done["version"], 5);
 }
 
 #[test]
