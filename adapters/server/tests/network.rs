@@ -134,7 +134,7 @@ fn a_request_head_trickled_past_its_deadline_gets_408_and_the_connection_closes(
     assert_eq!(status, 408, "{head}");
     assert!(head.contains("Connection: close"), "{head}");
     assert!(
-        took >= Duration::from_secs(1) && took < Duration::from_millis(1800),
+        took >= Duration::from_secs(1) && took < Duration::from_secs(4),
         "{took:?}"
     );
     let mut rest = Vec::new();
@@ -190,8 +190,14 @@ fn past_the_connection_limit_a_connection_gets_503_with_retry_after() {
         started.elapsed()
     );
     drop(held);
-    thread::sleep(Duration::from_millis(300));
-    assert_eq!(get(server.addr(), "/sdk/latest-all", None).0, 200);
+    // Once the server has seen them close, there is room again.
+    let deadline = Instant::now() + T;
+    let mut status = 0;
+    while status != 200 && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(50));
+        status = get(server.addr(), "/sdk/latest-all", None).0;
+    }
+    assert_eq!(status, 200);
 }
 
 #[test]
@@ -390,7 +396,7 @@ fn streams_end_after_their_maximum_lifetime() {
         "the stream ends cleanly: {text}"
     );
     assert!(
-        took >= Duration::from_millis(700) && took < Duration::from_millis(2500),
+        took >= Duration::from_millis(700) && took < Duration::from_secs(5),
         "{took:?}"
     );
     assert_eq!(server.open_streams(), 0);
