@@ -6,9 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use flagsync_core::Kind;
-use flagsync_core::datafile::{DataSet, Format};
+use flagsync_core::datafile::{Format, RawDataSet};
 use flagsync_server::{ServerError, ServerHandle};
-use serde_json::{Value, json};
 
 use crate::client::RedisOptions;
 use flagsync::persist::{CacheConfig, CachingStore};
@@ -21,7 +20,7 @@ use crate::printer::plural;
 /// Read a flag data file (JSON, or YAML by its `.yaml`/`.yml` extension) with the
 /// loader the SDK's file data source uses ([`flagsync_core::datafile`]), as
 /// `{"flags":{…},"segments":{…}}` (`flagValues` made into flags).
-pub(crate) fn read_data(path: &Path) -> Result<Value, CliError> {
+pub(crate) fn read_data(path: &Path) -> Result<RawDataSet, CliError> {
     let bytes = std::fs::read(path).map_err(|e| {
         CliError::usage(format!(
             "cannot read the flag data file {}: {e}",
@@ -29,13 +28,13 @@ pub(crate) fn read_data(path: &Path) -> Result<Value, CliError> {
         ))
     })?;
     let format = Format::of_file_name(&path.to_string_lossy());
-    let data = DataSet::parse(&bytes, format).map_err(|e| {
+    // Items stay slices of the file's bytes: the server holds the file, not values.
+    RawDataSet::parse(bytes.into(), format).map_err(|e| {
         CliError::usage(format!(
             "{}: {e}. Expected {{\"flags\":{{…}},\"segments\":{{…}}}}, as `flagsync snapshot` prints, or LaunchDarkly's flag file format",
             path.display()
         ))
-    })?;
-    Ok(data.to_value())
+    })
 }
 
 pub(crate) fn data_error(path: &Path, e: ServerError) -> CliError {
@@ -46,9 +45,7 @@ pub(crate) fn data_error(path: &Path, e: ServerError) -> CliError {
 }
 
 pub(crate) fn counts(server: &ServerHandle) -> (usize, usize) {
-    let v: Value = serde_json::from_str(&server.data_json()).unwrap_or(Value::Null);
-    let n = |k: &str| v[k].as_object().map_or(0, serde_json::Map::len);
-    (n("flags"), n("segments"))
+    server.item_counts()
 }
 
 /// Where `serve` gets its flag data.
@@ -89,19 +86,23 @@ impl ServeSource {
         }
     }
 
-    /// The data as {"flags":{…},"segments":{…}}.
-    async fn load(&self) -> Result<Value, CliError> {
+    /// The data: its items as raw JSON.
+    async fn load(&self) -> Result<RawDataSet, CliError> {
         match self {
             Self::File(path) => read_data(path),
             Self::Redis(store, name) => {
-                let mut data = json!({"flags": {}, "segments": {}});
-                for (kind, field) in [(Kind::Flag, "flags"), (Kind::Segment, "segments")] {
+                let mut data = RawDataSet::default();
+                for kind in [Kind::Flag, Kind::Segment] {
                     let items = store.all(kind).await.map_err(|e| {
                         CliError::failed(format!("cannot read the flags from {name}: {e}. Is Redis running, and is --redis right?"))
                     })?;
                     for (key, item) in items.iter() {
-                        let value: Value = serde_json::from_slice(&item.raw).unwrap_or(Value::Null);
-                        data[field][key] = value;
+                        if item.deleted {
+                            continue;
+                        }
+                        let item = RawDataSet::item(kind, key, &item.raw, item.version)
+                            .map_err(|e| CliError::failed(format!("{name}: {key}: {e}")))?;
+                        data.map_mut(kind).insert(key.clone(), item);
                     }
                 }
                 Ok(data)

@@ -4,9 +4,9 @@
 use std::collections::HashMap;
 
 use flagsync::{Kind, Snapshot};
+use flagsync_core::datafile::RawDataSet;
 use flagsync_core::store::Item;
 use flagsync_server::{EnvironmentHandle, ServerError};
-use serde_json::Value;
 
 /// More changes than this at once go out as one replacement of the whole data set.
 const MAX_PATCHES: usize = 64;
@@ -50,7 +50,7 @@ impl Served {
         let vanished = self.items.iter().map(HashMap::len).sum::<usize>() > kept;
         if !self.ready || vanished || changes.len() > MAX_PATCHES {
             let n = if self.ready { changes.len().max(1) } else { 0 };
-            env.replace_all(serde_json::from_str(&snap.to_json()).unwrap_or(Value::Null))?;
+            env.replace_all(raw_data_set(snap)?)?;
             self.ready = true;
             for (i, kind) in [Kind::Flag, Kind::Segment].into_iter().enumerate() {
                 self.items[i] = snap
@@ -62,13 +62,10 @@ impl Served {
         }
         let n = changes.len();
         for (kind, key, item) in changes {
-            let value = (!item.deleted)
-                .then(|| serde_json::from_str(item.raw_str()).unwrap_or(Value::Null));
-            match (kind, value) {
-                (Kind::Flag, Some(v)) => drop(env.set_flag(key, v)?),
-                (Kind::Segment, Some(v)) => drop(env.set_segment(key, v)?),
-                (Kind::Flag, None) => drop(env.delete_flag_version(key, item.version)),
-                (Kind::Segment, None) => drop(env.delete_segment_version(key, item.version)),
+            match (kind, item.deleted) {
+                (_, false) => drop(env.set_item_json(kind, key, &item.raw)?),
+                (Kind::Flag, true) => drop(env.delete_flag_version(key, item.version)),
+                (Kind::Segment, true) => drop(env.delete_segment_version(key, item.version)),
             }
             self.items[slot(kind)].insert(key.to_owned(), (item.version, item.deleted));
         }
@@ -76,12 +73,25 @@ impl Served {
     }
 }
 
+/// The live items of `snap`, sharing its bytes (the server holds no copy of them).
+fn raw_data_set(snap: &Snapshot) -> Result<RawDataSet, ServerError> {
+    let mut data = RawDataSet::default();
+    for kind in [Kind::Flag, Kind::Segment] {
+        for (key, item) in snap.iter(kind) {
+            let item = RawDataSet::item(kind, key, &item.raw, item.version)
+                .map_err(|e| ServerError::InvalidData(format!("{key}: {e}")))?;
+            data.map_mut(kind).insert(key.to_owned(), item);
+        }
+    }
+    Ok(data)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use flagsync_core::store::{ChangeSet, Store, split_all_data};
     use flagsync_server::{Environment, Server};
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     /// A snapshot of `flags` (a map of flag key → flag).
     fn snapshot(flags: Value) -> Snapshot {

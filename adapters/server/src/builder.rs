@@ -11,7 +11,7 @@ use mio::{Interest, Poll, Token, Waker};
 use serde_json::Value;
 
 use crate::conn::Limits;
-use crate::data::Data;
+use crate::data::{Data, FlagData};
 use crate::env::Environment;
 use crate::events::Subscribers;
 use crate::fault::Faults;
@@ -61,7 +61,7 @@ impl Server {
             sdk_key: None,
             env_id: None,
             heartbeat: Duration::from_secs(15),
-            data: Value::Object(serde_json::Map::new()),
+            data: FlagData::Json(Value::Object(serde_json::Map::new())),
             max_body: http::DEFAULT_MAX_BODY,
             environments: Vec::new(),
         }
@@ -82,7 +82,7 @@ pub struct ServerBuilder {
     pub(crate) sdk_key: Option<String>,
     pub(crate) env_id: Option<String>,
     pub(crate) heartbeat: Duration,
-    pub(crate) data: Value,
+    pub(crate) data: FlagData,
     pub(crate) max_body: usize,
     pub(crate) environments: Vec<Environment>,
 }
@@ -195,8 +195,8 @@ impl ServerBuilder {
     /// The initial data: `{"flags":{key: flag…},"segments":{key: segment…}}`. Either map
     /// may be missing; a `flagValues` map of `key → value` adds flags that serve that
     /// value to everyone. Items without `key`/`version` get the map key and version 1.
-    pub fn data(mut self, data: Value) -> Self {
-        self.data = data;
+    pub fn data(mut self, data: impl Into<FlagData>) -> Self {
+        self.data = data.into();
         self
     }
 
@@ -236,8 +236,8 @@ impl ServerBuilder {
     /// # Ok::<(), flagsync_server::ServerError>(())
     /// ```
     pub fn render_data(&self) -> Result<String, ServerError> {
-        let mut data = Data::from_json(self.data.clone()).map_err(ServerError::InvalidData)?;
-        Ok(data.rendered().body.to_string())
+        let mut data = Data::new(self.data.clone()).map_err(ServerError::InvalidData)?;
+        Ok(data.rendered().text())
     }
 
     /// Validate the data, bind the sockets and start serving.
@@ -245,7 +245,7 @@ impl ServerBuilder {
         let epoch = format!("{:08x}", fastrand::u32(..));
         let now = Instant::now();
         let wall = SystemTime::now();
-        let mut default = Data::from_json(self.data).map_err(ServerError::InvalidData)?;
+        let mut default = Data::new(self.data).map_err(ServerError::InvalidData)?;
         default.set_epoch(epoch.clone());
         let mut envs = vec![Env {
             name: "default".into(),
@@ -258,7 +258,7 @@ impl ServerBuilder {
         for e in self.environments {
             let (mut data, starting_until, state) = match e.data {
                 Some(d) => (
-                    Data::from_json(d).map_err(ServerError::InvalidData)?,
+                    Data::new(d).map_err(ServerError::InvalidData)?,
                     None,
                     ConnectionState::Valid,
                 ),

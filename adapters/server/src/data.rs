@@ -1,14 +1,21 @@
-//! The server's flag data: two versioned maps with tombstones, the payload version
-//! and selector, and their renderings (FDv1 all-data JSON, FDv2 objects and their
-//! `put-object` data).
+//! The server's flag data: two versioned maps of raw JSON items with tombstones, the
+//! payload version and selector, and their renderings (FDv1 all-data JSON, FDv2
+//! objects and their `put-object` data).
+//!
+//! Items are held as their JSON text ([`Bytes`], compact, with `key` and `version`),
+//! never as `serde_json::Value`s: a data file's items are slices of the file's bytes,
+//! a relay's are the bytes its client's store holds. Every rendering (the polling
+//! body, the FDv1 `put`, the FDv2 objects and poll bodies, their gzip) is made from
+//! them when first asked for, once per data version, and shared by every response.
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::sync::{Arc, OnceLock};
 
-use flagsync_core::datafile::{self, DataSet};
-use serde_json::{Value, json};
+use bytes::Bytes;
+use flagsync_core::datafile::{self, DataSet, RawDataSet};
+use serde_json::Value;
 
 use crate::hub::Frame;
 
@@ -27,7 +34,7 @@ impl ItemKind {
         }
     }
 
-    fn core(self) -> flagsync_core::Kind {
+    pub(super) fn core(self) -> flagsync_core::Kind {
         match self {
             Self::Flag => flagsync_core::Kind::Flag,
             Self::Segment => flagsync_core::Kind::Segment,
@@ -43,32 +50,104 @@ impl ItemKind {
     }
 }
 
+/// Flag data for a server: JSON (`{"flags":{…},"segments":{…}}`, `flagValues`, or a
+/// whole `put` payload, as [`ServerBuilder::data`](crate::ServerBuilder::data) says), or
+/// items already read as raw JSON ([`RawDataSet::parse`] of a data file, or
+/// [`RawDataSet::item`] for each item of another source), which the server holds
+/// without copying or decoding them.
+#[derive(Debug, Clone)]
+pub enum FlagData {
+    /// JSON values.
+    Json(Value),
+    /// Raw items, as [`RawDataSet`]'s constructors make them (compact JSON with its
+    /// `key` and `version`).
+    Items(RawDataSet),
+}
+
+impl From<Value> for FlagData {
+    fn from(value: Value) -> Self {
+        Self::Json(value)
+    }
+}
+
+impl From<RawDataSet> for FlagData {
+    fn from(set: RawDataSet) -> Self {
+        Self::Items(set)
+    }
+}
+
 /// The data of a `put-object` for a live item.
-pub(super) fn put_object(kind: ItemKind, key: &str, version: u64, item: &Value) -> String {
-    json!({"version": version, "kind": kind.fdv2_name(), "key": key, "object": item}).to_string()
+pub(super) fn put_object(kind: ItemKind, key: &str, version: u64, raw: &[u8]) -> String {
+    let mut out = String::with_capacity(raw.len() + key.len() + 48);
+    out.push_str("{\"version\":");
+    out.push_str(&version.to_string());
+    out.push_str(",\"kind\":\"");
+    out.push_str(kind.fdv2_name());
+    out.push_str("\",\"key\":");
+    push_json_str(&mut out, key);
+    out.push_str(",\"object\":");
+    out.push_str(&String::from_utf8_lossy(raw));
+    out.push('}');
+    out
+}
+
+/// The data of an FDv1 `patch` for a live item.
+pub(super) fn patch_data(kind: ItemKind, key: &str, raw: &[u8]) -> String {
+    let mut out = String::with_capacity(raw.len() + key.len() + 32);
+    out.push_str("{\"path\":");
+    push_json_str(&mut out, &format!("{}{key}", kind.path_prefix()));
+    out.push_str(",\"data\":");
+    out.push_str(&String::from_utf8_lossy(raw));
+    out.push('}');
+    out
+}
+
+fn push_json_str(out: &mut String, s: &str) {
+    out.push_str(&serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into()));
 }
 
 /// One item's change, as a stream sends it.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Change {
-    /// Added or changed: the item as stored.
-    Put(ItemKind, String, Value),
+    /// Added or changed: the item as stored, with its version.
+    Put(ItemKind, String, u64, Bytes),
     /// Deleted, with this tombstone version.
     Delete(ItemKind, String, u64),
 }
 
+/// An item: its version, and its JSON unless it is a tombstone.
 #[derive(Debug, Clone)]
-enum Entry {
-    Live(Value),
-    Deleted(u64),
+struct Entry {
+    version: u64,
+    raw: Option<Bytes>,
 }
 
-impl Entry {
-    fn version(&self) -> u64 {
-        match self {
-            Self::Live(v) => v.get("version").and_then(Value::as_u64).unwrap_or(0),
-            Self::Deleted(n) => *n,
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    // Writing into a Vec cannot fail.
+    let _ = enc.write_all(bytes);
+    enc.finish().unwrap_or_default()
+}
+
+/// A response body, and the same gzip-compressed once asked for.
+#[derive(Debug)]
+pub(super) struct Encoded {
+    /// The body.
+    pub(super) bytes: Arc<[u8]>,
+    gzipped: OnceLock<Vec<u8>>,
+}
+
+impl Encoded {
+    pub(super) fn new(bytes: impl Into<Arc<[u8]>>) -> Self {
+        Self {
+            bytes: bytes.into(),
+            gzipped: OnceLock::new(),
         }
+    }
+
+    /// The body gzip-compressed, computed once.
+    pub(super) fn gzipped(&self) -> &[u8] {
+        self.gzipped.get_or_init(|| gzip(&self.bytes))
     }
 }
 
@@ -76,24 +155,13 @@ impl Entry {
 #[derive(Debug)]
 pub(super) struct Rendered {
     /// `{"flags":{…},"segments":{…}}`.
-    pub(super) body: Arc<str>,
+    pub(super) body: Encoded,
     /// A quoted strong ETag derived from the body.
     pub(super) etag: String,
-    gzipped: OnceLock<Vec<u8>>,
     put_event: OnceLock<Frame>,
 }
 
 impl Rendered {
-    /// The body gzip-compressed, computed once.
-    pub(super) fn gzipped(&self) -> &[u8] {
-        self.gzipped.get_or_init(|| {
-            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-            // Writing into a Vec cannot fail.
-            let _ = enc.write_all(self.body.as_bytes());
-            enc.finish().unwrap_or_default()
-        })
-    }
-
     /// The FDv1 `put` event of this data, for every stream: the body is shared, not
     /// copied.
     pub(super) fn put_event(&self) -> Frame {
@@ -101,27 +169,62 @@ impl Rendered {
             .get_or_init(|| {
                 Frame::from_pieces(vec![
                     Arc::from(&b"event: put\ndata: {\"path\":\"/\",\"data\":"[..]),
-                    Arc::<[u8]>::from(self.body.clone()),
+                    self.body.bytes.clone(),
                     Arc::from(&b"}\n\n"[..]),
                 ])
             })
             .clone()
     }
+
+    /// The body as text.
+    pub(super) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body.bytes).into_owned()
+    }
 }
 
-/// The live data as FDv2 `put-object` event data, shared by every full payload until
-/// the data changes.
+/// One live item as an FDv2 object.
+#[derive(Debug)]
+pub(super) struct Object {
+    kind: ItemKind,
+    key: String,
+    version: u64,
+    raw: Bytes,
+}
+
+impl Object {
+    #[cfg(test)]
+    pub(super) fn new(kind: ItemKind, key: &str, version: u64, raw: Bytes) -> Self {
+        Self {
+            kind,
+            key: key.to_owned(),
+            version,
+            raw,
+        }
+    }
+
+    /// Its `put-object` data.
+    pub(super) fn put_data(&self) -> String {
+        put_object(self.kind, &self.key, self.version, &self.raw)
+    }
+}
+
+/// The live data as FDv2 objects, and their encodings, shared by every full payload
+/// until the data changes. The items are the data's own bytes (not copied); each
+/// encoding is made when first asked for.
 #[derive(Debug)]
 pub(super) struct Fdv2Objects {
     /// The selector state of this data (`basis` equal to it means up to date).
     pub(super) state: String,
     /// The payload version.
     pub(super) version: u64,
-    /// One `put-object` data JSON per live flag, then per live segment.
-    pub(super) puts: Vec<String>,
+    /// Every live flag, then every live segment.
+    pub(super) objects: Vec<Object>,
     /// Every `put-object` as SSE text, made once and shared by the stream encodings of
     /// full transfers (`fdv2::initial_frame`, `fdv2::full_transfer_frame`).
     pub(super) objects_sse: OnceLock<Arc<[u8]>>,
+    /// The polling bodies of a full transfer: for a client without a basis, and for
+    /// one with an old basis (they differ in the intent's reason).
+    pub(super) poll_bodies: [OnceLock<Arc<Encoded>>; 2],
 }
 
 #[derive(Debug)]
@@ -150,28 +253,47 @@ impl Default for Data {
 }
 
 impl Data {
-    /// Build from `{"flags":{…},"segments":{…}}`, read by the loader of LaunchDarkly's
-    /// flag data files that the SDK's file data source uses too
-    /// ([`flagsync_core::datafile`]): either map may be missing; a `flagValues` map
-    /// (`key → value`) adds a simple flag that serves that value to everyone; items
-    /// without `version` get 1, items without `key` the map key. A whole `put` payload
-    /// (`{"path":"/","data":{…}}`) is accepted too.
-    pub(super) fn from_json(value: Value) -> Result<Self, String> {
-        if !value.is_object() {
-            return Err(
-                "the data must be a JSON object like {\"flags\":{…},\"segments\":{…}}".into(),
-            );
-        }
-        let set = DataSet::from_value(value).map_err(|e| e.to_string())?;
+    /// Build from [`FlagData`]. JSON is read by the loader of LaunchDarkly's flag data
+    /// files that the SDK's file data source uses too ([`flagsync_core::datafile`]):
+    /// either map may be missing; a `flagValues` map (`key → value`) adds a simple
+    /// flag that serves that value to everyone; items without `version` get 1, items
+    /// without `key` the map key. A whole `put` payload (`{"path":"/","data":{…}}`)
+    /// is accepted too.
+    pub(super) fn new(data: FlagData) -> Result<Self, String> {
+        let set = match data {
+            FlagData::Items(set) => set,
+            FlagData::Json(value) => {
+                if !value.is_object() {
+                    return Err(
+                        "the data must be a JSON object like {\"flags\":{…},\"segments\":{…}}"
+                            .into(),
+                    );
+                }
+                RawDataSet::from(DataSet::from_value(value).map_err(|e| e.to_string())?)
+            }
+        };
         let mut data = Self::default();
         for (kind, items) in [
             (ItemKind::Flag, set.flags),
             (ItemKind::Segment, set.segments),
         ] {
-            let map = data.map_mut(kind);
-            map.extend(items.into_iter().map(|(k, v)| (k, Entry::Live(v))));
+            data.map_mut(kind)
+                .extend(items.into_iter().map(|(k, item)| {
+                    let raw = (!item.deleted).then_some(item.raw);
+                    let entry = Entry {
+                        version: item.version,
+                        raw,
+                    };
+                    (k, entry)
+                }));
         }
         Ok(data)
+    }
+
+    /// Build from JSON, as [`new`](Self::new) does.
+    #[cfg(test)]
+    pub(super) fn from_json(value: Value) -> Result<Self, String> {
+        Self::new(FlagData::Json(value))
     }
 
     fn map(&self, kind: ItemKind) -> &BTreeMap<String, Entry> {
@@ -192,32 +314,54 @@ impl Data {
 
     /// The version of `key`, live or deleted, if it ever existed.
     fn version_of(&self, kind: ItemKind, key: &str) -> Option<u64> {
-        self.map(kind).get(key).map(Entry::version)
+        self.map(kind).get(key).map(|e| e.version)
     }
 
     /// Insert or replace an item. Without a `version` field the item gets the previous
-    /// version (live or deleted) plus one. Returns the stored item. The payload version
-    /// goes up by one.
+    /// version (live or deleted) plus one. Returns the stored item and its version. The
+    /// payload version goes up by one.
     pub(super) fn upsert(
         &mut self,
         kind: ItemKind,
         key: &str,
         item: Value,
-    ) -> Result<Value, String> {
+    ) -> Result<(u64, Bytes), String> {
         let next = self.version_of(kind, key).unwrap_or(0) + 1;
         let item = datafile::normalise(kind.core(), key, item, next)?;
-        self.map_mut(kind)
-            .insert(key.to_owned(), Entry::Live(item.clone()));
+        let version = item.get("version").and_then(Value::as_u64).unwrap_or(0);
+        let raw = Bytes::from(serde_json::to_vec(&item).map_err(|e| e.to_string())?);
+        Ok(self.insert(kind, key, version, raw))
+    }
+
+    /// [`upsert`](Self::upsert) an item given as its JSON text (kept as it is when it
+    /// is compact and has its `key` and `version`).
+    pub(super) fn upsert_raw(
+        &mut self,
+        kind: ItemKind,
+        key: &str,
+        raw: &Bytes,
+    ) -> Result<(u64, Bytes), String> {
+        let next = self.version_of(kind, key).unwrap_or(0) + 1;
+        let item = RawDataSet::item(kind.core(), key, raw, next)?;
+        Ok(self.insert(kind, key, item.version, item.raw))
+    }
+
+    fn insert(&mut self, kind: ItemKind, key: &str, version: u64, raw: Bytes) -> (u64, Bytes) {
+        let entry = Entry {
+            version,
+            raw: Some(raw.clone()),
+        };
+        self.map_mut(kind).insert(key.to_owned(), entry);
         self.version += 1;
-        Ok(item)
+        (version, raw)
     }
 
     /// Delete an item, leaving a tombstone. Returns the tombstone's version. The
     /// payload version goes up by one.
     pub(super) fn delete(&mut self, kind: ItemKind, key: &str, version: Option<u64>) -> u64 {
         let version = version.unwrap_or_else(|| self.version_of(kind, key).unwrap_or(0) + 1);
-        self.map_mut(kind)
-            .insert(key.to_owned(), Entry::Deleted(version));
+        let entry = Entry { version, raw: None };
+        self.map_mut(kind).insert(key.to_owned(), entry);
         self.version += 1;
         version
     }
@@ -236,25 +380,44 @@ impl Data {
     }
 
     /// Raise `new`'s item versions so that none goes back (see [`replace`](Self::replace)).
+    /// Only an item whose version did not move forward is decoded, to compare it.
     fn floor_versions(&self, new: &mut Self) {
         for kind in [ItemKind::Flag, ItemKind::Segment] {
-            for (key, entry) in new.map_mut(kind).iter_mut() {
-                let Entry::Live(Value::Object(item)) = entry else {
+            let old_map = match kind {
+                ItemKind::Flag => &self.flags,
+                ItemKind::Segment => &self.segments,
+            };
+            let new_map = match kind {
+                ItemKind::Flag => &mut new.flags,
+                ItemKind::Segment => &mut new.segments,
+            };
+            for (key, entry) in new_map.iter_mut() {
+                let (Some(raw), Some(old)) = (&entry.raw, old_map.get(key)) else {
                     continue;
                 };
-                let floor = match self.map(kind).get(key) {
-                    None => continue,
-                    Some(Entry::Live(old)) => {
-                        datafile::version_floor(old, &Value::Object(item.clone()))
-                    }
-                    Some(old) => old.version() + 1,
+                let floor = match &old.raw {
+                    None => old.version + 1,
+                    Some(_) if entry.version > old.version => continue,
+                    Some(old_raw) if old_raw == raw => continue,
+                    Some(old_raw) => match (value(old_raw), value(raw)) {
+                        (Some(o), Some(n)) => datafile::version_floor(&o, &n),
+                        _ => old.version + 1,
+                    },
                 };
-                let version = item.get("version").and_then(Value::as_u64).unwrap_or(0);
-                if version < floor {
+                if entry.version < floor
+                    && let Some(Value::Object(mut item)) = value(raw)
+                {
                     item.insert("version".into(), Value::from(floor));
+                    let text = serde_json::to_vec(&item).unwrap_or_default();
+                    *entry = Entry {
+                        version: floor,
+                        raw: Some(Bytes::from(text)),
+                    };
                 }
             }
         }
+        new.rendered = None;
+        new.fdv2 = None;
     }
 
     /// Take `new`'s items; the payload version goes up by one and the epoch is kept.
@@ -278,25 +441,34 @@ impl Data {
                 if new.map(kind).contains_key(key) {
                     continue;
                 }
-                let tombstone = match entry {
-                    Entry::Live(_) => {
-                        let version = entry.version() + 1;
+                let tombstone = match entry.raw {
+                    Some(_) => {
+                        let version = entry.version + 1;
                         changes.push(Change::Delete(kind, key.clone(), version));
                         version
                     }
-                    Entry::Deleted(version) => *version,
+                    None => entry.version,
                 };
-                new.map_mut(kind)
-                    .insert(key.clone(), Entry::Deleted(tombstone));
+                let entry = Entry {
+                    version: tombstone,
+                    raw: None,
+                };
+                new.map_mut(kind).insert(key.clone(), entry);
             }
         }
         self.floor_versions(&mut new);
         for kind in [ItemKind::Flag, ItemKind::Segment] {
             for (key, entry) in new.map(kind) {
-                let Entry::Live(item) = entry else { continue };
-                match self.map(kind).get(key) {
-                    Some(Entry::Live(old)) if old == item => {}
-                    _ => changes.push(Change::Put(kind, key.clone(), item.clone())),
+                let Some(raw) = &entry.raw else { continue };
+                let unchanged = match self.map(kind).get(key) {
+                    Some(Entry {
+                        version,
+                        raw: Some(old),
+                    }) => old == raw || (*version == entry.version && value(old) == value(raw)),
+                    _ => false,
+                };
+                if !unchanged {
+                    changes.push(Change::Put(kind, key.clone(), entry.version, raw.clone()));
                 }
             }
         }
@@ -322,21 +494,23 @@ impl Data {
         format!("{}-{}", self.epoch, self.version)
     }
 
-    /// The live item, if any.
-    pub(super) fn get(&self, kind: ItemKind, key: &str) -> Option<&Value> {
-        match self.map(kind).get(key) {
-            Some(Entry::Live(v)) => Some(v),
-            _ => None,
-        }
+    /// The live item's JSON, if any.
+    pub(super) fn get(&self, kind: ItemKind, key: &str) -> Option<&Bytes> {
+        self.map(kind).get(key).and_then(|e| e.raw.as_ref())
     }
 
     /// The live keys of `kind`, sorted.
     pub(super) fn keys(&self, kind: ItemKind) -> Vec<String> {
         self.map(kind)
             .iter()
-            .filter(|(_, e)| matches!(e, Entry::Live(_)))
+            .filter(|(_, e)| e.raw.is_some())
             .map(|(k, _)| k.clone())
             .collect()
+    }
+
+    /// How many live items of `kind` there are.
+    pub(super) fn count(&self, kind: ItemKind) -> usize {
+        self.map(kind).values().filter(|e| e.raw.is_some()).count()
     }
 
     /// The live data as FDv2 objects, cached until the next change. Each `put-object`
@@ -345,22 +519,28 @@ impl Data {
         if let Some(o) = &self.fdv2 {
             return o.clone();
         }
-        let mut puts = Vec::with_capacity(self.flags.len() + self.segments.len());
+        let mut objects = Vec::with_capacity(self.flags.len() + self.segments.len());
         for (kind, map) in [
             (ItemKind::Flag, &self.flags),
             (ItemKind::Segment, &self.segments),
         ] {
             for (key, entry) in map {
-                if let Entry::Live(item) = entry {
-                    puts.push(put_object(kind, key, entry.version(), item));
+                if let Some(raw) = &entry.raw {
+                    objects.push(Object {
+                        kind,
+                        key: key.clone(),
+                        version: entry.version,
+                        raw: raw.clone(),
+                    });
                 }
             }
         }
         let o = Arc::new(Fdv2Objects {
             state: self.state(),
             version: self.version,
-            puts,
+            objects,
             objects_sse: OnceLock::new(),
+            poll_bodies: [OnceLock::new(), OnceLock::new()],
         });
         self.fdv2 = Some(o.clone());
         o
@@ -371,7 +551,12 @@ impl Data {
         if let Some(r) = &self.rendered {
             return r.clone();
         }
-        let mut body = String::with_capacity(64);
+        let size: usize = [&self.flags, &self.segments]
+            .iter()
+            .flat_map(|m| m.iter())
+            .filter_map(|(k, e)| e.raw.as_ref().map(|r| r.len() + k.len() + 4))
+            .sum();
+        let mut body = String::with_capacity(size + 32);
         body.push_str("{\"flags\":");
         render_map(&self.flags, &mut body);
         body.push_str(",\"segments\":");
@@ -381,9 +566,8 @@ impl Data {
         body.hash(&mut hasher);
         let etag = format!("\"fs-{:016x}-{:x}\"", hasher.finish(), body.len());
         let r = Arc::new(Rendered {
-            body: body.into(),
+            body: Encoded::new(body.into_bytes()),
             etag,
-            gzipped: OnceLock::new(),
             put_event: OnceLock::new(),
         });
         self.rendered = Some(r.clone());
@@ -391,174 +575,27 @@ impl Data {
     }
 }
 
+/// An item's JSON decoded (to compare two texts of an item by content).
+fn value(raw: &[u8]) -> Option<Value> {
+    serde_json::from_slice(raw).ok()
+}
+
 fn render_map(map: &BTreeMap<String, Entry>, out: &mut String) {
-    let live: BTreeMap<&str, &Value> = map
-        .iter()
-        .filter_map(|(k, e)| match e {
-            Entry::Live(v) => Some((k.as_str(), v)),
-            Entry::Deleted(_) => None,
-        })
-        .collect();
-    out.push_str(&serde_json::to_string(&live).unwrap_or_else(|_| "{}".into()));
+    out.push('{');
+    let mut first = true;
+    for (key, entry) in map {
+        let Some(raw) = &entry.raw else { continue };
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        push_json_str(out, key);
+        out.push(':');
+        out.push_str(&String::from_utf8_lossy(raw));
+    }
+    out.push('}');
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn fills_key_and_version_and_bumps() {
-        let mut d = Data::from_json(json!({"flags": {"a": {"on": true}}})).unwrap();
-        assert_eq!(d.get(ItemKind::Flag, "a").unwrap()["version"], 1);
-        assert_eq!(d.get(ItemKind::Flag, "a").unwrap()["key"], "a");
-        let v = d.upsert(ItemKind::Flag, "a", json!({"on": false})).unwrap();
-        assert_eq!(v["version"], 2);
-        assert_eq!(d.delete(ItemKind::Flag, "a", None), 3);
-        assert!(d.get(ItemKind::Flag, "a").is_none());
-        let v = d.upsert(ItemKind::Flag, "a", json!({})).unwrap();
-        assert_eq!(v["version"], 4);
-        let v = d
-            .upsert(ItemKind::Flag, "a", json!({"version": 2}))
-            .unwrap();
-        assert_eq!(v["version"], 2);
-    }
-
-    #[test]
-    fn rejects_bad_shapes() {
-        assert!(Data::from_json(json!([1])).is_err());
-        assert!(Data::from_json(json!({"flags": []})).is_err());
-        assert!(Data::from_json(json!({"flags": {"a": {"key": "b"}}})).is_err());
-        assert!(Data::from_json(json!({"flags": {"a": {"version": "x"}}})).is_err());
-        assert!(Data::from_json(json!({"flagz": {}})).is_err());
-    }
-
-    #[test]
-    fn replacing_never_takes_an_item_version_back() {
-        let mut d = Data::from_json(json!({"flags": {
-            "same": {"on": true}, "edited": {"on": true}, "ahead": {"on": true},
-            "gone": {}
-        }}))
-        .unwrap();
-        d.upsert(ItemKind::Flag, "edited", json!({"on": true}))
-            .unwrap(); // version 2
-        d.delete(ItemKind::Flag, "gone", None); // tombstone 2
-        d.replace(
-            Data::from_json(json!({"flags": {
-                "same": {"on": true}, "edited": {"on": false},
-                "ahead": {"on": false, "version": 9}, "gone": {}, "new": {}
-            }}))
-            .unwrap(),
-        );
-        let v = |k| {
-            d.get(ItemKind::Flag, k).unwrap()["version"]
-                .as_u64()
-                .unwrap()
-        };
-        assert_eq!(v("same"), 1, "unchanged: kept");
-        assert_eq!(v("edited"), 3, "changed: the served version plus one");
-        assert_eq!(v("ahead"), 9, "a newer version in the data wins");
-        assert_eq!(v("gone"), 3, "above the tombstone");
-        assert_eq!(v("new"), 1);
-        assert_eq!(d.version(), 4);
-    }
-
-    #[test]
-    fn replacing_says_what_changed_and_keeps_tombstones() {
-        let mut d = Data::from_json(json!({"flags": {"same": {"on": true}, "edited": {},
-            "gone": {"version": 4}}, "segments": {"s": {}}}))
-        .unwrap();
-        let same = json!({"flags": {"same": {"on": true}, "edited": {}, "gone": {"version": 4}},
-            "segments": {"s": {}}});
-        assert!(
-            d.replace_with_changes(Data::from_json(same).unwrap())
-                .is_empty()
-        );
-        assert_eq!(d.version(), 1, "nothing changed: the payload version stays");
-        let changes = d.replace_with_changes(
-            Data::from_json(
-                json!({"flags": {"same": {"on": true}, "edited": {"on": true},
-                "new": {}}, "segments": {"s": {}}}),
-            )
-            .unwrap(),
-        );
-        assert_eq!(
-            changes,
-            [
-                Change::Delete(ItemKind::Flag, "gone".into(), 5),
-                Change::Put(
-                    ItemKind::Flag,
-                    "edited".into(),
-                    json!({"key": "edited", "version": 2, "on": true})
-                ),
-                Change::Put(
-                    ItemKind::Flag,
-                    "new".into(),
-                    json!({"key": "new", "version": 1})
-                ),
-            ]
-        );
-        assert_eq!(d.version(), 2);
-        assert!(d.get(ItemKind::Flag, "gone").is_none());
-        // The key back: above its tombstone, whatever the file says.
-        let changes = d.replace_with_changes(
-            Data::from_json(
-                json!({"flags": {"same": {"on": true}, "edited": {"on": true},
-                "new": {}, "gone": {"version": 1}}, "segments": {"s": {}}}),
-            )
-            .unwrap(),
-        );
-        assert_eq!(
-            changes,
-            [Change::Put(
-                ItemKind::Flag,
-                "gone".into(),
-                json!({"key": "gone", "version": 6})
-            )]
-        );
-    }
-
-    #[test]
-    fn etag_follows_content() {
-        let mut d = Data::from_json(json!({"flags": {"a": {}}})).unwrap();
-        let e1 = d.rendered().etag.clone();
-        assert_eq!(d.rendered().etag, e1);
-        d.upsert(ItemKind::Flag, "a", json!({})).unwrap();
-        assert_ne!(d.rendered().etag, e1);
-        assert_eq!(
-            &*d.rendered().body,
-            r#"{"flags":{"a":{"key":"a","version":2}},"segments":{}}"#
-        );
-    }
-
-    #[test]
-    fn payload_version_and_state_follow_changes() {
-        let mut d = Data::from_json(json!({"flags": {"a": {}}, "segments": {"s": {}}})).unwrap();
-        d.set_epoch("e".into());
-        assert_eq!((d.version(), d.state()), (1, "e-1".to_owned()));
-        let o = d.fdv2_objects();
-        assert_eq!((o.state.as_str(), o.version, o.puts.len()), ("e-1", 1, 2));
-        let put: Value = serde_json::from_str(&o.puts[0]).unwrap();
-        assert_eq!(
-            put,
-            json!({"version": 1, "kind": "flag", "key": "a", "object": {"key": "a", "version": 1}})
-        );
-        d.upsert(ItemKind::Flag, "b", json!({})).unwrap();
-        d.delete(ItemKind::Flag, "a", None);
-        assert_eq!(d.state(), "e-3");
-        let o = d.fdv2_objects();
-        assert_eq!((o.version, o.puts.len()), (3, 2));
-        d.replace(Data::from_json(json!({})).unwrap());
-        assert_eq!(d.state(), "e-4");
-        assert!(d.fdv2_objects().puts.is_empty());
-    }
-
-    #[test]
-    fn flag_values_and_put_shape() {
-        let d = Data::from_json(json!({"flagValues": {"x": true}})).unwrap();
-        assert_eq!(d.get(ItemKind::Flag, "x").unwrap()["variations"][0], true);
-        let d = Data::from_json(json!({"path": "/", "data": {"flags": {}, "segments": {"s": {}}}}))
-            .unwrap();
-        assert!(d.get(ItemKind::Segment, "s").is_some());
-    }
-}
+#[path = "data_tests.rs"]
+mod tests;

@@ -15,9 +15,11 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use bytes::Bytes;
+use flagsync_core::Kind;
 use serde_json::Value;
 
-use crate::data::{self, Change, Data, ItemKind};
+use crate::data::{self, Change, Data, FlagData, ItemKind};
 use crate::error::ServerError;
 use crate::fdv2;
 use crate::health::{ConnectionState, UpstreamError};
@@ -53,7 +55,7 @@ pub struct Environment {
     pub(crate) name: String,
     pub(crate) sdk_key: String,
     pub(crate) env_id: Option<String>,
-    pub(crate) data: Option<Value>,
+    pub(crate) data: Option<FlagData>,
     pub(crate) init_timeout: Duration,
 }
 
@@ -90,8 +92,8 @@ impl Environment {
     }
 
     /// Start ready, with this data (the shape of [`ServerBuilder::data`](crate::ServerBuilder::data)).
-    pub fn data(mut self, data: Value) -> Self {
-        self.data = Some(data);
+    pub fn data(mut self, data: impl Into<FlagData>) -> Self {
+        self.data = Some(data.into());
         self
     }
 
@@ -102,6 +104,12 @@ impl Environment {
     }
 }
 
+/// An item to insert: a JSON value, or its JSON text.
+pub(crate) enum NewItem<'a> {
+    Value(Value),
+    Raw(&'a Bytes),
+}
+
 /// A change to environment `env`, shared by the default environment's methods on
 /// [`ServerHandle`](crate::ServerHandle) and by [`EnvironmentHandle`].
 pub(crate) fn upsert(
@@ -109,20 +117,18 @@ pub(crate) fn upsert(
     env: usize,
     kind: ItemKind,
     key: &str,
-    item: Value,
+    item: NewItem<'_>,
 ) -> Result<u64, ServerError> {
     let mut inner = shared.lock();
     let e = &mut inner.envs[env];
-    let item = e
-        .data
-        .upsert(kind, key, item)
-        .map_err(ServerError::InvalidData)?;
+    let (version, raw) = match item {
+        NewItem::Value(item) => e.data.upsert(kind, key, item),
+        NewItem::Raw(raw) => e.data.upsert_raw(kind, key, raw),
+    }
+    .map_err(ServerError::InvalidData)?;
     e.health.data_updated = SystemTime::now();
-    let version = item.get("version").and_then(Value::as_u64).unwrap_or(0);
-    let path = format!("{}{key}", kind.path_prefix());
-    let payload = serde_json::json!({ "path": path, "data": item });
-    let patch = sse_event("patch", &payload.to_string());
-    let put = fdv2::put(data::put_object(kind, key, version, &item));
+    let patch = sse_event("patch", &data::patch_data(kind, key, &raw));
+    let put = fdv2::put(data::put_object(kind, key, version, &raw));
     let changes = fdv2_changes(&inner, env, put);
     broadcast(shared, &inner, env, patch, changes);
     Ok(version)
@@ -151,8 +157,8 @@ pub(crate) fn delete(
 /// `xfer-changes` payload), so a data file edit of one flag sends one flag.
 pub(crate) const MAX_CHANGES: usize = 64;
 
-pub(crate) fn replace_all(shared: &Shared, env: usize, data: Value) -> Result<(), ServerError> {
-    let data = Data::from_json(data).map_err(ServerError::InvalidData)?;
+pub(crate) fn replace_all(shared: &Shared, env: usize, data: FlagData) -> Result<(), ServerError> {
+    let data = Data::new(data).map_err(ServerError::InvalidData)?;
     let mut inner = shared.lock();
     let e = &mut inner.envs[env];
     e.health.data_updated = SystemTime::now();
@@ -183,12 +189,9 @@ fn change_events(data: &Data, changes: &[Change]) -> (String, String) {
     let mut events = Vec::with_capacity(changes.len() + 1);
     for change in changes {
         match change {
-            Change::Put(kind, key, item) => {
-                let path = format!("{}{key}", kind.path_prefix());
-                let payload = serde_json::json!({ "path": path, "data": item });
-                fdv1.push_str(&sse_event("patch", &payload.to_string()));
-                let version = item.get("version").and_then(Value::as_u64).unwrap_or(0);
-                events.push(fdv2::put(data::put_object(*kind, key, version, item)));
+            Change::Put(kind, key, version, raw) => {
+                fdv1.push_str(&sse_event("patch", &data::patch_data(*kind, key, raw)));
+                events.push(fdv2::put(data::put_object(*kind, key, *version, raw)));
             }
             Change::Delete(kind, key, version) => {
                 let path = format!("{}{key}", kind.path_prefix());
@@ -248,18 +251,32 @@ impl EnvironmentHandle {
 
     /// Replace all its data, as [`ServerHandle::replace_all`](crate::ServerHandle::replace_all); the first call makes
     /// it ready, and its waiting streams receive the data.
-    pub fn replace_all(&self, data: Value) -> Result<(), ServerError> {
-        replace_all(&self.shared, self.index, data)
+    pub fn replace_all(&self, data: impl Into<FlagData>) -> Result<(), ServerError> {
+        replace_all(&self.shared, self.index, data.into())
     }
 
     /// Insert or replace a flag, as [`ServerHandle::set_flag`](crate::ServerHandle::set_flag) (a `version` field is kept).
     pub fn set_flag(&self, key: &str, flag: Value) -> Result<u64, ServerError> {
+        let flag = NewItem::Value(flag);
         upsert(&self.shared, self.index, ItemKind::Flag, key, flag)
     }
 
     /// Insert or replace a segment, as [`ServerHandle::set_segment`](crate::ServerHandle::set_segment).
     pub fn set_segment(&self, key: &str, segment: Value) -> Result<u64, ServerError> {
+        let segment = NewItem::Value(segment);
         upsert(&self.shared, self.index, ItemKind::Segment, key, segment)
+    }
+
+    /// Insert or replace a flag or segment given as its JSON text, as
+    /// [`set_flag`](Self::set_flag) does with a value: held as it is (not decoded, not
+    /// copied) when it is compact and has its `key` and `version`, as items from a
+    /// flag delivery service are.
+    pub fn set_item_json(&self, kind: Kind, key: &str, json: &Bytes) -> Result<u64, ServerError> {
+        let kind = match kind {
+            Kind::Flag => ItemKind::Flag,
+            Kind::Segment => ItemKind::Segment,
+        };
+        upsert(&self.shared, self.index, kind, key, NewItem::Raw(json))
     }
 
     /// Delete a flag with this tombstone version.
@@ -280,11 +297,7 @@ impl EnvironmentHandle {
 
     /// Its data as `{"flags":{…},"segments":{…}}`, exactly as polling serves it.
     pub fn data_json(&self) -> String {
-        self.shared.lock().envs[self.index]
-            .data
-            .rendered()
-            .body
-            .to_string()
+        self.shared.lock().envs[self.index].data.rendered().text()
     }
 
     /// Its payload version: 1 for the initial data, plus one per change.

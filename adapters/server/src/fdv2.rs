@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use super::data::{Fdv2Objects, ItemKind};
+use super::data::{Encoded, Fdv2Objects, ItemKind};
 use std::sync::Arc;
 
 use crate::hub::Frame;
@@ -14,7 +14,7 @@ fn objects_sse(objects: &Fdv2Objects) -> Arc<[u8]> {
     objects
         .objects_sse
         .get_or_init(|| {
-            let puts: Vec<Event> = objects.puts.iter().cloned().map(put).collect();
+            let puts: Vec<Event> = objects.objects.iter().map(|o| put(o.put_data())).collect();
             to_sse(&puts).into_bytes().into()
         })
         .clone()
@@ -126,15 +126,27 @@ pub(super) fn initial_payload(
     };
     let mut events = vec![server_intent("xfer-full", version, reason)];
     if error_halfway {
-        let half = objects.puts.len().div_ceil(2);
-        events.extend(objects.puts[..half].iter().cloned().map(put));
+        let half = objects.objects.len().div_ceil(2);
+        events.extend(objects.objects[..half].iter().map(|o| put(o.put_data())));
         let error =
             json!({"payloadId": PAYLOAD_ID, "reason": "injected fault: payload interrupted"});
         events.push(Event::new("error", error.to_string()));
     }
-    events.extend(objects.puts.iter().cloned().map(put));
+    events.extend(objects.objects.iter().map(|o| put(o.put_data())));
     events.push(payload_transferred(state, version));
     events
+}
+
+/// The polling body of a full transfer for a client with an old basis (`has_basis`)
+/// or none: encoded (and gzip-compressed) once per data version, shared by every poll.
+pub(super) fn full_poll_body(objects: &Fdv2Objects, has_basis: bool) -> Arc<Encoded> {
+    objects.poll_bodies[usize::from(has_basis)]
+        .get_or_init(|| {
+            let basis = has_basis.then_some("");
+            let body = to_poll_body(&initial_payload(objects, basis, false));
+            Arc::new(Encoded::new(body.into_bytes()))
+        })
+        .clone()
 }
 
 /// Every object of a replaced data set, as a new full transfer on an open stream (the
@@ -142,7 +154,7 @@ pub(super) fn initial_payload(
 #[cfg(test)]
 pub(super) fn full_transfer(objects: &Fdv2Objects) -> Vec<Event> {
     let mut events = vec![server_intent("xfer-full", objects.version, "replaced")];
-    events.extend(objects.puts.iter().cloned().map(put));
+    events.extend(objects.objects.iter().map(|o| put(o.put_data())));
     events.push(payload_transferred(&objects.state, objects.version));
     events
 }
@@ -180,24 +192,37 @@ pub(super) fn to_poll_body(events: &[Event]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::put_object;
+    use crate::data::Object;
     use serde_json::Value;
 
     fn objects() -> Fdv2Objects {
+        let object = |kind, key: &str, version: u64| {
+            let raw = json!({"key": key, "version": version}).to_string();
+            Object::new(kind, key, version, raw.into())
+        };
         Fdv2Objects {
             state: "e-3".into(),
             version: 3,
-            puts: vec![
-                put_object(ItemKind::Flag, "a", 2, &json!({"key": "a", "version": 2})),
-                put_object(ItemKind::Flag, "b", 1, &json!({"key": "b", "version": 1})),
-                put_object(
-                    ItemKind::Segment,
-                    "s",
-                    5,
-                    &json!({"key": "s", "version": 5}),
-                ),
+            objects: vec![
+                object(ItemKind::Flag, "a", 2),
+                object(ItemKind::Flag, "b", 1),
+                object(ItemKind::Segment, "s", 5),
             ],
             objects_sse: std::sync::OnceLock::new(),
+            poll_bodies: Default::default(),
+        }
+    }
+
+    #[test]
+    fn the_shared_poll_bodies_equal_the_payloads() {
+        let o = objects();
+        for (basis, has) in [(None, false), (Some("old"), true)] {
+            let want = to_poll_body(&initial_payload(&o, basis, false));
+            assert_eq!(&*full_poll_body(&o, has).bytes, want.as_bytes());
+            assert!(Arc::ptr_eq(
+                &full_poll_body(&o, has),
+                &full_poll_body(&o, has)
+            ));
         }
     }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 
-use crate::data::ItemKind;
+use crate::data::{FlagData, ItemKind};
 use crate::env::{self, EnvironmentHandle};
 use crate::error::ServerError;
 use crate::events::EventSubscription;
@@ -114,8 +114,8 @@ impl ServerHandle {
     /// assert_eq!(server.flag("f").unwrap()["version"], 2);
     /// # Ok::<(), flagsync_server::ServerError>(())
     /// ```
-    pub fn replace_all(&self, data: Value) -> Result<(), ServerError> {
-        env::replace_all(&self.shared, 0, data)
+    pub fn replace_all(&self, data: impl Into<FlagData>) -> Result<(), ServerError> {
+        env::replace_all(&self.shared, 0, data.into())
     }
 
     /// An environment added with
@@ -137,10 +137,18 @@ impl ServerHandle {
 
     /// A flag as currently served, if it exists.
     pub fn flag(&self, key: &str) -> Option<Value> {
-        self.shared.lock().envs[0]
+        let raw = self.shared.lock().envs[0]
             .data
             .get(ItemKind::Flag, key)
-            .cloned()
+            .cloned()?;
+        serde_json::from_slice(&raw).ok()
+    }
+
+    /// How many flags and segments are served now.
+    pub fn item_counts(&self) -> (usize, usize) {
+        let inner = self.shared.lock();
+        let data = &inner.envs[0].data;
+        (data.count(ItemKind::Flag), data.count(ItemKind::Segment))
     }
 
     /// The keys of the flags currently served, sorted.
@@ -150,7 +158,7 @@ impl ServerHandle {
 
     /// The current data as `{"flags":{…},"segments":{…}}`, exactly as polling serves it.
     pub fn data_json(&self) -> String {
-        self.shared.lock().envs[0].data.rendered().body.to_string()
+        self.shared.lock().envs[0].data.rendered().text()
     }
 
     /// The selector state of the current data, `<epoch>-<payload version>`: a client
@@ -367,7 +375,7 @@ impl ServerHandle {
         key: &str,
         item: Value,
     ) -> Result<u64, ServerError> {
-        env::upsert(&self.shared, 0, kind, key, item)
+        env::upsert(&self.shared, 0, kind, key, env::NewItem::Value(item))
     }
 
     pub(crate) fn delete(&self, kind: ItemKind, key: &str, version: Option<u64>) -> u64 {

@@ -133,6 +133,7 @@ mod transport;
 pub use builder::{
     DEFAULT_BODY_TIMEOUT, DEFAULT_HEAD_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Server, ServerBuilder,
 };
+pub use data::FlagData;
 pub use env::{Environment, EnvironmentHandle};
 pub use error::ServerError;
 pub use events::{EventPayload, EventSubscription, PayloadKind};

@@ -1,12 +1,13 @@
 //! The endpoints: which request goes where (FDv1 stream and poll, FDv2 stream and
 //! poll, events), authorization, and the responses.
 
-use std::io::{self, Write};
+use std::io;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use crate::http::{Request, write_response};
 
+use crate::data::Encoded;
 use crate::events::PayloadKind;
 use crate::fault::Endpoint;
 use crate::hub::{Frame, NewStream};
@@ -186,9 +187,9 @@ pub(crate) fn serve_poll(
     headers.push(("Vary", "Accept-Encoding"));
     if req.accepts_gzip() {
         headers.push(("Content-Encoding", "gzip"));
-        write_response(out, 200, &headers, rendered.gzipped(), req.close)
+        write_response(out, 200, &headers, rendered.body.gzipped(), req.close)
     } else {
-        write_response(out, 200, &headers, rendered.body.as_bytes(), req.close)
+        write_response(out, 200, &headers, &rendered.body.bytes, req.close)
     }
 }
 
@@ -209,19 +210,25 @@ pub(crate) fn serve_fdv2_poll(
     out: &mut Vec<u8>,
 ) -> io::Result<()> {
     let basis = req.query("basis");
-    let (etag, events, env_id) = {
+    let (etag, body, env_id) = {
         let mut inner = shared.lock();
         let env_id = inner.envs[env].env_id.clone();
         let objects = inner.envs[env].data.fdv2_objects();
         let etag = format!("\"fdv2-{}\"", objects.state);
-        if etag_matches(req, &etag) {
-            (etag, None, env_id)
+        let current = basis.as_deref() == Some(objects.state.as_str());
+        let body = if etag_matches(req, &etag) {
+            None
+        } else if !current && !inner.faults.take_payload_error() {
+            // A full transfer: encoded once per data version.
+            Some(fdv2::full_poll_body(&objects, basis.is_some()))
         } else {
-            let error = basis.as_deref() != Some(objects.state.as_str())
-                && inner.faults.take_payload_error();
+            let error = !current;
             let events = fdv2::initial_payload(&objects, basis.as_deref(), error);
-            (etag, Some(events), env_id)
-        }
+            Some(Arc::new(Encoded::new(
+                fdv2::to_poll_body(&events).into_bytes(),
+            )))
+        };
+        (etag, body, env_id)
     };
     let mut headers: Vec<(&str, &str)> = vec![("ETag", &etag)];
     if let Some(env) = &env_id {
@@ -230,19 +237,16 @@ pub(crate) fn serve_fdv2_poll(
     if fallback {
         headers.push(FALLBACK_HEADER);
     }
-    let Some(events) = events else {
+    let Some(body) = body else {
         return write_response(out, 304, &headers, b"", req.close);
     };
-    let body = fdv2::to_poll_body(&events);
     headers.push(("Content-Type", "application/json"));
     headers.push(("Vary", "Accept-Encoding"));
     if req.accepts_gzip() {
         headers.push(("Content-Encoding", "gzip"));
-        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        enc.write_all(body.as_bytes())?;
-        write_response(out, 200, &headers, &enc.finish()?, req.close)
+        write_response(out, 200, &headers, body.gzipped(), req.close)
     } else {
-        write_response(out, 200, &headers, body.as_bytes(), req.close)
+        write_response(out, 200, &headers, &body.bytes, req.close)
     }
 }
 

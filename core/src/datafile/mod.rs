@@ -34,6 +34,10 @@ use serde_json::{Map, Value};
 
 use crate::store::{Change, ChangeSet, Kind};
 
+mod raw;
+
+pub use raw::RawDataSet;
+
 /// How a file is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
