@@ -145,11 +145,18 @@ impl RelayBuilder {
             });
         }
         for env in &config.environments {
-            let mut e = Environment::new(&env.name, &env.sdk_key).init_timeout(config.init_timeout);
-            if let Some(id) = &env.env_id {
-                e = e.env_id(id);
+            let filters = env.payload_filters.iter().map(Some);
+            for filter in std::iter::once(None).chain(filters) {
+                let name = served_name(env, filter.map(String::as_str));
+                let mut e = Environment::new(name, &env.sdk_key).init_timeout(config.init_timeout);
+                if let Some(id) = &env.env_id {
+                    e = e.env_id(id);
+                }
+                if let Some(filter) = filter {
+                    e = e.payload_filter(filter);
+                }
+                server = server.environment(e);
             }
-            server = server.environment(e);
         }
         let server = server.start()?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -175,19 +182,25 @@ impl RelayBuilder {
             protocol: config.protocol,
             max_event_bytes,
         };
-        for (env, store) in config.environments.iter().zip(stores) {
-            let handle = relay.server().environment(&env.name).ok_or_else(|| {
-                RelayError::Server(flagsync_server::ServerError::InvalidData(format!(
-                    "environment {:?} is not served",
-                    env.name
-                )))
-            })?;
-            let upstream = {
-                let _entered = relay.enter();
-                Upstream::start(env, &settings, store)?
-            };
+        for (env, mut store) in config.environments.iter().zip(stores) {
             log_environment(env, &config, redis.is_some());
-            relay.spawn(|stop| keep_in_sync(handle, upstream, stop));
+            let filters = env.payload_filters.iter().map(|f| Some(f.as_str()));
+            for filter in std::iter::once(None).chain(filters) {
+                let name = served_name(env, filter);
+                let handle = relay.server().environment(&name).ok_or_else(|| {
+                    RelayError::Server(flagsync_server::ServerError::InvalidData(format!(
+                        "environment {name:?} is not served"
+                    )))
+                })?;
+                // Redis holds the whole environment: a filtered client keeps its data
+                // in memory only.
+                let store = if filter.is_none() { store.take() } else { None };
+                let upstream = {
+                    let _entered = relay.enter();
+                    Upstream::start(env, filter, &settings, store)?
+                };
+                relay.spawn(|stop| keep_in_sync(handle, upstream, stop));
+            }
         }
         relay
             .forward_events(&config.environments)
@@ -200,6 +213,16 @@ impl RelayBuilder {
     }
 }
 
+/// The name `env` is served under for a payload `filter`: its own, or
+/// `NAME/FILTER` (in `/status`, `/metrics` and
+/// [`ServerHandle::environment`](flagsync_server::ServerHandle::environment)).
+fn served_name(env: &RelayEnvironment, filter: Option<&str>) -> String {
+    match filter {
+        None => env.name.clone(),
+        Some(filter) => format!("{}/{filter}", env.name),
+    }
+}
+
 /// Log where `env` comes from (never its key, nor URI credentials).
 fn log_environment(env: &RelayEnvironment, config: &RelayConfig, redis: bool) {
     tracing::info!(
@@ -208,6 +231,7 @@ fn log_environment(env: &RelayEnvironment, config: &RelayConfig, redis: bool) {
         protocol = ?config.protocol,
         events = env.events_uri.as_deref().map(crate::redact_userinfo),
         redis,
+        payload_filters = ?env.payload_filters,
         "environment relayed"
     );
 }

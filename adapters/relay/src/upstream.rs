@@ -28,9 +28,11 @@ pub(crate) struct Upstream {
 }
 
 impl Upstream {
-    /// Build and start `env`'s client; with `store`, it writes its data there too.
+    /// Build and start `env`'s client, for its payload `filter` if any; with `store`,
+    /// it writes its data there too.
     pub(crate) fn start(
         env: &RelayEnvironment,
+        filter: Option<&str>,
         settings: &ClientSettings,
         store: Option<RedisStore>,
     ) -> Result<Self, RelayError> {
@@ -41,6 +43,9 @@ impl Upstream {
             // clients evaluate nothing.
             .send_events(false)
             .runtime(settings.runtime.clone());
+        if let Some(filter) = filter {
+            builder = builder.payload_filter(filter);
+        }
         if settings.protocol == UpstreamProtocol::Fdv2 {
             builder = builder.fdv2(Fdv2Config::default());
         }

@@ -250,6 +250,7 @@ impl ServerBuilder {
         let mut envs = vec![Env {
             name: "default".into(),
             sdk_key: self.sdk_key,
+            filter: None,
             env_id: self.env_id,
             data: default,
             starting_until: None,
@@ -272,6 +273,7 @@ impl ServerBuilder {
             envs.push(Env {
                 name: e.name,
                 sdk_key: Some(e.sdk_key),
+                filter: e.filter,
                 env_id: e.env_id,
                 data,
                 starting_until,

@@ -57,6 +57,7 @@ pub struct Environment {
     pub(crate) env_id: Option<String>,
     pub(crate) data: Option<FlagData>,
     pub(crate) init_timeout: Duration,
+    pub(crate) filter: Option<String>,
 }
 
 impl std::fmt::Debug for Environment {
@@ -67,6 +68,7 @@ impl std::fmt::Debug for Environment {
             .field("env_id", &self.env_id)
             .field("has_data", &self.data.is_some())
             .field("init_timeout", &self.init_timeout)
+            .field("filter", &self.filter)
             .finish_non_exhaustive()
     }
 }
@@ -82,7 +84,31 @@ impl Environment {
             env_id: None,
             data: None,
             init_timeout: Duration::from_secs(10),
+            filter: None,
         }
+    }
+
+    /// Serve this environment's data to requests for the payload filter `key`
+    /// (`?filter=KEY`, as an SDK configured with that payload filter sends), instead of
+    /// to unfiltered ones. Environments may share an SDK key when their filters differ:
+    /// a request goes to the one for its key and filter. A request whose filter no
+    /// environment of its key serves is answered `404` with a message naming the
+    /// filter, never with the unfiltered data.
+    ///
+    /// ```
+    /// use flagsync_server::{Environment, Server};
+    /// use serde_json::json;
+    ///
+    /// let server = Server::builder()
+    ///     .environment(Environment::new("prod", "sdk-1").data(json!({"flagValues": {"a": 1, "b": 2}})))
+    ///     .environment(Environment::new("prod/mobile", "sdk-1").payload_filter("mobile")
+    ///         .data(json!({"flagValues": {"a": 1}})))
+    ///     .start()?;
+    /// # Ok::<(), flagsync_server::ServerError>(())
+    /// ```
+    pub fn payload_filter(mut self, key: impl Into<String>) -> Self {
+        self.filter = Some(key.into());
+        self
     }
 
     /// Send this value in an `X-LD-EnvID` header on the environment's responses.

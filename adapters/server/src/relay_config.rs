@@ -12,10 +12,16 @@
 //!   "initTimeoutSecs": 10,
 //!   "environments": {
 //!     "production": {"sdkKey": "sdk-prod-…", "envId": "prod", "redisPrefix": "{ld}:prod"},
-//!     "staging": {"sdkKey": "sdk-staging-…", "streamUri": "http://127.0.0.1:9000"}
+//!     "staging": {"sdkKey": "sdk-staging-…", "streamUri": "http://127.0.0.1:9000"},
+//!     "mobile": {"sdkKey": "sdk-mobile-…", "payloadFilters": ["ios", "android"]}
 //!   }
 //! }
 //! ```
+//!
+//! `payloadFilters` lists the payload filters (LaunchDarkly's filtered environments)
+//! the relay serves for an environment: each is kept in sync upstream with
+//! `filter=KEY` and served to SDKs configured with that filter; a request with a
+//! filter that is not listed gets `404`, never the whole environment.
 //!
 //! Where and how the relay listens may be set in the file too (all optional; the
 //! command line and the environment win over them):
@@ -80,6 +86,8 @@ pub struct RelayEnvironment {
     pub events_uri: Option<String>,
     /// The Redis key prefix its data is kept under, when the relay keeps it in Redis.
     pub redis_prefix: Option<String>,
+    /// The payload filters served beside the whole environment (`payloadFilters`).
+    pub payload_filters: Vec<String>,
 }
 
 impl std::fmt::Debug for RelayEnvironment {
@@ -92,6 +100,7 @@ impl std::fmt::Debug for RelayEnvironment {
             .field("polling_uri", &self.polling_uri)
             .field("events_uri", &self.events_uri)
             .field("redis_prefix", &self.redis_prefix)
+            .field("payload_filters", &self.payload_filters)
             .finish()
     }
 }
@@ -213,6 +222,8 @@ struct FileEnv {
     polling_uri: Option<String>,
     events_uri: Option<String>,
     redis_prefix: Option<String>,
+    #[serde(default)]
+    payload_filters: Vec<String>,
 }
 
 impl RelayConfig {
@@ -258,6 +269,19 @@ impl RelayConfig {
             {
                 check_uri(&name, uri)?;
             }
+            let mut filters = std::collections::BTreeSet::new();
+            for filter in &env.payload_filters {
+                if !valid_filter(filter) {
+                    return Err(format!(
+                        "environment {name:?}: payload filter {filter:?} is not a filter key (letters, digits, '.', '_' and '-', starting with a letter or digit)"
+                    ));
+                }
+                if !filters.insert(filter) {
+                    return Err(format!(
+                        "environment {name:?} lists payload filter {filter:?} twice"
+                    ));
+                }
+            }
             environments.push(RelayEnvironment {
                 name,
                 sdk_key: env.sdk_key,
@@ -266,6 +290,7 @@ impl RelayConfig {
                 polling_uri,
                 events_uri,
                 redis_prefix: env.redis_prefix,
+                payload_filters: env.payload_filters,
             });
         }
         let mut listen = Vec::with_capacity(file.listen.len());
@@ -327,6 +352,13 @@ fn check_uri(name: &str, uri: &str) -> Result<(), String> {
     Url::parse(uri).map(|_| ()).map_err(|e| {
         format!("environment {name:?}: {uri:?} is not an http:// or https:// URI: {e}")
     })
+}
+
+/// `^[a-zA-Z0-9][._\-a-zA-Z0-9]*$`: a filter key, as LaunchDarkly's SDKs check it.
+fn valid_filter(key: &str) -> bool {
+    let mut bytes = key.bytes();
+    bytes.next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 #[cfg(test)]

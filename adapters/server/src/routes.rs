@@ -11,7 +11,7 @@ use crate::data::Encoded;
 use crate::events::PayloadKind;
 use crate::fault::Endpoint;
 use crate::hub::{Frame, NewStream};
-use crate::state::{Readiness, Shared};
+use crate::state::{EnvRefusal, Readiness, Shared};
 use crate::transport::Transport;
 use crate::{events, fdv2, http};
 
@@ -34,6 +34,8 @@ pub(crate) enum Refused {
     Method(&'static str),
     /// A server with an SDK key got another or none: 401.
     Unauthorized,
+    /// The key is served, but not with the request's payload filter: 404.
+    UnknownFilter,
 }
 
 /// What `req` is for, or why it is refused whatever its body: an unknown path, the
@@ -49,8 +51,18 @@ pub(crate) fn accepted(
     if req.method != method {
         return Err(Refused::Method(method));
     }
-    let env = shared.lock().env_for(req.header("authorization"));
-    env.map(|env| (endpoint, env)).ok_or(Refused::Unauthorized)
+    // Events are the environment's whatever filter its SDKs use.
+    let filter = (!endpoint.is_events())
+        .then(|| req.query("filter"))
+        .flatten()
+        .filter(|f| !f.is_empty());
+    let env = shared
+        .lock()
+        .env_for(req.header("authorization"), filter.as_deref());
+    env.map(|env| (endpoint, env)).map_err(|e| match e {
+        EnvRefusal::Unauthorized => Refused::Unauthorized,
+        EnvRefusal::UnknownFilter => Refused::UnknownFilter,
+    })
 }
 
 /// Where a request's answer goes: a response into `out`, or a stream's connection
@@ -79,6 +91,15 @@ pub(crate) fn route(
             Some(method),
         ),
         Err(Refused::Unauthorized) => (401, "{\"message\":\"invalid SDK key\"}".to_owned(), None),
+        Err(Refused::UnknownFilter) => {
+            let filter = req.query("filter").unwrap_or_default();
+            let message = format!("payload filter {filter:?} is not served here");
+            (
+                404,
+                serde_json::json!({ "message": message }).to_string(),
+                None,
+            )
+        }
         Err(Refused::NotFound) => (
             404,
             format!(

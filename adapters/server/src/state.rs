@@ -81,24 +81,46 @@ impl Inner {
             .collect()
     }
 
-    /// The environment a request with this `Authorization` header is for: an added
-    /// environment whose key it names, else the default one when its key matches (or
-    /// it has none and no environment was added). `None`: refused (`401`).
-    pub(crate) fn env_for(&self, authorization: Option<&str>) -> Option<usize> {
+    /// The environment a request with this `Authorization` header and payload
+    /// `filter` is for: an added environment whose key it names (and that serves the
+    /// filter), else the default one when its key matches (or it has none and no
+    /// environment was added).
+    pub(crate) fn env_for(
+        &self,
+        authorization: Option<&str>,
+        filter: Option<&str>,
+    ) -> Result<usize, EnvRefusal> {
         let key = authorization.map(|v| v.strip_prefix("api_key ").unwrap_or(v));
-        if let Some(i) = key.and_then(|key| {
-            self.envs[1..]
-                .iter()
-                .position(|e| e.sdk_key.as_deref() == Some(key))
-        }) {
-            return Some(i + 1);
+        let mut key_known = false;
+        if let Some(key) = key {
+            for (i, e) in self.envs.iter().enumerate().skip(1) {
+                if e.sdk_key.as_deref() == Some(key) {
+                    if e.filter.as_deref() == filter {
+                        return Ok(i);
+                    }
+                    key_known = true;
+                }
+            }
         }
-        match &self.envs[0].sdk_key {
-            None if self.envs.len() == 1 => Some(0),
-            None => None,
-            Some(k) => (key == Some(k.as_str())).then_some(0),
+        let default = match &self.envs[0].sdk_key {
+            None => self.envs.len() == 1,
+            Some(k) => key == Some(k.as_str()),
+        };
+        match filter {
+            None if default => Ok(0),
+            Some(_) if default || key_known => Err(EnvRefusal::UnknownFilter),
+            _ => Err(EnvRefusal::Unauthorized),
         }
     }
+}
+
+/// Why no environment answers a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EnvRefusal {
+    /// No environment has its SDK key: `401`.
+    Unauthorized,
+    /// Its key is served, but not with its payload filter: `404`.
+    UnknownFilter,
 }
 
 /// An environment as the server holds it.
@@ -106,6 +128,8 @@ impl Inner {
 pub(crate) struct Env {
     pub(crate) name: String,
     pub(crate) sdk_key: Option<String>,
+    /// The payload filter it serves (`None`: unfiltered requests).
+    pub(crate) filter: Option<String>,
     pub(crate) env_id: Option<String>,
     pub(crate) data: Data,
     /// `None`: it has data. `Some(t)`: no data yet; until `t`, every SDK request gets

@@ -105,7 +105,7 @@ struct Stream {
 }
 
 fn open_stream(addr: SocketAddr, key: &str) -> Stream {
-    open_path(addr, "/all?filter=mine", key)
+    open_path(addr, "/all", key)
 }
 
 fn open_path(addr: SocketAddr, target: &str, key: &str) -> Stream {
@@ -322,7 +322,7 @@ fn wrong_or_missing_key_is_401() {
 fn polling_etag_304_and_gzip() {
     let server = start();
     let auth = ("Authorization", "sdk-good");
-    let r = get(server.addr(), "/sdk/latest-all?filter=x", &[auth]);
+    let r = get(server.addr(), "/sdk/latest-all?other=x", &[auth]);
     assert_eq!(r.status, 200);
     assert_eq!(r.header("content-type"), Some("application/json"));
     assert_eq!(r.header("x-ld-envid"), Some("env-1"));
@@ -433,7 +433,7 @@ fn fault_fail_next() {
     assert_eq!(open_stream(server.addr(), "sdk-good").status, 200);
     assert_eq!(server.request_count(), 3);
     let reqs = server.requests();
-    assert_eq!(reqs[0].target, "/all?filter=mine");
+    assert_eq!(reqs[0].target, "/all");
     assert_eq!(reqs[0].header("authorization"), Some("sdk-good"));
 }
 
@@ -511,7 +511,7 @@ const AUTH: (&str, &str) = ("Authorization", "sdk-good");
 #[test]
 fn fdv2_stream_full_payload_then_changes() {
     let server = start();
-    let mut st = open_path(server.addr(), "/sdk/stream?filter=x", "sdk-good");
+    let mut st = open_path(server.addr(), "/sdk/stream?other=x", "sdk-good");
     assert_eq!(st.status, 200);
     assert_eq!(st.header("x-ld-envid"), Some("env-1"));
     assert_eq!(st.header("x-ld-fd-fallback"), None);
