@@ -40,7 +40,7 @@ fn request(addr: SocketAddr, path: &str, key: &str) -> Response {
 
 fn flag_keys(body: &[u8], path: &str) -> Vec<String> {
     let v: Value = serde_json::from_slice(body).unwrap();
-    let flags = if path.starts_with("/sdk/poll") {
+    if path.starts_with("/sdk/poll") {
         v["events"]
             .as_array()
             .unwrap()
@@ -50,8 +50,7 @@ fn flag_keys(body: &[u8], path: &str) -> Vec<String> {
             .collect()
     } else {
         v["flags"].as_object().unwrap().keys().cloned().collect()
-    };
-    flags
+    }
 }
 
 #[test]
