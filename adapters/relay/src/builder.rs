@@ -195,11 +195,12 @@ impl RelayBuilder {
                 // Redis holds the whole environment: a filtered client keeps its data
                 // in memory only.
                 let store = if filter.is_none() { store.take() } else { None };
+                let has_store = store.is_some();
                 let upstream = {
                     let _entered = relay.enter();
                     Upstream::start(env, filter, &settings, store)?
                 };
-                relay.spawn(|stop| keep_in_sync(handle, upstream, stop));
+                relay.spawn(|stop| keep_in_sync(handle, upstream, has_store, stop));
             }
         }
         relay

@@ -20,9 +20,15 @@ const FOREVER: Duration = Duration::from_secs(365 * 86400);
 /// then each change as the upstream sent it; every status change of the client goes
 /// to [`report_upstream_status`]. Until `stop` says so (or is dropped); then the
 /// client is closed.
+///
+/// With a data store (`has_store`), the client may be ready before its upstream
+/// answers, with what the store held: that is served at once, and `/status` says so
+/// (`servedFrom: store`) until the upstream's data arrives, which then wins (and the
+/// client writes it to the store).
 pub(crate) async fn keep_in_sync(
     env: EnvironmentHandle,
     upstream: Upstream,
+    has_store: bool,
     mut stop: watch::Receiver<bool>,
 ) {
     let Upstream {
@@ -33,6 +39,8 @@ pub(crate) async fn keep_in_sync(
     let mut served = Served::default();
     let mut tick = tokio::time::interval(RESYNC);
     let mut waiting = true;
+    // The upstream has delivered its data (the client was valid once).
+    let mut from_upstream = false;
     loop {
         let changed = tokio::select! {
             _ = stop.changed() => break,
@@ -40,7 +48,13 @@ pub(crate) async fn keep_in_sync(
                 None => break,
                 Some(s) => {
                     report_upstream_status(&env, &s);
-                    false
+                    if s.state == flagsync::State::Valid && !from_upstream {
+                        from_upstream = true;
+                        // What is served from now on is the upstream's.
+                        true
+                    } else {
+                        false
+                    }
                 }
             },
             change = flags.recv() => match change {
@@ -60,7 +74,11 @@ pub(crate) async fn keep_in_sync(
         if !snapshot.initialized() {
             continue;
         }
-        match served.sync(&env, &snapshot) {
+        let synced = served.sync(&env, &snapshot);
+        if has_store && synced.is_ok() {
+            env.report_served_from_store(!from_upstream);
+        }
+        match synced {
             Ok(0) => {}
             Ok(n) => tracing::debug!(environment = env.name(), changes = n, "changes served"),
             Err(e) => tracing::warn!(

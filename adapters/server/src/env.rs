@@ -356,6 +356,13 @@ impl EnvironmentHandle {
         self.shared.metrics.events_forwarded(forwarded, failed);
     }
 
+    /// Report where the data it serves came from, for `GET /status` (`servedFrom`):
+    /// its data store (`true`: read from it at start, the upstream has not delivered
+    /// yet) or its upstream.
+    pub fn report_served_from_store(&self, from_store: bool) {
+        self.shared.lock().envs[self.index].health.from_store = Some(from_store);
+    }
+
     /// Report whether its data store (such as Redis) is available, for `GET /status`.
     pub fn report_data_store(&self, available: bool) {
         self.shared.lock().envs[self.index]

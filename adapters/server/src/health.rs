@@ -9,6 +9,10 @@
 //! every environment is connected, else `degraded`; `/status` answers `200` either
 //! way (as the Relay Proxy does), so a probe reads the `status` field.
 //!
+//! An environment with a data store (a relay's Redis) also says where what it serves
+//! came from: `"servedFrom": "store"` while it serves the data the store held at start
+//! (its upstream has not delivered yet), `"upstream"` once the upstream has.
+//!
 //! [`ServerBuilder::disconnected_status_time`]: crate::ServerBuilder::disconnected_status_time
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -72,6 +76,9 @@ pub(crate) struct Health {
     pub(crate) store: Option<(bool, SystemTime)>,
     /// When its data last changed, or was last confirmed current.
     pub(crate) data_updated: SystemTime,
+    /// Whether what it serves came from its data store (`true`) or its upstream;
+    /// `None`: not reported (it has no store).
+    pub(crate) from_store: Option<bool>,
 }
 
 impl Health {
@@ -82,6 +89,7 @@ impl Health {
             last_error: None,
             store: None,
             data_updated: now,
+            from_store: None,
         }
     }
 
@@ -164,6 +172,9 @@ pub(crate) fn status(envs: &[EnvView<'_>], now: SystemTime, grace: Duration) -> 
                 "state": if available { "VALID" } else { "INTERRUPTED" },
                 "stateSince": millis(since),
             });
+        }
+        if let Some(from_store) = h.from_store {
+            env["servedFrom"] = Value::from(if from_store { "store" } else { "upstream" });
         }
         all.insert(e.name.to_owned(), env);
     }
