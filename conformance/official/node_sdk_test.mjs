@@ -8,7 +8,7 @@
 // "contexts": [context…], "flags": [key…], "dataPath": serve's data file,
 // "edited": the data to write there (streaming only), "editedFlag": the key it changes,
 // "caPath": a PEM file of the CA certificates to trust over HTTPS, or null for the
-// system's}.
+// system's, "payloadFilter": the payload filter key to configure, or null}.
 //
 // Prints one JSON line: {"sdkVersion", "initMs", "values": [{key: value}…] (one object
 // per context), "changeMs" and "valuesAfter" (streaming only)}, or {"error"} and exits 1.
@@ -68,6 +68,7 @@ async function main() {
     stream: config.mode === 'fdv1-streaming',
     // Streaming, polling and events all go through the agent these make.
     ...(config.caPath ? { tlsParams: { ca: readFileSync(config.caPath, 'utf8') } } : {}),
+    ...(config.payloadFilter ? { payloadFilterKey: config.payloadFilter } : {}),
     logger,
   });
   const out = { sdkVersion };

@@ -22,10 +22,14 @@ serve, whose events log must receive the events the relay forwards. With --relay
 the relay is `flagsync serve` configured by FLAGSYNC_ variables alone, serving HTTPS
 with a certificate of a test CA on 127.0.0.2 and [::1]: the client, trusting that CA
 (`tlsParams: { ca }`), runs the checks against each address, and the relay itself is
-checked as serve_harness.Serve.check_tls_relay says.
+checked as serve_harness.Serve.check_tls_relay says. With --relay-filter the client is
+configured with a payload filter (payloadFilterKey) and talks to a relay serving that
+filter in front of serve, whose filtered data lacks a flag of its whole data: that flag
+must evaluate to the default, every other to flagsync's value.
 
     python3 conformance/official/node_sdk_test.py [--flagsync target/debug/flagsync]
-        [--sdk-dir DIR] [--mode fdv1-streaming|fdv1-polling ...] [--relay | --relay-tls]
+        [--sdk-dir DIR] [--mode fdv1-streaming|fdv1-polling ...]
+        [--relay | --relay-tls | --relay-filter]
 
 The scratch folder (default: target/official-node-sdk) is kept and reused when it
 already holds SDK_VERSION. Exit status 0 when every mode passes, 1 otherwise.
@@ -43,6 +47,7 @@ import tempfile
 from serve_harness import (
     ROOT,
     SDK_KEY,
+    UNFILTERED_FLAG,
     Failure,
     Serve,
     add_relay_options,
@@ -217,10 +222,15 @@ def check_mode(mode, flagsync, sdk_dir, relay=None, host=None):
             edited_path = os.path.join(tmp, "edited.json")
             write_json(edited_path, edited())
             want_after = [flagsync_eval(flagsync, edited_path, c) for c in CONTEXTS]
+            if serve.payload_filter:
+                # Outside the filter: unknown to the client, so its default (null).
+                for values in want + want_after:
+                    values[UNFILTERED_FLAG] = None
             config = {
                 "sdkDir": sdk_dir, "url": serve.url, "sdkKey": SDK_KEY, "mode": mode,
                 "contexts": CONTEXTS, "flags": sorted(want[0]), "dataPath": serve.data,
                 "edited": edited(), "editedFlag": EDITED, "caPath": serve.ca,
+                "payloadFilter": serve.payload_filter,
             }
             try:
                 r = subprocess.run(["node", SCRIPT, json.dumps(config)],

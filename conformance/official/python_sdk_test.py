@@ -22,14 +22,19 @@ the relay is `flagsync serve` configured by FLAGSYNC_ variables alone (its comma
 holds no SDK key), serving HTTPS with a certificate of a test CA (made with openssl) on
 127.0.0.2 and [::1]: the client, trusting that CA (HTTPConfig(ca_certs=...)), runs the
 checks against each address; the relay's GET /status must answer over TLS without an
-SDK key, and plaintext HTTP to its port must get a 400 (serve_harness.Serve).
+SDK key, and plaintext HTTP to its port must get a 400 (serve_harness.Serve). With
+--relay-filter the client is configured with a payload filter (payload_filter_key) and
+talks to a relay serving that filter (`serve --upstream --payload-filters`) in front of
+serve, whose filtered data lacks a flag of its whole data: the client must have exactly
+the filtered flags (the FDv1 modes only: this SDK sends no filter on FDv2 requests, as
+its documentation says).
 
 Every failure fails the run, with the reason: a missing `python3 -m venv` or pip, a
 failed install, a serve that does not start, a slow or failed initialization.
 
     python3 conformance/official/python_sdk_test.py [--flagsync target/debug/flagsync]
         [--venv DIR] [--mode fdv1-streaming|fdv1-polling|fdv2-default ...]
-        [--relay | --relay-tls]
+        [--relay | --relay-tls | --relay-filter]
 
 The virtualenv (default: target/official-python-venv) is kept and reused when it
 already holds SDK_VERSION. Exit status 0 when every mode passes, 1 otherwise.
@@ -45,10 +50,13 @@ import threading
 import time
 
 from serve_harness import ROOT, SDK_KEY, Failure, Serve, check_events, describe_kinds, write_json
-from serve_harness import RELAY_OPTIONS, add_relay_options, describe_relay, describe_status, runs
+from serve_harness import RELAY_OPTIONS, UNFILTERED_FLAG, add_relay_options, describe_relay
+from serve_harness import describe_status, runs
 
 SDK_VERSION = "9.20.0"
 MODES = ("fdv1-streaming", "fdv1-polling", "fdv2-default")
+# The modes in which the SDK sends its payload filter.
+FILTER_MODES = ("fdv1-streaming", "fdv1-polling")
 FLAG = "drop-in"
 USER_AGENT = f"PythonClient/{SDK_VERSION}"
 # The limits the test enforces, in seconds.
@@ -142,9 +150,9 @@ def outer(args):
 # --- The inner run: inside the virtualenv, with ldclient importable. ---------------
 
 
-def config_for(mode, url, ca=None):
+def config_for(mode, url, ca=None, payload_filter=None):
     """The SDK's configuration for `mode`, every service at `url`, trusting the CA
-    certificates in the file `ca` (default: the system's)."""
+    certificates in the file `ca` (default: the system's), with `payload_filter`."""
     from ldclient.config import Config, HTTPConfig
 
     common = dict(
@@ -153,6 +161,7 @@ def config_for(mode, url, ca=None):
         stream_uri=url,
         events_uri=url,
         http=HTTPConfig(ca_certs=ca),
+        payload_filter_key=payload_filter,
     )
     if mode == "fdv1-streaming":
         return Config(stream=True, **common)
@@ -202,7 +211,8 @@ def check_mode(mode, flagsync, relay=None, host=None):
         client = None
         try:
             started = time.monotonic()
-            client = LDClient(config_for(mode, serve.url, serve.ca), start_wait=5)
+            config = config_for(mode, serve.url, serve.ca, serve.payload_filter)
+            client = LDClient(config, start_wait=5)
             init = time.monotonic() - started
             if not client.is_initialized():
                 raise Failure(f"not initialized after {init:.2f} s")
@@ -211,6 +221,8 @@ def check_mode(mode, flagsync, relay=None, host=None):
             value = client.variation(FLAG, ctx, None)
             if value is not True:
                 raise Failure(f"{FLAG} evaluated to {value!r}, expected True")
+            if serve.payload_filter:
+                check_filtered(client, ctx)
             seen = None if mode == "fdv1-polling" else check_edit(client, serve, ctx)
             # The events: identify and custom (feature, index and summary came above).
             client.identify(ctx)
@@ -228,6 +240,20 @@ def check_mode(mode, flagsync, relay=None, host=None):
                 client.close()
             serve.stop()
             log.close()
+
+
+def check_filtered(client, ctx):
+    """The client holds exactly the filtered data: the flag only the whole environment
+    has is unknown to it."""
+    detail = client.variation_detail(UNFILTERED_FLAG, ctx, "absent")
+    if detail.value != "absent" or detail.reason.get("errorKind") != "FLAG_NOT_FOUND":
+        raise Failure(
+            f"{UNFILTERED_FLAG} (outside the payload filter) evaluated to {detail.value!r} "
+            f"({detail.reason}): the client got the unfiltered data"
+        )
+    flags = sorted(client.all_flags_state(ctx).to_values_map())
+    if flags != [FLAG]:
+        raise Failure(f"the client holds the flags {flags}, expected only [{FLAG!r}]")
 
 
 def check_edit(client, serve, ctx):
@@ -253,7 +279,8 @@ def inside(args):
     through = describe_relay(args.relay)
     print(f"launchdarkly-server-sdk {ldclient.version.VERSION} against {args.flagsync} serve{through}")
     failed = 0
-    for name, mode, host in runs(args.mode or MODES, args.relay):
+    modes = args.mode or (FILTER_MODES if args.relay == "filter" else MODES)
+    for name, mode, host in runs(modes, args.relay):
         try:
             init, seen, kinds, status = check_mode(mode, args.flagsync, args.relay, host)
         except Failure as e:

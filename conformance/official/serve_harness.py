@@ -30,7 +30,11 @@ TLS_HOSTS = ("127.0.0.2", "::1")
 # How long a request to the relay may take before it counts as a hang, in seconds.
 REQUEST_TIMEOUT = 5
 # The relay modes (the options that select them): None is serve alone.
-RELAY_OPTIONS = {"http": "--relay", "tls": "--relay-tls"}
+RELAY_OPTIONS = {"http": "--relay", "tls": "--relay-tls", "filter": "--relay-filter"}
+# With --relay-filter: the payload filter the SDK is configured with, and a flag the
+# unfiltered environment holds beside the test's data, which the SDK must never see.
+PAYLOAD_FILTER = "mobile"
+UNFILTERED_FLAG = "unfiltered-only"
 
 
 class Failure(Exception):
@@ -50,12 +54,21 @@ def add_relay_options(parser):
         f"HTTPS (a test CA's certificate) on {' and '.join(TLS_HOSTS)}; the SDK is "
         "checked against each address",
     )
+    group.add_argument(
+        "--relay-filter", action="store_const", const="filter", dest="relay",
+        help=f"the SDK configured with payload filter {PAYLOAD_FILTER!r}, through a relay "
+        "serving that filter (serve --upstream --payload-filters) in front of serve, whose "
+        f"filtered data (--filter-data) lacks the flag {UNFILTERED_FLAG!r} of its whole data",
+    )
 
 
 def describe_relay(relay):
     """What the SDK talks to, after "against flagsync serve"."""
     if relay == "tls":
         return " through `serve` configured by FLAGSYNC_ variables (relay mode, TLS)"
+    if relay == "filter":
+        return (f" through `serve --upstream --payload-filters {PAYLOAD_FILTER}` (relay mode), "
+                f"the SDK configured with payload filter {PAYLOAD_FILTER!r}")
     return " through `serve --upstream` (relay mode)" if relay else ""
 
 
@@ -147,20 +160,30 @@ class Serve:
         self.log = open(self.log_path, "w+", encoding="utf-8")
         self.procs = []
         self.ca = None
-        self.url = self._start(
-            [flagsync, "serve", "--data", self.data, "--port", "0", "--sdk-key", SDK_KEY,
-             "--events", self.events],
-            r"serving on (http://127\.0\.0\.1:\d+)",
-        )
+        # With a payload filter, `data` is the filtered data (the file edits go to) and
+        # the whole environment has one flag more.
+        self.payload_filter = PAYLOAD_FILTER if relay == "filter" else None
+        argv = [flagsync, "serve", "--data", self.data, "--port", "0", "--sdk-key", SDK_KEY,
+                "--events", self.events]
+        if self.payload_filter:
+            whole = os.path.join(tmp, "whole.json")
+            everything = json.loads(json.dumps(data))
+            everything.setdefault("flags", {})[UNFILTERED_FLAG] = {
+                "on": True, "variations": ["unfiltered"], "offVariation": 0,
+                "fallthrough": {"variation": 0}}
+            write_json(whole, everything)
+            argv[3] = whole
+            argv += ["--filter-data", f"{self.payload_filter}={self.data}"]
+        self.url = self._start(argv, r"serving on (http://127\.0\.0\.1:\d+)")
         self.upstream_url = self.url
         if relay == "tls":
             self._start_tls_relay(flagsync, os.path.join(tmp, "tls"), host)
         elif relay:
-            self.url = self._start(
-                [flagsync, "serve", "--upstream", self.upstream_url, "--sdk-key", SDK_KEY,
-                 "--upstream-events", self.upstream_url, "--port", "0"],
-                r"relaying on (http://127\.0\.0\.1:\d+)",
-            )
+            argv = [flagsync, "serve", "--upstream", self.upstream_url, "--sdk-key", SDK_KEY,
+                    "--upstream-events", self.upstream_url, "--port", "0"]
+            if self.payload_filter:
+                argv += ["--payload-filters", self.payload_filter]
+            self.url = self._start(argv, r"relaying on (http://127\.0\.0\.1:\d+)")
 
     def _start_tls_relay(self, flagsync, folder, host):
         """The relay as `flagsync serve` with no argument: upstream, SDK key, events,

@@ -69,6 +69,12 @@ pub(crate) struct ServeArgs {
         conflicts_with_all = ["redis", "relay", "upstream"]
     )]
     pub(crate) data: Option<PathBuf>,
+    /// With --data: serve FILE to SDKs configured with the payload filter KEY
+    /// (requests with ?filter=KEY), as LaunchDarkly serves a filtered environment;
+    /// repeatable, one file per filter, each reloaded when it changes. A request for a
+    /// filter not given is answered 404 naming it (never with the whole data).
+    #[arg(long, value_name = "KEY=FILE", requires = "data")]
+    pub(crate) filter_data: Vec<String>,
     /// Relay mode: keep the environments of FILE (JSON: {"upstream": URI, "eventsUri":
     /// URI, "protocol": "fdv2"|"fdv1", "environments": {NAME: {"sdkKey": KEY, …}}}) in
     /// sync with their upstream flag service and serve them to SDKs, each by its SDK
@@ -96,6 +102,17 @@ pub(crate) struct ServeArgs {
         requires = "upstream"
     )]
     pub(crate) upstream_events: Option<String>,
+    /// With --upstream: the payload filters to serve for --sdk-key's environment
+    /// (comma-separated keys; FLAGSYNC_PAYLOAD_FILTERS_<NAME> for the others): each is
+    /// kept in sync upstream with filter=KEY and served to SDKs asking for it; any
+    /// other filter is answered 404.
+    #[arg(
+        long,
+        value_name = "KEYS",
+        env = "FLAGSYNC_PAYLOAD_FILTERS",
+        requires = "upstream"
+    )]
+    pub(crate) payload_filters: Option<String>,
     /// With --upstream: use FDv1 streaming upstream (default: FDv2).
     #[arg(long, env = "FLAGSYNC_UPSTREAM_FDV1", requires = "upstream")]
     pub(crate) upstream_fdv1: bool,

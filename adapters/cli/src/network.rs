@@ -21,6 +21,19 @@ const ENV_PREFIX: &str = "FLAGSYNC_ENV_";
 const ENV_ID_PREFIX: &str = "FLAGSYNC_ENV_ID_";
 /// … their Redis prefixes.
 const REDIS_PREFIX_PREFIX: &str = "FLAGSYNC_REDIS_PREFIX_";
+/// `FLAGSYNC_PAYLOAD_FILTERS_<NAME>`: the payload filters served for `<NAME>`,
+/// comma-separated.
+const FILTERS_PREFIX: &str = "FLAGSYNC_PAYLOAD_FILTERS_";
+
+/// A comma-separated list of payload filter keys, as the relay file's
+/// `payloadFilters`.
+pub(crate) fn filter_list(list: &str) -> Value {
+    list.split(',')
+        .map(str::trim)
+        .filter(|f| !f.is_empty())
+        .map(Value::from)
+        .collect()
+}
 
 /// The server builder for `args` (over what a relay's file says, if any).
 ///
@@ -113,7 +126,9 @@ pub(crate) fn raise_fd_limit() -> String {
 
 /// The relay environments named by FLAGSYNC_ENV_<NAME>=<SDK key> variables, as the
 /// relay file's `environments` object: `{NAME: {"sdkKey": …, "envId": …,
-/// "redisPrefix": …}}`. Errors name the variable, never its value.
+/// "redisPrefix": …, "payloadFilters": […]}}` (from `FLAGSYNC_ENV_ID_<NAME>`,
+/// `FLAGSYNC_REDIS_PREFIX_<NAME>`, `FLAGSYNC_PAYLOAD_FILTERS_<NAME>`). Errors name the
+/// variable, never its value.
 pub(crate) fn env_environments(
     vars: impl Iterator<Item = (String, String)>,
 ) -> Result<Map<String, Value>, CliError> {
@@ -143,6 +158,9 @@ pub(crate) fn env_environments(
         if let Some(prefix) = find(REDIS_PREFIX_PREFIX) {
             e["redisPrefix"] = Value::from(prefix);
         }
+        if let Some(filters) = find(FILTERS_PREFIX) {
+            e["payloadFilters"] = filter_list(&filters);
+        }
         envs.insert(env.to_owned(), e);
     }
     Ok(envs)
@@ -159,6 +177,7 @@ mod tests {
             ("FLAGSYNC_ENV_ID_prod", "id-prod"),
             ("FLAGSYNC_REDIS_PREFIX_prod", "{ld}:prod"),
             ("FLAGSYNC_ENV_staging", "sdk-staging"),
+            ("FLAGSYNC_PAYLOAD_FILTERS_staging", "mobile, web"),
             ("FLAGSYNC_ENV_ID_other", "x"),
             ("PATH", "/bin"),
         ]
@@ -167,7 +186,7 @@ mod tests {
         assert_eq!(
             Value::Object(envs),
             json!({"prod": {"sdkKey": "sdk-prod", "envId": "id-prod", "redisPrefix": "{ld}:prod"},
-                   "staging": {"sdkKey": "sdk-staging"}})
+                   "staging": {"sdkKey": "sdk-staging", "payloadFilters": ["mobile", "web"]}})
         );
         let empty = [("FLAGSYNC_ENV_x".to_owned(), String::new())];
         let e = env_environments(empty.into_iter()).unwrap_err();

@@ -25,7 +25,11 @@ pub(crate) fn config(args: &ServeArgs) -> Result<RelayConfig, CliError> {
     let upstream = args.upstream.clone().unwrap_or_default();
     let mut environments = crate::network::env_environments(std::env::vars())?;
     if let Some(key) = &args.sdk_key {
-        environments.insert("default".into(), serde_json::json!({"sdkKey": key}));
+        let mut env = serde_json::json!({"sdkKey": key});
+        if let Some(filters) = &args.payload_filters {
+            env["payloadFilters"] = crate::network::filter_list(filters);
+        }
+        environments.insert("default".into(), env);
     }
     if environments.is_empty() {
         return Err(CliError::usage(
@@ -85,6 +89,12 @@ pub(crate) async fn relay(args: ServeArgs) -> Result<(), CliError> {
                 ""
             }
         );
+        for filter in &env.payload_filters {
+            println!(
+                "    payload filter {filter:?}: served as {:?}",
+                format!("{}/{filter}", env.name)
+            );
+        }
     }
     println!(
         "  SDKs: stream and polling URI {url}, events URI {url}; each with its environment's SDK key"

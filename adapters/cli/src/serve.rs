@@ -124,13 +124,30 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     }
     let source = ServeSource::new(&args)?;
     let data = source.load().await?;
+    let mut filters = Vec::with_capacity(args.filter_data.len());
+    for spec in &args.filter_data {
+        let Some((key, path)) = spec
+            .split_once('=')
+            .filter(|(k, p)| !k.is_empty() && !p.is_empty())
+        else {
+            return Err(CliError::usage(format!(
+                "--filter-data {spec:?}: expected KEY=FILE"
+            )));
+        };
+        let path = PathBuf::from(path);
+        filters.push((key.to_owned(), file_stamp(&path), path));
+    }
     // Redis is read every second: what was served last tells a change. (A file tells
     // by its modification time, so its data is not kept twice.)
     let mut last = matches!(source, ServeSource::Redis(..)).then(|| data.clone());
     let fds = crate::network::raise_fd_limit();
-    let server = crate::network::server_builder(&args, None)?
+    let mut builder = crate::network::server_builder(&args, None)?
         .sdk_key(args.sdk_key.clone())
-        .data(data)
+        .data(data);
+    for (key, _, path) in &filters {
+        builder = builder.filtered_data(key.clone(), read_data(path)?);
+    }
+    let server = builder
         .start()
         .map_err(|e| crate::error::start_error(e, |other| source.error(other)))?;
     // With `--events -`, standard output is for the events alone.
@@ -172,6 +189,12 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         let all: Vec<String> = server.addrs().iter().map(ToString::to_string).collect();
         say!("  listening on:   {}", all.join(", "));
     }
+    for (key, _, path) in &filters {
+        say!(
+            "  filter {key}: {} (requests with ?filter={key})",
+            path.display()
+        );
+    }
     for fault in &faults {
         say!("  fault:          {fault}");
     }
@@ -206,6 +229,20 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         tokio::select! {
             _ = &mut ctrl_c => break,
             _ = tick.tick() => {
+                for (key, stamp, path) in &mut filters {
+                    let now = file_stamp(path);
+                    if now == *stamp {
+                        continue;
+                    }
+                    *stamp = now;
+                    let env = server.environment(&format!("default/{key}"));
+                    match read_data(path).and_then(|d| {
+                        env.map_or(Ok(()), |env| env.replace_all(d).map_err(|e| data_error(path, e)))
+                    }) {
+                        Ok(()) => say!("reloaded {} (filter {key})", path.display()),
+                        Err(e) => eprintln!("flagsync: not reloaded (still serving the previous data): {}", e.message),
+                    }
+                }
                 if let ServeSource::File(path) = &source {
                     let now = file_stamp(path);
                     if now == modified {

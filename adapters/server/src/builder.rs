@@ -64,6 +64,7 @@ impl Server {
             data: FlagData::Json(Value::Object(serde_json::Map::new())),
             max_body: http::DEFAULT_MAX_BODY,
             environments: Vec::new(),
+            filtered: Vec::new(),
         }
     }
 }
@@ -85,6 +86,7 @@ pub struct ServerBuilder {
     pub(crate) data: FlagData,
     pub(crate) max_body: usize,
     pub(crate) environments: Vec<Environment>,
+    pub(crate) filtered: Vec<(String, FlagData)>,
 }
 
 impl ServerBuilder {
@@ -240,6 +242,30 @@ impl ServerBuilder {
         Ok(data.rendered().text())
     }
 
+    /// Serve `data` to the default environment's requests for the payload filter `key`
+    /// (`?filter=KEY`, from SDKs configured with that filter), beside its unfiltered
+    /// [`data`](Self::data); repeatable, one data set per filter. A request for a filter
+    /// not given here is answered `404` naming it. The filtered data is an environment
+    /// of its own named `default/KEY`
+    /// ([`ServerHandle::environment`](crate::ServerHandle::environment)), with the
+    /// default environment's SDK key.
+    ///
+    /// ```
+    /// use flagsync_server::Server;
+    /// use serde_json::json;
+    ///
+    /// let server = Server::builder()
+    ///     .data(json!({"flagValues": {"web": 1, "shared": 2}}))
+    ///     .filtered_data("mobile", json!({"flagValues": {"shared": 2}}))
+    ///     .start()?;
+    /// assert!(server.environment("default/mobile").is_some());
+    /// # Ok::<(), flagsync_server::ServerError>(())
+    /// ```
+    pub fn filtered_data(mut self, key: impl Into<String>, data: impl Into<FlagData>) -> Self {
+        self.filtered.push((key.into(), data.into()));
+        self
+    }
+
     /// Validate the data, bind the sockets and start serving.
     pub fn start(self) -> Result<ServerHandle, ServerError> {
         let epoch = format!("{:08x}", fastrand::u32(..));
@@ -255,7 +281,22 @@ impl ServerBuilder {
             data: default,
             starting_until: None,
             health: Health::new(ConnectionState::Valid, wall),
+            default_variant: false,
         }];
+        for (filter, data) in self.filtered {
+            let mut data = Data::new(data).map_err(ServerError::InvalidData)?;
+            data.set_epoch(epoch.clone());
+            envs.push(Env {
+                name: format!("default/{filter}"),
+                sdk_key: envs[0].sdk_key.clone(),
+                filter: Some(filter),
+                env_id: envs[0].env_id.clone(),
+                data,
+                starting_until: None,
+                health: Health::new(ConnectionState::Valid, wall),
+                default_variant: true,
+            });
+        }
         for e in self.environments {
             let (mut data, starting_until, state) = match e.data {
                 Some(d) => (
@@ -278,6 +319,7 @@ impl ServerBuilder {
                 data,
                 starting_until,
                 health: Health::new(state, wall),
+                default_variant: false,
             });
         }
         let addrs = if self.listen.is_empty() {

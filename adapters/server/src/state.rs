@@ -65,10 +65,16 @@ impl Shared {
 }
 
 impl Inner {
+    /// Whether environments were added beside the default one (not counting its
+    /// filtered variants).
+    fn has_added_envs(&self) -> bool {
+        self.envs[1..].iter().any(|e| !e.default_variant)
+    }
+
     /// The environments a request can reach: all but a default one that has no SDK
     /// key beside added ones (it answers nobody).
     pub(crate) fn reachable_envs(&self) -> Vec<EnvView<'_>> {
-        let skip_default = self.envs.len() > 1 && self.envs[0].sdk_key.is_none();
+        let skip_default = self.has_added_envs() && self.envs[0].sdk_key.is_none();
         self.envs
             .iter()
             .skip(usize::from(skip_default))
@@ -94,7 +100,7 @@ impl Inner {
         let mut key_known = false;
         if let Some(key) = key {
             for (i, e) in self.envs.iter().enumerate().skip(1) {
-                if e.sdk_key.as_deref() == Some(key) {
+                if !e.default_variant && e.sdk_key.as_deref() == Some(key) {
                     if e.filter.as_deref() == filter {
                         return Ok(i);
                     }
@@ -103,9 +109,17 @@ impl Inner {
             }
         }
         let default = match &self.envs[0].sdk_key {
-            None => self.envs.len() == 1,
+            None => !self.has_added_envs(),
             Some(k) => key == Some(k.as_str()),
         };
+        if default
+            && let Some(i) = self
+                .envs
+                .iter()
+                .position(|e| e.default_variant && e.filter.as_deref() == filter)
+        {
+            return Ok(i);
+        }
         match filter {
             None if default => Ok(0),
             Some(_) if default || key_known => Err(EnvRefusal::UnknownFilter),
@@ -130,6 +144,9 @@ pub(crate) struct Env {
     pub(crate) sdk_key: Option<String>,
     /// The payload filter it serves (`None`: unfiltered requests).
     pub(crate) filter: Option<String>,
+    /// It serves a filter of the default environment (same SDK key, or any key when
+    /// the default has none).
+    pub(crate) default_variant: bool,
     pub(crate) env_id: Option<String>,
     pub(crate) data: Data,
     /// `None`: it has data. `Some(t)`: no data yet; until `t`, every SDK request gets

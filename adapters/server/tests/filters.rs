@@ -152,3 +152,36 @@ fn the_default_environment_serves_no_filter() {
     assert_eq!(r.status, 404);
     assert_eq!(request(server.addr(), "/sdk/latest-all", "any").status, 200);
 }
+
+#[test]
+fn the_default_environment_serves_the_filters_it_is_given() {
+    for sdk_key in [None, Some("sdk-k")] {
+        let server = Server::builder()
+            .sdk_key(sdk_key.map(Into::into))
+            .data(json!({"flagValues": {"web-only": 1, "shared": 2}}))
+            .filtered_data("mobile", json!({"flagValues": {"shared": 2}}))
+            .start()
+            .unwrap();
+        let key = sdk_key.unwrap_or("any");
+        let addr = server.addr();
+        for path in ["/sdk/latest-all", "/sdk/poll"] {
+            let r = request(addr, &format!("{path}?filter=mobile"), key);
+            assert_eq!(flag_keys(&r.body, path), ["shared"], "{path} {sdk_key:?}");
+            let r = request(addr, path, key);
+            assert_eq!(flag_keys(&r.body, path), ["shared", "web-only"]);
+            assert_eq!(
+                request(addr, &format!("{path}?filter=tablet"), key).status,
+                404
+            );
+        }
+        if sdk_key.is_some() {
+            let r = request(addr, "/sdk/latest-all?filter=mobile", "sdk-wrong");
+            assert_eq!(r.status, 401);
+        }
+        let mobile = server.environment("default/mobile").unwrap();
+        mobile.set_flag("shared", json!({"on": true})).unwrap();
+        let r = request(addr, "/sdk/latest-all?filter=mobile", key);
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(v["flags"]["shared"]["on"], true);
+    }
+}
