@@ -11,11 +11,16 @@ use flagsync_server::{EnvironmentHandle, ServerError};
 /// More changes than this at once go out as one replacement of the whole data set.
 const MAX_PATCHES: usize = 64;
 
-/// What an environment serves: each item's version and whether it is deleted.
+/// What an environment serves: each item's version, whether it is deleted, and where
+/// its bytes are (the client's: the server holds the same bytes, not a copy).
 #[derive(Default)]
 pub(crate) struct Served {
     ready: bool,
-    items: [HashMap<String, (u64, bool)>; 2],
+    items: [HashMap<String, (u64, bool, usize)>; 2],
+}
+
+fn served(item: &Item) -> (u64, bool, usize) {
+    (item.version, item.deleted, item.raw.as_ptr() as usize)
 }
 
 fn slot(kind: Kind) -> usize {
@@ -33,12 +38,19 @@ impl Served {
         // Served keys that `snap` still holds: fewer than are served means some
         // vanished (a full replacement upstream), which only a replacement removes.
         let mut kept = 0;
+        // Items the client holds again in other bytes (the same versions, such as a
+        // full transfer of unchanged data): the server takes them, so that the bytes it
+        // held (the client's previous transfer) are freed.
+        let mut moved = false;
         for kind in [Kind::Flag, Kind::Segment] {
             let served = &self.items[slot(kind)];
             for (key, item) in snap.iter_including_deleted(kind) {
                 match served.get(key) {
-                    Some(&v) if v == (item.version, item.deleted) => {
+                    Some(&(version, deleted, at))
+                        if (version, deleted) == (item.version, item.deleted) =>
+                    {
                         kept += 1;
+                        moved |= !deleted && at != item.raw.as_ptr() as usize;
                         continue;
                     }
                     Some(_) => kept += 1,
@@ -48,14 +60,18 @@ impl Served {
             }
         }
         let vanished = self.items.iter().map(HashMap::len).sum::<usize>() > kept;
-        if !self.ready || vanished || changes.len() > MAX_PATCHES {
-            let n = if self.ready { changes.len().max(1) } else { 0 };
+        if !self.ready || vanished || moved || changes.len() > MAX_PATCHES {
+            let n = if self.ready {
+                changes.len().max(usize::from(vanished))
+            } else {
+                0
+            };
             env.replace_all(raw_data_set(snap)?)?;
             self.ready = true;
             for (i, kind) in [Kind::Flag, Kind::Segment].into_iter().enumerate() {
                 self.items[i] = snap
                     .iter_including_deleted(kind)
-                    .map(|(k, item)| (k.to_owned(), (item.version, item.deleted)))
+                    .map(|(k, item)| (k.to_owned(), served(item)))
                     .collect();
             }
             return Ok(n);
@@ -67,7 +83,7 @@ impl Served {
                 (Kind::Flag, true) => drop(env.delete_flag_version(key, item.version)),
                 (Kind::Segment, true) => drop(env.delete_segment_version(key, item.version)),
             }
-            self.items[slot(kind)].insert(key.to_owned(), (item.version, item.deleted));
+            self.items[slot(kind)].insert(key.to_owned(), served(item));
         }
         Ok(n)
     }

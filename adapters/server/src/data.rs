@@ -433,7 +433,9 @@ impl Data {
     /// what changed: each item added or changed (as stored), and each item `new` lacks,
     /// deleted with a tombstone one version above the one served. Tombstones are kept
     /// (a key deleted, then added back, comes back with a higher version). Nothing
-    /// changed: the data, its payload version included, stays as it was.
+    /// changed: the payload version stays as it was, and so does what is sent, but the
+    /// items are `new`'s bytes (the same content), so that what a replaced source held
+    /// (such as a relay client's previous transfer) is freed.
     pub(super) fn replace_with_changes(&mut self, mut new: Self) -> Vec<Change> {
         let mut changes = Vec::new();
         for kind in [ItemKind::Flag, ItemKind::Segment] {
@@ -472,7 +474,13 @@ impl Data {
                 }
             }
         }
-        if !changes.is_empty() {
+        if changes.is_empty() {
+            // The same content in other bytes: hold `new`'s. The FDv2 objects share
+            // the items (not the FDv1 body, a copy of its own): made again when asked.
+            self.flags = new.flags;
+            self.segments = new.segments;
+            self.fdv2 = None;
+        } else {
             self.swap_in(new);
         }
         changes

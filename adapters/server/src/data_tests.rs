@@ -183,3 +183,13 @@ fn flag_values_and_put_shape() {
         .unwrap();
     assert!(item(&d, ItemKind::Segment, "s").is_some());
 }
+
+#[test]
+fn an_unchanged_replacement_holds_the_new_bytes() {
+    let mut d = Data::from_json(json!({"flags": {"a": {"on": true}}})).unwrap();
+    let new = Data::from_json(json!({"flags": {"a": {"on": true}}})).unwrap();
+    let at = new.get(ItemKind::Flag, "a").unwrap().as_ptr();
+    assert!(d.replace_with_changes(new).is_empty());
+    assert_eq!(d.get(ItemKind::Flag, "a").unwrap().as_ptr(), at);
+    assert_eq!(d.version(), 1, "nothing sent, nothing changed");
+}
