@@ -225,63 +225,83 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     let mut tick = tokio::time::interval(every);
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
+    // A file is also watched (inotify and the like): an edit is read at once, not at
+    // the next check.
+    let (wake, mut woken) = tokio::sync::mpsc::channel::<()>(1);
+    let _watcher = match &source {
+        ServeSource::File(path) => {
+            let paths = std::iter::once(path).chain(filters.iter().map(|(_, _, p)| p));
+            watch_files(paths, wake)
+        }
+        ServeSource::Redis(..) => None,
+    };
     loop {
         tokio::select! {
             _ = &mut ctrl_c => break,
-            _ = tick.tick() => {
-                for (key, stamp, path) in &mut filters {
-                    let now = file_stamp(path);
-                    if now == *stamp {
-                        continue;
-                    }
-                    *stamp = now;
-                    let env = server.environment(&format!("default/{key}"));
-                    match read_data(path).and_then(|d| {
-                        env.map_or(Ok(()), |env| env.replace_all(d).map_err(|e| data_error(path, e)))
-                    }) {
-                        Ok(()) => say!("reloaded {} (filter {key})", path.display()),
-                        Err(e) => eprintln!("flagsync: not reloaded (still serving the previous data): {}", e.message),
-                    }
-                }
-                if let ServeSource::File(path) = &source {
-                    let now = file_stamp(path);
-                    if now == modified {
-                        continue;
-                    }
-                    modified = now;
-                }
-                let loaded = source.load().await;
-                if let ServeSource::Redis(..) = &source {
-                    // Polled every second: report a failure once, and only changes.
-                    match &loaded {
-                        Err(e) if !failing => eprintln!("flagsync: {} (still serving the previous data)", e.message),
-                        Ok(_) if failing => eprintln!("flagsync: {} answers again", source.describe()),
-                        _ => {}
-                    }
-                    failing = loaded.is_err();
-                    if loaded.as_ref().is_ok_and(|d| Some(d) == last.as_ref()) || failing {
-                        continue;
-                    }
-                }
-                match loaded.and_then(|d| {
-                    if last.is_some() {
-                        last = Some(d.clone());
-                    }
-                    server.replace_all(d).map_err(|e| source.error(e))
-                }) {
-                    Ok(()) => {
-                        let (f, s) = counts(&server);
-                        say!(
-                            "reloaded {}: {} and {}, sent to {}",
-                            source.describe(),
-                            plural(f, "flag", "flags"),
-                            plural(s, "segment", "segments"),
-                            plural(server.open_streams(), "stream", "streams"),
-                        );
-                    }
-                    Err(e) => eprintln!("flagsync: not reloaded (still serving the previous data): {}", e.message),
-                }
+            _ = tick.tick() => {}
+            Some(()) = woken.recv() => {}
+        }
+        for (key, stamp, path) in &mut filters {
+            let now = file_stamp(path);
+            if now == *stamp {
+                continue;
             }
+            *stamp = now;
+            let env = server.environment(&format!("default/{key}"));
+            match read_data(path).and_then(|d| {
+                env.map_or(Ok(()), |env| {
+                    env.replace_all(d).map_err(|e| data_error(path, e))
+                })
+            }) {
+                Ok(()) => say!("reloaded {} (filter {key})", path.display()),
+                Err(e) => eprintln!(
+                    "flagsync: not reloaded (still serving the previous data): {}",
+                    e.message
+                ),
+            }
+        }
+        if let ServeSource::File(path) = &source {
+            let now = file_stamp(path);
+            if now == modified {
+                continue;
+            }
+            modified = now;
+        }
+        let loaded = source.load().await;
+        if let ServeSource::Redis(..) = &source {
+            // Polled every second: report a failure once, and only changes.
+            match &loaded {
+                Err(e) if !failing => {
+                    eprintln!("flagsync: {} (still serving the previous data)", e.message)
+                }
+                Ok(_) if failing => eprintln!("flagsync: {} answers again", source.describe()),
+                _ => {}
+            }
+            failing = loaded.is_err();
+            if loaded.as_ref().is_ok_and(|d| Some(d) == last.as_ref()) || failing {
+                continue;
+            }
+        }
+        match loaded.and_then(|d| {
+            if last.is_some() {
+                last = Some(d.clone());
+            }
+            server.replace_all(d).map_err(|e| source.error(e))
+        }) {
+            Ok(()) => {
+                let (f, s) = counts(&server);
+                say!(
+                    "reloaded {}: {} and {}, sent to {}",
+                    source.describe(),
+                    plural(f, "flag", "flags"),
+                    plural(s, "segment", "segments"),
+                    plural(server.open_streams(), "stream", "streams"),
+                );
+            }
+            Err(e) => eprintln!(
+                "flagsync: not reloaded (still serving the previous data): {}",
+                e.message
+            ),
         }
     }
     say!("stopping");
@@ -293,6 +313,31 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     })
     .await
     .map_err(|e| CliError::failed(e.to_string()))
+}
+
+/// Watch the folders of `paths` for changes (a file replaced by a rename is seen too):
+/// each wakes `wake`. `None` where the platform cannot watch (the checks every 100 ms
+/// still see every edit).
+fn watch_files<'a>(
+    paths: impl Iterator<Item = &'a PathBuf>,
+    wake: tokio::sync::mpsc::Sender<()>,
+) -> Option<notify::RecommendedWatcher> {
+    use notify::Watcher;
+    let mut watcher = notify::recommended_watcher(move |_: notify::Result<notify::Event>| {
+        // Full: a wake-up is pending already, which reads every file.
+        let _ = wake.try_send(());
+    })
+    .ok()?;
+    for path in paths {
+        let folder = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        watcher
+            .watch(folder, notify::RecursiveMode::NonRecursive)
+            .ok()?;
+    }
+    Some(watcher)
 }
 
 /// Set the faults `args` asks for; one line describing each.
