@@ -9,6 +9,7 @@ use crate::store::Selector;
 use crate::testing::{End, Reply, Response};
 use crate::{Command, DataAvailability, Event, Input};
 
+mod doubtful;
 mod fallback;
 mod fallback_directive;
 mod initializers;
