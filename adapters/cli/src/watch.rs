@@ -29,6 +29,7 @@ pub(crate) async fn watch(args: WatchArgs) -> Result<(), CliError> {
         describe_mode(&opts),
         describe_redis(&opts)
     );
+    log_core_warnings();
     let mut session = Session::start(&opts).map_err(CliError::usage)?;
     let mut printer = Printer::new(args.json);
     if args.progress || std::io::stderr().is_terminal() {
@@ -39,4 +40,23 @@ pub(crate) async fn watch(args: WatchArgs) -> Result<(), CliError> {
     let result = print_updates(&mut session, &mut printer, duration, evaluations.as_ref()).await;
     session.close().await;
     result
+}
+
+/// The core's warnings on standard error: data taken though doubtful (a key that was
+/// not UTF-8, a body naming another key, an FDv2 change older than the stored item),
+/// a redirect refused. Without this, `watch` would take such data silently.
+fn log_core_warnings() {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let only_the_core = tracing_subscriber::filter::Targets::new().with_target(
+        "flagsync_core",
+        tracing_subscriber::filter::LevelFilter::WARN,
+    );
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .finish()
+        .with(only_the_core)
+        .try_init();
 }

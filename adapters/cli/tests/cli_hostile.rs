@@ -1,6 +1,7 @@
 //! The `flagsync` binary against a hostile or unusual setup (issue 19): credentials
 //! in a URI never echoed, the current error on every failing `watch --json` status,
-//! `--max-event-bytes`, `--ca-file`, and the help on passing the SDK key safely.
+//! `--max-event-bytes`, `--ca-file`, the help on passing the SDK key safely, and
+//! doubtful data shown as a warning (issue 42).
 
 mod common;
 
@@ -200,4 +201,45 @@ fn ca_file_trusts_a_private_ca() {
         stderr(&out)
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Data the official SDKs take but should not be taken silently: `watch` prints the
+/// core's warning with the keys on standard error (issue 42).
+#[test]
+fn watch_warns_about_an_item_whose_body_names_another_key() {
+    const ODD: &str = "event: put\ndata: {\"path\":\"/\",\"data\":{\"flags\":{\"a\":{\"key\":\"b\",\"version\":1,\"on\":true,\"variations\":[true,false]}},\"segments\":{}}}\n\n";
+    let server = Server::start(|_, r| {
+        r.send(common::SSE_HEAD);
+        r.send(ODD);
+        After::Hold
+    });
+    let out = run(&[
+        "watch",
+        "--stream-uri",
+        &server.url(),
+        "--sdk-key",
+        "k",
+        "--duration",
+        "1",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    let line = err
+        .lines()
+        .find(|l| l.contains("body names another key"))
+        .unwrap_or_else(|| panic!("no warning:\n{err}"));
+    assert!(line.contains("WARN"), "{line}");
+    assert!(line.contains(r#"features:"a" (body key "b")"#), "{line}");
+    // Good data warns about nothing.
+    let server = stream_server();
+    let out = run(&[
+        "watch",
+        "--stream-uri",
+        &server.url(),
+        "--sdk-key",
+        "k",
+        "--duration",
+        "1",
+    ]);
+    assert!(!stderr(&out).contains("WARN"), "{}", stderr(&out));
 }

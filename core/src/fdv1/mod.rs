@@ -148,12 +148,36 @@ fn parse_patch(data: &Bytes) -> Result<Event, Error> {
     {
         return Ok(Event::Patch(Change {
             kind,
-            key: d.key.unwrap_or_else(|| path_key.to_owned()),
+            key: patch_key(kind, path_key, d.key),
             item: d.item,
             depends_on: d.depends_on,
         }));
     }
     parse_patch_general(data)
+}
+
+/// The key a `patch` is stored under: the object's own `key` (PROTOCOL.md B §1.6, as
+/// LaunchDarkly's Python SDK does), the path's key for an object without one.
+///
+/// An object naming another key than its path is doubtful: the Go SDK stores it under
+/// the path's key, the Python SDK under the object's, and neither says so. flagsync
+/// keeps the Python rule, which B §1.6 binds, and warns with both keys (issue 42; see
+/// `crate::store::doubts` for the `put` and FDv2 counterparts).
+fn patch_key(kind: Kind, path_key: &str, body_key: Option<String>) -> String {
+    match body_key {
+        Some(body) => {
+            if body != path_key {
+                tracing::warn!(
+                    kind = kind.namespace(),
+                    path_key = ?path_key,
+                    body_key = ?body,
+                    "fdv1: a patch names another key in its object than in its path; stored under the object's key"
+                );
+            }
+            body
+        }
+        None => path_key.to_owned(),
+    }
 }
 
 /// Any `patch` data, through serde_json: the reference for [`split_patch`].
@@ -165,9 +189,7 @@ fn parse_patch_general(data: &Bytes) -> Result<Event, Error> {
     };
     let d = decode(kind, slice_of(data, patch.data.get()))
         .map_err(|e| Error::from_decode("patch", e))?;
-    // The stored key is the object's own `key` (PROTOCOL.md B §1.6); the path's key is
-    // the fallback for an object without one.
-    let key = d.key.unwrap_or_else(|| path_key.to_owned());
+    let key = patch_key(kind, path_key, d.key);
     Ok(Event::Patch(Change {
         kind,
         key,

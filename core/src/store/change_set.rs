@@ -15,6 +15,16 @@ pub enum ApplyMode {
     Fdv1,
     /// FDv2: the payload state wins; items are written without per-item version checks
     /// and change detection compares versions for inequality (PROTOCOL.md B §5.8).
+    ///
+    /// A change (`xfer-changes`) whose version is not newer than the stored item's is
+    /// written too. LaunchDarkly's Go SDK (`memorystorev2.ApplyDelta`) ignores it, as
+    /// FDv1 does; the Python SDK writes it, and the v3 contract harness requires that
+    /// ("ignores model version": a flag at version 100, then a change at version 1 in a
+    /// later payload, must take effect: the payload's state is later, so its data is).
+    /// The harness decides, so flagsync writes it, but never silently (issue 42: one
+    /// service rolled back 1,939 items that way, 345 of them deleted): each such change
+    /// is listed in [`super::Applied::not_newer`], and the data system warns with the
+    /// keys. A persistent store keeps its own versioned upserts.
     Fdv2,
 }
 

@@ -3,7 +3,7 @@
 
 use super::change_set::{ApplyMode, ChangeSet, Selector, Transfer};
 use super::deps::{DependencyIndex, ItemRef};
-use super::snapshot::{ItemMap, Snapshot};
+use super::snapshot::Snapshot;
 use super::{Item, Kind};
 
 /// What applying a change set did.
@@ -14,6 +14,25 @@ pub struct Applied {
     pub changed_flags: ChangedFlags,
     /// Number of items written.
     pub written: usize,
+    /// The changes whose version was not newer than the stored item's (tombstones
+    /// included), in order: ignored under FDv1 (PROTOCOL.md B §4.1), written under FDv2
+    /// (see [`ApplyMode::Fdv2`]).
+    pub not_newer: Vec<Stale>,
+}
+
+/// A change whose version is not newer than the stored item's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stale {
+    /// The item's kind.
+    pub kind: Kind,
+    /// Its key.
+    pub key: String,
+    /// The change's version.
+    pub version: u64,
+    /// True if the change was a deletion.
+    pub deleted: bool,
+    /// The version that was stored (and stays, under FDv1).
+    pub stored: u64,
 }
 
 /// Which flags a write changed; [`keys`](Self::keys) lists them, sorted.
@@ -221,6 +240,7 @@ impl Store {
                     tombstones: mode == ApplyMode::Fdv2,
                 },
                 written,
+                not_newer: Vec::new(),
             };
         }
         let mut affected = self.deps.affected();
@@ -251,6 +271,7 @@ impl Store {
         Applied {
             changed_flags: ChangedFlags::Keys(affected.into_flags()),
             written,
+            not_newer: Vec::new(),
         }
     }
 
@@ -260,10 +281,22 @@ impl Store {
         let mut affected = self.deps.affected();
         let mut direct = Vec::new();
         let mut written = 0;
+        let mut not_newer = Vec::new();
         for c in cs.changes {
             let map = self.data.map_mut(c.kind);
-            if cs.mode == ApplyMode::Fdv1 && !newer(map, &c.key, c.item.version) {
-                continue;
+            if let Some(old) = map.get(&c.key).filter(|o| o.version >= c.item.version) {
+                not_newer.push(Stale {
+                    kind: c.kind,
+                    key: c.key.clone(),
+                    version: c.item.version,
+                    deleted: c.item.deleted,
+                    stored: old.version,
+                });
+                // FDv1 rule (PROTOCOL.md B §4.1): write only if nothing is stored or the
+                // stored version (tombstones included) is lower. FDv2 writes anyway.
+                if cs.mode == ApplyMode::Fdv1 {
+                    continue;
+                }
             }
             let r: ItemRef = (c.kind, c.key);
             self.deps.set(
@@ -295,6 +328,7 @@ impl Store {
         Applied {
             changed_flags: ChangedFlags::Keys(direct),
             written,
+            not_newer,
         }
     }
 }
@@ -314,12 +348,6 @@ fn stored_edges(data: &Snapshot) -> Vec<(ItemRef, Vec<ItemRef>)> {
                 })
         })
         .collect()
-}
-
-/// FDv1 rule (PROTOCOL.md B §4.1): write only if nothing is stored or the stored
-/// version (tombstones included) is lower.
-fn newer(map: &ItemMap, key: &str, version: u64) -> bool {
-    map.get(key).is_none_or(|old| old.version < version)
 }
 
 /// The first 16 bytes of `key` as an integer, for sorting keys as `sort_unstable`

@@ -6,6 +6,7 @@
 
 mod change_set;
 mod deps;
+mod doubt;
 mod init_order;
 mod item;
 mod kind;
@@ -15,10 +16,11 @@ mod snapshot;
 
 pub use change_set::{ApplyMode, Change, ChangeSet, Selector, Transfer};
 pub use deps::{Affected, DependencyIndex, ItemRef};
+pub use doubt::{Doubts, NAMED, Named, doubts};
 pub use init_order::init_order;
 pub use item::{DecodeError, Decoded, Item};
 pub use kind::Kind;
-pub use memory::{Applied, ChangedFlags, Store};
+pub use memory::{Applied, ChangedFlags, Stale, Store};
 pub(crate) use scan::DataSetScan;
 pub(crate) use scan::patch as split_patch;
 pub(crate) use scan::put_object as split_put_object;

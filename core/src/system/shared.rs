@@ -7,7 +7,7 @@ use std::time::Instant;
 use super::interface::{Event, Output};
 use super::persist::{self, Persist, Persistence};
 use crate::status::{ErrorInfo, State, StatusTracker};
-use crate::store::{ChangeSet, Item, Kind, Store, Transfer};
+use crate::store::{ApplyMode, ChangeSet, Doubts, Item, Kind, Stale, Store, Transfer, doubts};
 
 /// What the FDv1 source and the FDv2 coordinator both write to.
 #[derive(Debug)]
@@ -27,6 +27,8 @@ impl Shared {
         // The store keeps each item in a buffer of its own, not a slice of the read it
         // came in (which one small item would keep alive whole).
         cs.compact();
+        warn_doubts(&doubts(&cs.changes));
+        let mode = cs.mode;
         let full = cs.transfer == Transfer::Full;
         let persist = self
             .persist
@@ -43,6 +45,7 @@ impl Shared {
             Vec::new()
         };
         let applied = self.store.apply(cs);
+        report_not_newer(mode, &applied.not_newer);
         if persist {
             if full {
                 self.out
@@ -117,5 +120,79 @@ impl Shared {
             self.environment_id = Some(id.clone());
             self.out.push_back(Output::Event(Event::EnvironmentId(id)));
         }
+    }
+}
+
+/// `kind:key` for each named item, and how many more there are.
+fn key_list<T>(named: &[T], count: usize, each: impl Fn(&T) -> String) -> String {
+    let mut list: Vec<String> = named.iter().map(each).collect();
+    if count > named.len() {
+        list.push(format!("and {} more", count - named.len()));
+    }
+    list.join(", ")
+}
+
+/// Doubtful data the store takes anyway is a warning with the keys
+/// (`crate::store::doubts` says why it is taken). Flag and segment keys are not
+/// secrets; they are printed with escapes, so a U+FFFD shows.
+fn warn_doubts(d: &Doubts) {
+    if !d.replaced_keys.is_empty() {
+        let keys = key_list(&d.replaced_keys.first, d.replaced_keys.count, |(k, key)| {
+            format!("{}:{key:?}", k.namespace())
+        });
+        tracing::warn!(
+            count = d.replaced_keys.count,
+            %keys,
+            "data: keys that were not valid UTF-8 are stored with U+FFFD in place of the invalid bytes"
+        );
+    }
+    if !d.other_body_keys.is_empty() {
+        let keys = key_list(
+            &d.other_body_keys.first,
+            d.other_body_keys.count,
+            |(k, key, body)| format!("{}:{key:?} (body key {body:?})", k.namespace()),
+        );
+        tracing::warn!(
+            count = d.other_body_keys.count,
+            %keys,
+            "data: items whose body names another key are stored under the key they were sent under"
+        );
+    }
+}
+
+/// Changes no newer than the stored items. FDv1 ignores them, and replays older
+/// patches in normal operation (a reconnect's `put` crossing a `patch`): a debug line.
+/// FDv2 writes them (the payload's state wins, as the contract harness requires: see
+/// `ApplyMode::Fdv2`), so an older item may replace a newer one: a warning with the
+/// keys, never silence.
+fn report_not_newer(mode: ApplyMode, stale: &[Stale]) {
+    if stale.is_empty() {
+        return;
+    }
+    let named = &stale[..stale.len().min(crate::store::NAMED)];
+    let deletions = stale.iter().filter(|s| s.deleted).count();
+    let keys = key_list(named, stale.len(), |s| {
+        format!(
+            "{}:{:?} ({} v{} <= stored v{})",
+            s.kind.namespace(),
+            s.key,
+            if s.deleted { "delete" } else { "put" },
+            s.version,
+            s.stored
+        )
+    });
+    match mode {
+        ApplyMode::Fdv2 => tracing::warn!(
+            count = stale.len(),
+            deletions,
+            %keys,
+            "fdv2: changes no newer than the stored items were applied (the payload's state wins)"
+        ),
+        ApplyMode::Fdv1 => tracing::debug!(
+            count = stale.len(),
+            deletions,
+            %keys,
+            "fdv1: changes no newer than the stored items were ignored"
+        ),
     }
 }

@@ -239,6 +239,62 @@ fn fdv2_changes_ignore_item_versions() {
     assert_eq!(a.changed_flags.keys(), ["a"]);
     assert_eq!(version(&s, Kind::Flag, "a"), Some(1));
     assert_eq!(s.selector().state, "s2");
+    // Written, but listed for the data system's warning.
+    assert_eq!(
+        a.not_newer,
+        [Stale {
+            kind: Kind::Flag,
+            key: "a".into(),
+            version: 1,
+            deleted: false,
+            stored: 100,
+        }]
+    );
+}
+
+/// Every FDv2 change at or below the stored version is listed, deletions and equal
+/// versions included; newer ones and new keys are not.
+#[test]
+fn fdv2_changes_not_newer_are_listed() {
+    let mut s = Store::new();
+    s.apply(fdv2(
+        Transfer::Full,
+        vec![flag("a", 5), flag("b", 5), flag("c", 5)],
+        "s1",
+    ));
+    let a = s.apply(fdv2(
+        Transfer::Changes,
+        vec![
+            flag("a", 5),
+            delete(Kind::Flag, "b", 4),
+            flag("c", 6),
+            flag("new", 1),
+        ],
+        "s2",
+    ));
+    let listed: Vec<(&str, u64, bool, u64)> = a
+        .not_newer
+        .iter()
+        .map(|n| (n.key.as_str(), n.version, n.deleted, n.stored))
+        .collect();
+    assert_eq!(listed, [("a", 5, false, 5), ("b", 4, true, 5)]);
+    assert_eq!(a.written, 4);
+    assert_eq!(
+        version(&s, Kind::Flag, "b"),
+        None,
+        "the deletion was applied"
+    );
+}
+
+/// FDv1 ignores the same changes, and lists them too.
+#[test]
+fn fdv1_changes_not_newer_are_ignored_and_listed() {
+    let mut s = store_with(vec![flag("a", 5)]);
+    let a = s.apply(ChangeSet::fdv1_upsert(delete(Kind::Flag, "a", 5)));
+    assert_eq!(a.written, 0);
+    assert_eq!(a.not_newer.len(), 1);
+    assert!(a.not_newer[0].deleted);
+    assert_eq!(version(&s, Kind::Flag, "a"), Some(5));
 }
 
 #[test]

@@ -9,11 +9,13 @@ use crate::store::Selector;
 use crate::testing::{End, Reply, Response};
 use crate::{Command, DataAvailability, Event, Input};
 
+mod doubtful;
 mod fallback;
 mod fallback_directive;
 mod initializers;
 mod lifecycle;
 mod polling;
+mod retry;
 mod streaming;
 
 const STREAM: &str = "/sdk/stream";
