@@ -14,6 +14,7 @@ mod demo;
 mod error;
 mod eval;
 mod events;
+mod logs;
 mod network;
 mod options;
 mod printer;

@@ -113,19 +113,7 @@ pub(crate) async fn relay(args: ServeArgs) -> Result<(), CliError> {
 
 /// The relay's warnings (an upstream outage, events not forwarded) on standard error.
 fn log_warnings() {
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    let only_the_relay = tracing_subscriber::filter::Targets::new().with_target(
-        "flagsync_relay",
-        tracing_subscriber::filter::LevelFilter::WARN,
-    );
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .without_time()
-        .finish()
-        .with(only_the_relay)
-        .try_init();
+    crate::logs::warnings_to_stderr("flagsync_relay");
 }
 
 /// Why the relay did not start, with the exit code: the settings given (2), or the

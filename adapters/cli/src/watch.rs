@@ -46,17 +46,5 @@ pub(crate) async fn watch(args: WatchArgs) -> Result<(), CliError> {
 /// not UTF-8, a body naming another key, an FDv2 change older than the stored item),
 /// a redirect refused. Without this, `watch` would take such data silently.
 fn log_core_warnings() {
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    let only_the_core = tracing_subscriber::filter::Targets::new().with_target(
-        "flagsync_core",
-        tracing_subscriber::filter::LevelFilter::WARN,
-    );
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .without_time()
-        .finish()
-        .with(only_the_core)
-        .try_init();
+    crate::logs::warnings_to_stderr("flagsync_core");
 }

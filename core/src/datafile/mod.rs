@@ -165,12 +165,7 @@ impl DataSet {
             Some(Value::Object(values)) => {
                 for (key, value) in values {
                     if data.flags.contains_key(&key) {
-                        return Err(LoadError::Duplicate {
-                            kind: "flag",
-                            key,
-                            first: "\"flags\"".into(),
-                            second: "\"flagValues\"".into(),
-                        });
+                        return Err(in_flags_and_flag_values(key));
                     }
                     let flag = simple_flag(&key, value);
                     data.flags.insert(key, flag);
@@ -269,6 +264,16 @@ impl DataSet {
             }
         }
         Ok(ChangeSet::fdv1_full(changes))
+    }
+}
+
+/// A flag in both `flags` and `flagValues`.
+fn in_flags_and_flag_values(key: String) -> LoadError {
+    LoadError::Duplicate {
+        kind: "flag",
+        key,
+        first: "\"flags\"".into(),
+        second: "\"flagValues\"".into(),
     }
 }
 

@@ -15,7 +15,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::{DataSet, Format, LoadError, kind_name, simple_flag};
+use super::{DataSet, Format, LoadError, in_flags_and_flag_values, kind_name, simple_flag};
 use crate::store::{Item, Kind};
 
 /// Flags and segments by key, each its raw JSON text (compact, with its `key` and
@@ -123,12 +123,7 @@ impl RawDataSet {
             };
             for (key, value) in values {
                 if data.flags.contains_key(&key) {
-                    return Err(LoadError::Duplicate {
-                        kind: "flag",
-                        key,
-                        first: "\"flags\"".into(),
-                        second: "\"flagValues\"".into(),
-                    });
+                    return Err(in_flags_and_flag_values(key));
                 }
                 let flag = simple_flag(&key, value);
                 data.flags.insert(key, value_item(&flag));
