@@ -114,3 +114,13 @@ pub use proxy::ProxyError;
 pub use publish::{
     DEFAULT_SUBSCRIPTION_CAPACITY, DataSourceError, DataSourceStatus, FlagChange, Subscription,
 };
+
+/// The README's examples, compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
+/// The repository README's examples, compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct RepositoryReadmeDoctests;

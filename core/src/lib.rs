@@ -94,3 +94,8 @@ pub use system::{
 
 #[cfg(test)]
 mod tests;
+
+/// The README's examples, compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

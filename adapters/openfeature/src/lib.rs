@@ -266,3 +266,8 @@ impl FeatureProvider for FlagsyncProvider {
 pub fn value_to_attribute(value: &open_feature::Value) -> AttributeValue {
     context::value_to_attribute(value)
 }
+
+/// The README's examples, compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

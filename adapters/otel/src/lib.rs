@@ -56,3 +56,8 @@
 mod hook;
 
 pub use hook::{TracingHook, TracingHookBuilder};
+
+/// The README's examples, compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -118,3 +118,8 @@ pub use store::{RedisStore, RedisStoreBuilder};
 
 /// The default key prefix of every LaunchDarkly SDK.
 pub const DEFAULT_PREFIX: &str = "launchdarkly";
+
+/// The README's examples, compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

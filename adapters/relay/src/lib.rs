@@ -40,3 +40,8 @@ pub use flagsync_server::{RelayConfig, RelayEnvironment, UpstreamProtocol};
 pub use forward::ForwardReport;
 pub use handle::RelayHandle;
 pub use redact::redact_userinfo;
+
+/// The README's examples, compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -65,3 +65,8 @@ pub use engine::{
 pub use equality::same_context;
 pub use models::{Models, SlotModels, SnapshotStore, evaluate_flag, evaluate_in, kept};
 pub use secure_mode::SecureModeKey;
+
+/// The README's examples, compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
