@@ -14,12 +14,13 @@ mod common;
 use std::sync::{Arc, Mutex};
 
 use common::*;
-use flagsync::eval::{ContextBuilder, Detail, Reason};
+use flagsync::eval::{ContextBuilder, Reason};
 use flagsync::hooks::{
-    EvaluationSeriesContext, EvaluationSeriesData, Hook, HookError, Metadata, TrackSeriesContext,
+    EvaluationDetail, EvaluationSeriesContext, EvaluationSeriesData, Hook, HookError, Metadata,
+    TrackSeriesContext,
 };
 use flagsync::server as flag_server;
-use serde_json::{Value, json};
+use serde_json::json;
 
 runtime_tests!(hooks_see_the_result_and_the_environment_id);
 
@@ -37,25 +38,25 @@ impl Hook for Seen {
         s: &EvaluationSeriesContext<'_>,
         data: EvaluationSeriesData,
     ) -> Result<EvaluationSeriesData, HookError> {
-        Ok(data.with("env-before", s.environment_id.clone()))
+        Ok(data.with("env-before", s.environment_id().map(str::to_owned)))
     }
 
     fn after_evaluation(
         &self,
         s: &EvaluationSeriesContext<'_>,
         data: EvaluationSeriesData,
-        detail: &Detail<Value>,
+        detail: &EvaluationDetail<'_>,
     ) -> Result<EvaluationSeriesData, HookError> {
         let before = data.get::<Option<String>>("env-before").cloned().flatten();
         self.0.lock().unwrap().push(format!(
             "{} {} {:?} {:?} {:?} {:?} {:?}",
             s.flag_key,
             s.method,
-            s.environment_id,
+            s.environment_id(),
             before,
-            detail.value,
-            detail.variation_index,
-            detail.reason
+            Some(detail.value()),
+            detail.variation_index(),
+            detail.reason()
         ));
         Ok(data)
     }
@@ -63,7 +64,9 @@ impl Hook for Seen {
     fn after_track(&self, s: &TrackSeriesContext<'_>) -> Result<(), HookError> {
         self.0.lock().unwrap().push(format!(
             "track {} {:?} {:?}",
-            s.key, s.environment_id, s.metric_value
+            s.key,
+            s.environment_id(),
+            s.metric_value
         ));
         Ok(())
     }

@@ -189,8 +189,17 @@ fn invalid(code: EvaluationErrorCode, message: impl Into<String>) -> EvaluationE
 /// documentation for the rules, LaunchDarkly's providers').
 pub fn to_context(context: &EvaluationContext) -> Result<Context, EvaluationError> {
     let fields = &context.custom_fields;
+    // `kind` and `key` in one pass over the fields (no hashing of the names).
+    let (mut kind_field, mut key_field) = (None, None);
+    for (name, value) in fields {
+        match name.as_str() {
+            "kind" => kind_field = Some(value),
+            "key" => key_field = Some(value),
+            _ => {}
+        }
+    }
     let mut kind = "user";
-    match fields.get("kind") {
+    match kind_field {
         Some(EvaluationContextFieldValue::String(k)) if k == MULTI => return to_multi(fields),
         Some(EvaluationContextFieldValue::String(k)) => kind = k,
         Some(_) => {
@@ -199,7 +208,7 @@ pub fn to_context(context: &EvaluationContext) -> Result<Context, EvaluationErro
         None => {}
     }
     let targeting_key = context.targeting_key.as_deref().filter(|k| !k.is_empty());
-    let key = choose_key(targeting_key, fields.get("key").map(Field::Top))?;
+    let key = choose_key(targeting_key, key_field.map(Field::Top))?;
     build_single(
         kind,
         key,
@@ -243,7 +252,9 @@ fn build_single<'a>(
     fields: impl Iterator<Item = (&'a str, Field<'a>)>,
 ) -> Result<Context, EvaluationError> {
     let mut builder = ContextBuilder::new(key);
-    builder.kind(kind);
+    if kind != "user" {
+        builder.kind(kind);
+    }
     for (name, value) in fields {
         match name {
             "key" | TARGETING_KEY | "kind" => {}

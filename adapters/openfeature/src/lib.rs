@@ -35,6 +35,9 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod cache;
+#[cfg(test)]
+mod cache_tests;
 mod context;
 mod events;
 pub mod resolve;
@@ -64,8 +67,28 @@ pub const PROVIDER_NAME: &str = "flagsync";
 /// (as LaunchDarkly's Node.js provider: 10 seconds).
 pub const DEFAULT_INIT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How many converted contexts the provider keeps by default
+/// ([`FlagsyncProvider::with_context_cache`]).
+pub const DEFAULT_CONTEXT_CACHE_ENTRIES: usize = 1024;
+
+/// The most bytes one cached context may hold by default
+/// ([`FlagsyncProvider::with_context_cache`]): with
+/// [`DEFAULT_CONTEXT_CACHE_ENTRIES`], the cache holds at most 4 MiB.
+pub const DEFAULT_CONTEXT_CACHE_ENTRY_BYTES: usize = 4096;
+
 /// An OpenFeature provider over a flagsync [`Client`]. Cloning it is cheap; clones share
-/// the client and the state.
+/// the client and the state (the context cache too).
+///
+/// # Context conversion and its cache
+///
+/// Each resolution needs the flagsync context for OpenFeature's context ([`to_context`]).
+/// The provider keeps the contexts it converted in a bounded cache keyed by the OpenFeature
+/// context's content, so evaluating the same context again (the same user across flags
+/// and requests, the same merged context from OpenFeature's client) costs a hash and a
+/// comparison instead of a conversion. A context is stored from its second use on;
+/// the cache holds at most `entries` contexts of at most `max_entry_bytes` each (larger
+/// ones are converted on every call), and takes no lock. See
+/// [`FlagsyncProvider::with_context_cache`].
 #[derive(Clone)]
 pub struct FlagsyncProvider {
     client: Arc<Client>,
@@ -73,6 +96,7 @@ pub struct FlagsyncProvider {
     init_timeout: Duration,
     reason_metadata: bool,
     init_failed: Arc<AtomicBool>,
+    contexts: Arc<cache::ContextCache>,
 }
 
 impl std::fmt::Debug for FlagsyncProvider {
@@ -95,7 +119,28 @@ impl FlagsyncProvider {
             init_timeout: DEFAULT_INIT_TIMEOUT,
             reason_metadata: false,
             init_failed: Arc::new(AtomicBool::new(false)),
+            contexts: Arc::new(cache::ContextCache::new(
+                DEFAULT_CONTEXT_CACHE_ENTRIES,
+                DEFAULT_CONTEXT_CACHE_ENTRY_BYTES,
+            )),
         }
+    }
+
+    /// Keep up to `entries` converted contexts (rounded up to a power of two; 0 turns
+    /// the cache off: every resolution converts its context), each holding at most
+    /// `max_entry_bytes` (its copy of the OpenFeature context and the flagsync context,
+    /// estimated from their strings and structures; a larger context is converted on
+    /// every call). Defaults: [`DEFAULT_CONTEXT_CACHE_ENTRIES`],
+    /// [`DEFAULT_CONTEXT_CACHE_ENTRY_BYTES`].
+    ///
+    /// Two OpenFeature contexts share an entry only if equal: the same targeting key and
+    /// the same fields, a structure field being the same structure (the same `Arc`).
+    /// A context is stored the second time it is seen, so contexts used once cost the
+    /// cache only their hash.
+    #[must_use]
+    pub fn with_context_cache(mut self, entries: usize, max_entry_bytes: usize) -> Self {
+        self.contexts = Arc::new(cache::ContextCache::new(entries, max_entry_bytes));
+        self
     }
 
     /// How long `initialize` waits for the client's data (default
@@ -142,7 +187,6 @@ impl FlagsyncProvider {
         value: Option<f64>,
         data: Option<&StructValue>,
     ) -> EvaluationResult<()> {
-        let context = to_context(context)?;
         let data = data
             .filter(|d| !d.fields.is_empty())
             .map(|d| {
@@ -153,8 +197,9 @@ impl FlagsyncProvider {
             .transpose()
             .ok()
             .flatten();
-        self.client.track(event_name, &context, data, value);
-        Ok(())
+        self.with_context(context, |context| {
+            self.client.track(event_name, context, data, value)
+        })
     }
 
     /// Flush the client's events and close it (OpenFeature's `shutdown`, which the Rust
@@ -164,8 +209,13 @@ impl FlagsyncProvider {
         self.client.close().await;
     }
 
-    fn context(&self, context: &EvaluationContext) -> EvaluationResult<Context> {
-        to_context(context)
+    /// Run `with` on the flagsync context for `context` (cached, or converted).
+    fn with_context<R>(
+        &self,
+        context: &EvaluationContext,
+        with: impl FnOnce(&Context) -> R,
+    ) -> EvaluationResult<R> {
+        self.contexts.with_context(context, to_context, with)
     }
 }
 
@@ -209,8 +259,9 @@ impl FeatureProvider for FlagsyncProvider {
         flag_key: &str,
         evaluation_context: &EvaluationContext,
     ) -> EvaluationResult<ResolutionDetails<bool>> {
-        let context = self.context(evaluation_context)?;
-        let detail = self.client.bool_variation_detail(flag_key, &context, false);
+        let detail = self.with_context(evaluation_context, |context| {
+            self.client.bool_variation_detail(flag_key, context, false)
+        })?;
         resolve::resolution(detail, self.reason_metadata)
     }
 
@@ -221,8 +272,9 @@ impl FeatureProvider for FlagsyncProvider {
         flag_key: &str,
         evaluation_context: &EvaluationContext,
     ) -> EvaluationResult<ResolutionDetails<i64>> {
-        let context = self.context(evaluation_context)?;
-        let detail = self.client.int_variation_detail(flag_key, &context, 0);
+        let detail = self.with_context(evaluation_context, |context| {
+            self.client.int_variation_detail(flag_key, context, 0)
+        })?;
         resolve::resolution(detail, self.reason_metadata)
     }
 
@@ -231,8 +283,9 @@ impl FeatureProvider for FlagsyncProvider {
         flag_key: &str,
         evaluation_context: &EvaluationContext,
     ) -> EvaluationResult<ResolutionDetails<f64>> {
-        let context = self.context(evaluation_context)?;
-        let detail = self.client.float_variation_detail(flag_key, &context, 0.0);
+        let detail = self.with_context(evaluation_context, |context| {
+            self.client.float_variation_detail(flag_key, context, 0.0)
+        })?;
         resolve::resolution(detail, self.reason_metadata)
     }
 
@@ -241,8 +294,9 @@ impl FeatureProvider for FlagsyncProvider {
         flag_key: &str,
         evaluation_context: &EvaluationContext,
     ) -> EvaluationResult<ResolutionDetails<String>> {
-        let context = self.context(evaluation_context)?;
-        let detail = self.client.string_variation_detail(flag_key, &context, "");
+        let detail = self.with_context(evaluation_context, |context| {
+            self.client.string_variation_detail(flag_key, context, "")
+        })?;
         resolve::resolution(detail, self.reason_metadata)
     }
 
@@ -253,10 +307,10 @@ impl FeatureProvider for FlagsyncProvider {
         flag_key: &str,
         evaluation_context: &EvaluationContext,
     ) -> EvaluationResult<ResolutionDetails<StructValue>> {
-        let context = self.context(evaluation_context)?;
-        let detail = self
-            .client
-            .json_variation_detail(flag_key, &context, serde_json::Value::Null);
+        let detail = self.with_context(evaluation_context, |context| {
+            self.client
+                .json_variation_detail(flag_key, context, serde_json::Value::Null)
+        })?;
         resolve::resolution(resolve::struct_detail(detail), self.reason_metadata)
     }
 }

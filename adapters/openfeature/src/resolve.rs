@@ -140,10 +140,20 @@ pub fn resolution<T>(
     };
     Ok(open_feature::provider::ResolutionDetails {
         value,
-        variant: Some(index.to_string()),
+        variant: Some(variant(index)),
         flag_metadata: metadata.then(|| reason_metadata(&detail.reason)),
         reason: Some(reason_out),
     })
+}
+
+/// The variant: the variation index in decimal (without `fmt` for the usual small
+/// indexes).
+fn variant(index: flagsync::eval::engine::VariationIndex) -> String {
+    const DIGITS: &str = "0123456789";
+    match usize::try_from(index) {
+        Ok(i) if i < DIGITS.len() => DIGITS[i..=i].to_owned(),
+        _ => index.to_string(),
+    }
 }
 
 /// A JSON value as an OpenFeature value: integers that fit `i64` become `Int`, other

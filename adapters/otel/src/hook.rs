@@ -3,12 +3,12 @@
 use std::borrow::Cow;
 use std::sync::Mutex;
 
-use flagsync::eval::Detail;
-use flagsync::hooks::{EvaluationSeriesContext, EvaluationSeriesData, Hook, HookError, Metadata};
+use flagsync::hooks::{
+    EvaluationDetail, EvaluationSeriesContext, EvaluationSeriesData, Hook, HookError, Metadata,
+};
 use opentelemetry::global::{self, BoxedSpan, BoxedTracer};
 use opentelemetry::trace::{Span, TraceContextExt, Tracer};
 use opentelemetry::{Context, KeyValue};
-use serde_json::Value;
 
 /// The event's name in the current semantic conventions.
 const EVENT: &str = "feature_flag.evaluation";
@@ -112,7 +112,7 @@ impl TracingHook {
     fn attributes(
         &self,
         series: &EvaluationSeriesContext<'_>,
-        detail: &Detail<Value>,
+        detail: &EvaluationDetail<'_>,
     ) -> Vec<KeyValue> {
         let mut attributes = Vec::with_capacity(8);
         attributes.push(KeyValue::new(
@@ -124,7 +124,7 @@ impl TracingHook {
             "feature_flag.context.id",
             series.context.canonical_key().to_owned(),
         ));
-        if let Some(index) = detail.variation_index {
+        if let Some(index) = detail.variation_index() {
             attributes.push(KeyValue::new(
                 "feature_flag.result.variant",
                 index.to_string(),
@@ -134,26 +134,24 @@ impl TracingHook {
                 i64::try_from(index).unwrap_or(i64::MAX),
             ));
         }
-        if detail.reason.is_in_experiment() {
+        if detail.reason().is_in_experiment() {
             attributes.push(KeyValue::new(
                 "feature_flag.result.reason.inExperiment",
                 true,
             ));
         }
-        if self.include_value
-            && let Some(value) = &detail.value
-        {
+        if self.include_value {
             attributes.push(KeyValue::new(
                 "feature_flag.result.value",
-                value.to_string(),
+                detail.value().to_string(),
             ));
         }
         if let Some(id) = self
             .environment_id
-            .clone()
-            .or_else(|| series.environment_id.clone())
+            .as_deref()
+            .or_else(|| series.environment_id())
         {
-            attributes.push(KeyValue::new("feature_flag.set.id", id));
+            attributes.push(KeyValue::new("feature_flag.set.id", id.to_owned()));
         }
         attributes
     }
@@ -209,7 +207,7 @@ impl Hook for TracingHook {
         &self,
         series: &EvaluationSeriesContext<'_>,
         data: EvaluationSeriesData,
-        detail: &Detail<Value>,
+        detail: &EvaluationDetail<'_>,
     ) -> Result<EvaluationSeriesData, HookError> {
         // The evaluation's own span ends first, so the event lands on the caller's span.
         if let Some(slot) = data.get::<Mutex<Option<BoxedSpan>>>(SPAN_DATA)

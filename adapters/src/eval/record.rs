@@ -1,5 +1,6 @@
 //! Evaluations reported to the analytics events (see [`crate::events`]).
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::Arc;
 
@@ -67,27 +68,31 @@ impl Client {
             |default| {
                 self.evaluate_typed_unhooked(key, context, default, with_reason, convert, &to_json)
             },
-            |detail| crate::hooks::json_detail(detail, &to_json),
+            |detail| detail,
+            &to_json,
         )
     }
 
-    /// [`Client::evaluate_typed`] without the hooks.
+    /// [`Client::evaluate_typed`] without the hooks. `default` is owned when no hook
+    /// runs, and lent (copied only if it is served) when hooks may still read it.
     fn evaluate_typed_unhooked<T: Clone>(
         &self,
         key: &str,
         context: &Context,
-        default: T,
+        default: Cow<'_, T>,
         with_reason: bool,
         convert: impl FnOnce(&FlagValue) -> Option<T>,
         to_json: impl Fn(&T) -> Value,
     ) -> Detail<T> {
         if self.events().is_none() {
-            return self.evaluate_with(key, context, None, |_, d| typed(d, || default, convert));
+            return self.evaluate_with(key, context, None, |_, d| {
+                typed(d, || default.into_owned(), convert)
+            });
         }
         let prerequisites = Prerequisites::default();
         // Recorded while the flag model is still lent to us (no reference count).
         self.evaluate_with(key, context, Some(&prerequisites), |flag, d| {
-            let detail = typed(d, || default.clone(), convert);
+            let detail = typed(d, || T::clone(&default), convert);
             self.record_evaluation(
                 key,
                 context,

@@ -1,6 +1,7 @@
 //! The [`Client`]'s hook methods: registering a hook, and running the evaluation and
 //! track series around an evaluation or a `track`.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -17,34 +18,40 @@ impl Client {
         self.inner.hooks.add(hook);
     }
 
-    /// Run `evaluate` (given `default`) inside the evaluation hooks, if any: the
-    /// default's JSON and `detail` (the result as hooks see it) are computed only when
-    /// a hook is registered.
+    /// Run `evaluate` (given `default`: owned without hooks, lent to it with hooks, as
+    /// the hooks may read the default after it ran) inside the evaluation hooks, if any.
+    /// What the hooks may read is built only when one reads it: the default as JSON
+    /// (`default_json`), the environment id, and the result's value as JSON (`to_json`
+    /// of the detail `view` finds in the result).
     #[allow(
         clippy::too_many_arguments,
         reason = "the facts of one evaluation series"
     )]
-    pub(crate) fn evaluation_series<D, R>(
+    pub(crate) fn evaluation_series<D: Clone, R, T>(
         &self,
         key: &str,
         context: &Context,
         method: &'static str,
         default: D,
-        default_json: impl FnOnce(&D) -> Value,
-        evaluate: impl FnOnce(D) -> R,
-        detail: impl FnOnce(&R) -> Detail<Value>,
+        default_json: impl Fn(&D) -> Value,
+        evaluate: impl FnOnce(Cow<'_, D>) -> R,
+        view: impl FnOnce(&R) -> &Detail<T>,
+        to_json: &dyn Fn(&T) -> Value,
     ) -> R {
         let Some(hooks) = self.inner.hooks.current() else {
-            return evaluate(default);
+            return evaluate(Cow::Owned(default));
         };
-        let series = EvaluationSeriesContext::new(
-            key,
-            context,
-            default_json(&default),
-            method,
-            self.environment_id(),
-        );
-        run_evaluation(&hooks, &series, || evaluate(default), detail)
+        let default_value = || default_json(&default);
+        let environment_id = || self.environment_id();
+        let series =
+            EvaluationSeriesContext::lazy(key, context, method, &default_value, &environment_id);
+        run_evaluation(
+            hooks,
+            &series,
+            || evaluate(Cow::Borrowed(&default)),
+            view,
+            to_json,
+        )
     }
 
     /// Hand `data` to `record` (the custom event), then run the track hooks, if any.
@@ -60,13 +67,9 @@ impl Client {
             return record(data);
         };
         record(data.clone());
-        let series = TrackSeriesContext::new(
-            key,
-            context,
-            data.as_ref(),
-            metric_value,
-            self.environment_id(),
-        );
-        run_track(&hooks, &series);
+        let environment_id = || self.environment_id();
+        let series =
+            TrackSeriesContext::lazy(key, context, data.as_ref(), metric_value, &environment_id);
+        run_track(hooks, &series);
     }
 }

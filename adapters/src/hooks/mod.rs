@@ -20,13 +20,29 @@
 //! is caught and logged (`tracing`, at `warn`, with the hook's name and the stage), and
 //! the stage's data falls back to the data the stage was given (for
 //! `before_evaluation`, empty data). With no hook registered the client does no extra
-//! work: one relaxed atomic load per call, no allocation.
+//! work: one atomic load per call, no allocation.
+//!
+//! # What a hook costs
+//!
+//! A hook pays only for what it reads. [`EvaluationSeriesContext`] lends the flag key,
+//! the context and the method name; its default value as JSON
+//! ([`EvaluationSeriesContext::default_value`]) and the environment id
+//! ([`EvaluationSeriesContext::environment_id`]) are built the first time a hook asks
+//! for them. [`EvaluationDetail`] lends the reason and the variation index; the value as
+//! JSON ([`EvaluationDetail::value`]) is built on first use too. Each hook's
+//! [`EvaluationSeriesData`] lives on the stack for up to four hooks, and empty data
+//! allocates nothing; the registered hooks are read with one atomic load (no lock, no
+//! reference count). So a hook whose stages return at once costs an evaluation its two
+//! stage calls and little else (no allocation; BENCHMARKS.md, "Hooks"), and one that
+//! reads everything pays for the JSON it reads, once per evaluation whatever the number
+//! of hooks reading it.
 //!
 //! ```
 //! use std::sync::Arc;
 //! use std::time::Instant;
-//! use flagsync::eval::{Detail, Reason};
-//! use flagsync::hooks::{EvaluationSeriesContext, EvaluationSeriesData, Hook, HookError, Metadata};
+//! use flagsync::hooks::{
+//!     EvaluationDetail, EvaluationSeriesContext, EvaluationSeriesData, Hook, HookError, Metadata,
+//! };
 //!
 //! /// Measures how long each evaluation takes.
 //! struct Timing;
@@ -46,10 +62,17 @@
 //!         &self,
 //!         series: &EvaluationSeriesContext<'_>,
 //!         data: EvaluationSeriesData,
-//!         _: &Detail<serde_json::Value>,
+//!         detail: &EvaluationDetail<'_>,
 //!     ) -> Result<EvaluationSeriesData, HookError> {
 //!         if let Some(start) = data.get::<Instant>("start") {
-//!             println!("{} ({}) took {:?}", series.flag_key, series.method, start.elapsed());
+//!             // `detail.value()` is the result as JSON, built here because it is read.
+//!             println!(
+//!                 "{} ({}) = {} took {:?}",
+//!                 series.flag_key,
+//!                 series.method,
+//!                 detail.value(),
+//!                 start.elapsed()
+//!             );
 //!         }
 //!         Ok(data)
 //!     }
@@ -61,16 +84,15 @@
 
 mod client_api;
 mod data;
+mod list;
 mod runner;
+mod series;
 #[cfg(test)]
 mod tests;
 
-use serde_json::Value;
-
-use crate::eval::{Context, Detail};
-
 pub use data::EvaluationSeriesData;
-pub(crate) use runner::{HookRunner, json_detail};
+pub(crate) use runner::HookRunner;
+pub use series::{EvaluationDetail, EvaluationSeriesContext, TrackSeriesContext};
 
 /// What a hook stage may fail with: any error (logged with the hook's name, never
 /// returned to the caller of the evaluation or `track`).
@@ -88,79 +110,6 @@ impl Metadata {
     /// Metadata naming the hook `name`.
     pub fn new(name: impl Into<String>) -> Self {
         Self { name: name.into() }
-    }
-}
-
-/// The facts of one evaluation, given to both evaluation stages.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct EvaluationSeriesContext<'a> {
-    /// The flag being evaluated.
-    pub flag_key: &'a str,
-    /// The context it is evaluated for.
-    pub context: &'a Context,
-    /// The application's default value, as JSON (for `migration_variation`, the
-    /// default stage's name).
-    pub default_value: Value,
-    /// The variation method called: `BoolVariation`, `BoolVariationDetail`,
-    /// `StringVariation`, `FloatVariation`, `IntVariation`, `JsonVariation`,
-    /// `Variation` (each also with `Detail`), or `MigrationVariation`.
-    pub method: &'static str,
-    /// The environment id the flag service reported (`X-LD-EnvID`), once known.
-    pub environment_id: Option<String>,
-}
-
-impl<'a> EvaluationSeriesContext<'a> {
-    /// A series context (the client makes these; this is for testing a hook).
-    pub fn new(
-        flag_key: &'a str,
-        context: &'a Context,
-        default_value: Value,
-        method: &'static str,
-        environment_id: Option<String>,
-    ) -> Self {
-        Self {
-            flag_key,
-            context,
-            default_value,
-            method,
-            environment_id,
-        }
-    }
-}
-
-/// The facts of one [`crate::Client::track`] call, given to `after_track`.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct TrackSeriesContext<'a> {
-    /// The event key.
-    pub key: &'a str,
-    /// The context the event is for.
-    pub context: &'a Context,
-    /// The event's data, if any.
-    pub data: Option<&'a Value>,
-    /// The event's metric value, if any.
-    pub metric_value: Option<f64>,
-    /// The environment id the flag service reported (`X-LD-EnvID`), once known.
-    pub environment_id: Option<String>,
-}
-
-impl<'a> TrackSeriesContext<'a> {
-    /// A track series context (the client makes these; this is for testing a hook).
-    pub fn new(
-        key: &'a str,
-        context: &'a Context,
-        data: Option<&'a Value>,
-        metric_value: Option<f64>,
-        environment_id: Option<String>,
-    ) -> Self {
-        Self {
-            key,
-            context,
-            data,
-            metric_value,
-            environment_id,
-        }
     }
 }
 
@@ -185,12 +134,13 @@ pub trait Hook: Send + Sync {
     }
 
     /// Run after the evaluation, with the data this hook's `before_evaluation`
-    /// returned and the evaluation's result (its value as JSON).
+    /// returned and the evaluation's result ([`EvaluationDetail::value`] is the value as
+    /// JSON, built only if a hook reads it).
     fn after_evaluation(
         &self,
         series: &EvaluationSeriesContext<'_>,
         data: EvaluationSeriesData,
-        detail: &Detail<Value>,
+        detail: &EvaluationDetail<'_>,
     ) -> Result<EvaluationSeriesData, HookError> {
         let _ = (series, detail);
         Ok(data)
@@ -216,7 +166,7 @@ pub(crate) fn method_name<T: 'static>(with_detail: bool) -> &'static str {
         ("FloatVariation", "FloatVariationDetail")
     } else if t == TypeId::of::<i64>() {
         ("IntVariation", "IntVariationDetail")
-    } else if t == TypeId::of::<Value>() {
+    } else if t == TypeId::of::<serde_json::Value>() {
         ("JsonVariation", "JsonVariationDetail")
     } else {
         ("Variation", "VariationDetail")

@@ -1,25 +1,36 @@
 //! Running the hooks: order, data passing, and containment of errors and panics.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{EvaluationSeriesContext, EvaluationSeriesData, Hook, HookError, TrackSeriesContext};
+use super::list::{HookList, Hooks};
+use super::{
+    EvaluationDetail, EvaluationSeriesContext, EvaluationSeriesData, Hook, HookError,
+    TrackSeriesContext,
+};
 use crate::eval::Detail;
 
-/// The hooks of one client. Reading them when none is registered costs one atomic load.
-#[derive(Default)]
+/// The hooks of one client. Reading them costs one atomic load, with hooks or without.
 pub(crate) struct HookRunner {
-    /// True once a hook is registered: the fast path checks only this.
-    any: AtomicBool,
-    hooks: RwLock<Arc<[Arc<dyn Hook>]>>,
+    hooks: HookList,
+}
+
+impl Default for HookRunner {
+    fn default() -> Self {
+        Self::new(Vec::new())
+    }
 }
 
 impl std::fmt::Debug for HookRunner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<String> = self.list().iter().map(|h| h.metadata().name).collect();
+        let names: Vec<String> = self
+            .current()
+            .into_iter()
+            .flat_map(Hooks::iter)
+            .map(|h| h.metadata().name)
+            .collect();
         f.debug_tuple("HookRunner").field(&names).finish()
     }
 }
@@ -28,30 +39,18 @@ impl HookRunner {
     /// A runner with `hooks`, in registration order.
     pub(crate) fn new(hooks: Vec<Arc<dyn Hook>>) -> Self {
         Self {
-            any: AtomicBool::new(!hooks.is_empty()),
-            hooks: RwLock::new(hooks.into()),
+            hooks: HookList::new(hooks),
         }
     }
 
     /// Register `hook` after the others.
     pub(crate) fn add(&self, hook: Arc<dyn Hook>) {
-        let mut hooks = self.hooks.write().unwrap_or_else(|e| e.into_inner());
-        let mut list = hooks.to_vec();
-        list.push(hook);
-        *hooks = list.into();
-        self.any.store(true, Ordering::Release);
+        self.hooks.push(hook);
     }
 
-    fn list(&self) -> Arc<[Arc<dyn Hook>]> {
-        self.hooks.read().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// The registered hooks, or `None` (without taking the lock) when there are none.
-    pub(crate) fn current(&self) -> Option<Arc<[Arc<dyn Hook>]>> {
-        if !self.any.load(Ordering::Acquire) {
-            return None;
-        }
-        Some(self.list())
+    /// The registered hooks, or `None` when there are none (one atomic load either way).
+    pub(crate) fn current(&self) -> Option<Hooks<'_>> {
+        self.hooks.snapshot()
     }
 }
 
@@ -87,54 +86,63 @@ fn hook_name(hook: &dyn Hook) -> String {
     catch_unwind(AssertUnwindSafe(|| hook.metadata().name)).unwrap_or_else(|_| "?".to_owned())
 }
 
+/// Each hook's data is kept on the stack for up to this many hooks.
+const INLINE_HOOKS: usize = 4;
+
 /// Run `before_evaluation` of every hook in order, then `evaluate`, then
-/// `after_evaluation` in reverse order; each hook gets its own data back.
-pub(crate) fn run_evaluation<R>(
-    hooks: &[Arc<dyn Hook>],
+/// `after_evaluation` in reverse order; each hook gets its own data back. The hooks see
+/// the result through `view` (the typed detail) and `to_json` (its value as JSON, built
+/// only if a hook asks for it).
+pub(crate) fn run_evaluation<R, T>(
+    hooks: Hooks<'_>,
     series: &EvaluationSeriesContext<'_>,
     evaluate: impl FnOnce() -> R,
-    detail: impl FnOnce(&R) -> Detail<Value>,
+    view: impl FnOnce(&R) -> &Detail<T>,
+    to_json: &dyn Fn(&T) -> Value,
 ) -> R {
-    let data: Vec<EvaluationSeriesData> = hooks
-        .iter()
-        .map(|hook| {
-            contain(
-                &**hook,
-                "beforeEvaluation",
-                EvaluationSeriesData::new,
-                || hook.before_evaluation(series, EvaluationSeriesData::new()),
-            )
-        })
-        .collect();
+    if hooks.len() <= INLINE_HOOKS {
+        let mut data: [EvaluationSeriesData; INLINE_HOOKS] = Default::default();
+        run_with(hooks, &mut data, series, evaluate, view, to_json)
+    } else {
+        let mut data = vec![EvaluationSeriesData::new(); hooks.len()];
+        run_with(hooks, &mut data, series, evaluate, view, to_json)
+    }
+}
+
+/// [`run_evaluation`] with a slot of data per hook (at least as many as hooks).
+fn run_with<R, T>(
+    hooks: Hooks<'_>,
+    data: &mut [EvaluationSeriesData],
+    series: &EvaluationSeriesContext<'_>,
+    evaluate: impl FnOnce() -> R,
+    view: impl FnOnce(&R) -> &Detail<T>,
+    to_json: &dyn Fn(&T) -> Value,
+) -> R {
+    for (hook, slot) in hooks.iter().zip(data.iter_mut()) {
+        *slot = contain(hook, "beforeEvaluation", EvaluationSeriesData::new, || {
+            hook.before_evaluation(series, EvaluationSeriesData::new())
+        });
+    }
     let result = evaluate();
-    let detail = detail(&result);
-    for (hook, data) in hooks.iter().zip(data).rev() {
-        let fallback = data.clone();
-        contain(
-            &**hook,
-            "afterEvaluation",
-            || fallback,
-            || hook.after_evaluation(series, data, &detail),
-        );
+    {
+        let typed = view(&result);
+        let value = || typed.value.as_ref().map_or(Value::Null, to_json);
+        let detail = EvaluationDetail::lazy(typed.variation_index, &typed.reason, &value);
+        for i in (0..hooks.len().min(data.len())).rev() {
+            let Some(hook) = hooks.get(i) else { continue };
+            let data = std::mem::take(&mut data[i]);
+            // What `after_evaluation` returns ends the series: nothing reads it.
+            contain(hook, "afterEvaluation", EvaluationSeriesData::new, || {
+                hook.after_evaluation(series, data, &detail)
+            });
+        }
     }
     result
 }
 
 /// Run `after_track` of every hook in registration order.
-pub(crate) fn run_track(hooks: &[Arc<dyn Hook>], series: &TrackSeriesContext<'_>) {
-    for hook in hooks {
-        contain(&**hook, "afterTrack", || (), || hook.after_track(series));
-    }
-}
-
-/// A detail's value as JSON, for the hooks (`None` stays `null`).
-pub(crate) fn json_detail<T>(
-    detail: &Detail<T>,
-    to_json: impl FnOnce(&T) -> Value,
-) -> Detail<Value> {
-    Detail {
-        value: Some(detail.value.as_ref().map_or(Value::Null, to_json)),
-        variation_index: detail.variation_index,
-        reason: detail.reason.clone(),
+pub(crate) fn run_track(hooks: Hooks<'_>, series: &TrackSeriesContext<'_>) {
+    for hook in hooks.iter() {
+        contain(hook, "afterTrack", || (), || hook.after_track(series));
     }
 }

@@ -1,10 +1,11 @@
+use std::cell::Cell;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
 use super::*;
 use crate::Client;
-use crate::eval::{ContextBuilder, EvalError, Reason};
+use crate::eval::{ContextBuilder, Detail, EvalError, Reason};
 use crate::migration::Stage;
 
 /// What the recording hooks saw, in call order.
@@ -67,7 +68,7 @@ impl Hook for Recorder {
             self.name,
             series.flag_key,
             series.method,
-            series.default_value,
+            series.default_value(),
             data.len()
         ));
         let data = match self.before_value {
@@ -81,15 +82,15 @@ impl Hook for Recorder {
         &self,
         series: &EvaluationSeriesContext<'_>,
         data: EvaluationSeriesData,
-        detail: &Detail<Value>,
+        detail: &EvaluationDetail<'_>,
     ) -> Result<EvaluationSeriesData, HookError> {
         self.push(format!(
             "{} after {} {:?} {:?} {:?}",
             self.name,
             series.flag_key,
             data.get::<i64>("v"),
-            detail.value,
-            detail.reason
+            Some(detail.value()),
+            detail.reason()
         ));
         fail(self.fail_after, data)
     }
@@ -303,4 +304,146 @@ fn a_hook_can_be_tested_alone_with_hand_made_series_contexts() {
     ))
     .expect("ok");
     assert_eq!(log_of(&log).len(), 2);
+}
+
+/// A hook that reads, in `after_evaluation`, what it is told to.
+struct Reader {
+    default: bool,
+    value: bool,
+    environment: bool,
+}
+
+impl Hook for Reader {
+    fn metadata(&self) -> Metadata {
+        Metadata::new("reader")
+    }
+
+    fn after_evaluation(
+        &self,
+        series: &EvaluationSeriesContext<'_>,
+        data: EvaluationSeriesData,
+        detail: &EvaluationDetail<'_>,
+    ) -> Result<EvaluationSeriesData, HookError> {
+        if self.default {
+            assert_eq!(series.default_value(), &json!(false));
+        }
+        if self.value {
+            assert_eq!(detail.value(), &json!(true));
+        }
+        if self.environment {
+            assert_eq!(series.environment_id(), Some("env-1"));
+        }
+        Ok(data)
+    }
+}
+
+/// Runs one evaluation series over `hooks` (a result of `true`, variation 1); answers
+/// how often the default, the result's value and the environment id were built.
+fn built_by(hooks: Vec<Arc<dyn Hook>>) -> (usize, usize, usize) {
+    let (defaults, values, environments) = (Cell::new(0), Cell::new(0), Cell::new(0));
+    let c = ContextBuilder::new("u").build().expect("context");
+    let default = || {
+        defaults.set(defaults.get() + 1);
+        json!(false)
+    };
+    let environment = || {
+        environments.set(environments.get() + 1);
+        Some("env-1".to_owned())
+    };
+    let series = EvaluationSeriesContext::lazy("f", &c, "BoolVariation", &default, &environment);
+    let to_json = |v: &bool| {
+        values.set(values.get() + 1);
+        json!(*v)
+    };
+    let list = super::list::HookList::new(hooks);
+    let result = super::runner::run_evaluation(
+        list.snapshot().expect("hooks"),
+        &series,
+        || Detail {
+            value: Some(true),
+            variation_index: Some(1),
+            reason: Reason::Off,
+        },
+        |d| d,
+        &to_json,
+    );
+    assert_eq!(result.value, Some(true));
+    (defaults.get(), values.get(), environments.get())
+}
+
+#[test]
+fn a_hook_that_reads_nothing_builds_nothing() {
+    let noop: Arc<dyn Hook> = Arc::new(Reader {
+        default: false,
+        value: false,
+        environment: false,
+    });
+    assert_eq!(built_by(vec![noop.clone(), noop]), (0, 0, 0));
+}
+
+#[test]
+fn what_hooks_read_is_built_once_per_evaluation() {
+    let all: Arc<dyn Hook> = Arc::new(Reader {
+        default: true,
+        value: true,
+        environment: true,
+    });
+    assert_eq!(built_by(vec![all.clone()]), (1, 1, 1));
+    assert_eq!(built_by(vec![all.clone(), all.clone(), all]), (1, 1, 1));
+    let value_only: Arc<dyn Hook> = Arc::new(Reader {
+        default: false,
+        value: true,
+        environment: false,
+    });
+    assert_eq!(built_by(vec![value_only]), (0, 1, 0));
+}
+
+#[test]
+fn more_hooks_than_the_inline_slots_keep_their_order_and_data() {
+    let log = Log::default();
+    let hooks: Vec<Arc<dyn Hook>> = (0..6)
+        .map(|i| {
+            let mut h = Recorder::new(["a", "b", "c", "d", "e", "f"][i], &log);
+            h.before_value = Some(i as i64);
+            Arc::new(h) as Arc<dyn Hook>
+        })
+        .collect();
+    let client = client(hooks);
+    let c = ContextBuilder::new("u").build().expect("context");
+    client.bool_variation("f", &c, true);
+    let afters: Vec<String> = log_of(&log)
+        .into_iter()
+        .filter(|l| l.contains(" after "))
+        .map(|l| l.split(' ').take(4).collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(
+        afters,
+        [
+            "f after f Some(5)",
+            "e after f Some(4)",
+            "d after f Some(3)",
+            "c after f Some(2)",
+            "b after f Some(1)",
+            "a after f Some(0)",
+        ]
+    );
+}
+
+#[test]
+fn a_hand_made_detail_gives_its_value_and_reason() {
+    let detail = Detail {
+        value: None,
+        variation_index: None,
+        reason: Reason::Off,
+    };
+    let lent = EvaluationDetail::new(&detail);
+    assert_eq!(lent.value(), &Value::Null);
+    assert_eq!(lent.reason(), &Reason::Off);
+    assert_eq!(lent.variation_index(), None);
+    assert_eq!(lent.to_detail().value, Some(Value::Null));
+    let c = ContextBuilder::new("u").build().expect("context");
+    let series =
+        EvaluationSeriesContext::new("f", &c, json!(3), "IntVariation", Some("env".into()));
+    assert_eq!(series.default_value(), &json!(3));
+    assert_eq!(series.environment_id(), Some("env"));
 }

@@ -63,7 +63,8 @@ impl Client {
         default_stage: Stage,
     ) -> (Stage, OpTracker) {
         let prerequisites = crate::eval::Prerequisites::default();
-        let evaluate = |default_stage: Stage| {
+        let evaluate = |default_stage: std::borrow::Cow<'_, Stage>| {
+            let default_stage = *default_stage;
             self.evaluate_with(key, context, Some(&prerequisites), |flag, d| {
                 let detail = match d.value {
                     None => Detail {
@@ -93,7 +94,8 @@ impl Client {
             default_stage,
             |s| s.as_str().into(),
             evaluate,
-            |(_, detail)| crate::hooks::json_detail(detail, |s| s.as_str().into()),
+            |(_, detail)| detail,
+            &|s: &Stage| s.as_str().into(),
         );
         self.record_evaluation(
             key,

@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use flagsync::eval::Detail;
 use flagsync::hooks::{
-    EvaluationSeriesContext, EvaluationSeriesData, Hook, HookError, Metadata, TrackSeriesContext,
+    EvaluationDetail, EvaluationSeriesContext, EvaluationSeriesData, Hook, HookError, Metadata,
+    TrackSeriesContext,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -106,10 +106,10 @@ fn series_json(s: &EvaluationSeriesContext<'_>) -> Value {
     let mut out = json!({
         "flagKey": s.flag_key,
         "context": s.context,
-        "defaultValue": s.default_value,
+        "defaultValue": s.default_value(),
         "method": s.method,
     });
-    if let Some(env) = &s.environment_id {
+    if let Some(env) = s.environment_id() {
         out["environmentId"] = json!(env);
     }
     out
@@ -139,7 +139,7 @@ impl Hook for TestHook {
         &self,
         series: &EvaluationSeriesContext<'_>,
         data: EvaluationSeriesData,
-        detail: &Detail<Value>,
+        detail: &EvaluationDetail<'_>,
     ) -> Result<EvaluationSeriesData, HookError> {
         const STAGE: &str = "afterEvaluation";
         self.error(STAGE)?;
@@ -147,9 +147,9 @@ impl Hook for TestHook {
             "evaluationSeriesContext": series_json(series),
             "evaluationSeriesData": data_json(&data),
             "evaluationDetail": {
-                "value": detail.value,
-                "variationIndex": detail.variation_index,
-                "reason": detail.reason,
+                "value": detail.value(),
+                "variationIndex": detail.variation_index(),
+                "reason": detail.reason(),
             },
             "stage": STAGE,
         }));
@@ -169,7 +169,7 @@ impl Hook for TestHook {
         if let Some(metric) = series.metric_value {
             context["metricValue"] = json!(metric);
         }
-        if let Some(env) = &series.environment_id {
+        if let Some(env) = series.environment_id() {
             context["environmentId"] = json!(env);
         }
         self.notify(&json!({ "trackSeriesContext": context, "stage": STAGE }));
