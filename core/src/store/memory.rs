@@ -192,7 +192,6 @@ impl Store {
         // back as it empties: the list (a hundred bytes an item) and the map it
         // becomes are not both whole at the end of a large put.
         let mut changes = cs.changes;
-        let reuse = !nothing_stored && mostly_stored(&old, &changes);
         changes.reverse();
         while let Some(c) = changes.pop() {
             if changes.capacity() >= 1024 && changes.len() <= changes.capacity() / 4 {
@@ -202,12 +201,10 @@ impl Store {
             if !c.item.deleted && !c.depends_on.is_empty() {
                 edges.push(((c.kind, c.key.clone()), c.depends_on));
             }
-            let map = new.map_mut(c.kind);
-            repeated |= if reuse {
-                map.insert_reusing(c.key, c.item, old.map(c.kind), true).0
-            } else {
-                map.insert(c.key, c.item)
-            };
+            // An unchanged item keeps its entry (and the model compiled from it).
+            repeated |= new
+                .map_mut(c.kind)
+                .insert_reusing(c.key, c.item, old.map(c.kind));
         }
         if repeated {
             // A key given twice (never seen from a flag service): its last item decides
@@ -303,28 +300,6 @@ impl Store {
             written,
         }
     }
-}
-
-/// True if at least half of the JSON of `changes` is stored in `old` already, item for
-/// item (same key, version, tombstone and JSON): a full transfer that repeats most of
-/// the data set (a poll of an unchanged body, a reconnect's `put`).
-///
-/// Then the full transfer keeps the stored entries of the unchanged items (and what
-/// readers derived from them: no second compiled model) and stores copies of the
-/// others, so that the buffer the transfer came in (a poll body of tens of MB, whose
-/// slices the items are) is freed at once instead of being kept whole for a few items.
-/// Otherwise every item is stored as it came (the old buffer goes with the old items).
-/// Either way the memory held is at most one transfer's buffer (the one whose items
-/// were last stored as slices) plus copies of items, never one buffer per transfer.
-fn mostly_stored(old: &Snapshot, changes: &[super::Change]) -> bool {
-    let (mut same, mut total) = (0usize, 0usize);
-    for c in changes {
-        total += c.item.raw.len();
-        if old.map(c.kind).holds(&c.key, &c.item) {
-            same += c.item.raw.len();
-        }
-    }
-    same > 0 && same >= total - same
 }
 
 /// The references of every live item of `data`, read from their JSON.

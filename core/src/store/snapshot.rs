@@ -5,7 +5,6 @@ use std::borrow::Borrow;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, OnceLock};
 
-use bytes::Bytes;
 use imbl::shared_ptr::DefaultSharedPtr;
 use rustc_hash::FxBuildHasher;
 
@@ -173,36 +172,17 @@ impl ItemMap {
             .is_some()
     }
 
-    /// True if `key` holds exactly `item`: its version, tombstone and JSON.
-    pub(crate) fn holds(&self, key: &str, item: &Item) -> bool {
-        self.get(key).is_some_and(|stored| stored == item)
-    }
-
     /// Store `item` under `key` as [`insert`](Self::insert) does, but keep the entry of
-    /// `old` for it if `old` holds exactly `item` (with what readers derived from it),
-    /// or with `copy`, store a copy of its JSON, not a slice of the buffer it came in.
-    /// Returns whether an item was replaced, and whether `old`'s entry was kept.
-    pub(crate) fn insert_reusing(
-        &mut self,
-        key: String,
-        item: Item,
-        old: &ItemMap,
-        copy: bool,
-    ) -> (bool, bool) {
+    /// `old` for it if `old` holds exactly `item` (version, tombstone and JSON): no new
+    /// entry, and what readers derived from the item (its compiled model) stays.
+    /// Returns whether an item was replaced.
+    pub(crate) fn insert_reusing(&mut self, key: String, item: Item, old: &ItemMap) -> bool {
         if let Some((entry, ())) = old.0.get_key_value(key.as_bytes())
             && entry.0.item == item
         {
-            return (self.0.insert(entry.clone(), ()).is_some(), true);
+            return self.0.insert(entry.clone(), ()).is_some();
         }
-        let item = if copy {
-            Item {
-                raw: Bytes::copy_from_slice(&item.raw),
-                ..item
-            }
-        } else {
-            item
-        };
-        (self.insert(key, item), false)
+        self.insert(key, item)
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &Item)> + '_ {
@@ -351,6 +331,7 @@ impl std::fmt::Debug for Snapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
 
     fn item(raw: &str, version: u64) -> Item {
         Item {

@@ -19,81 +19,94 @@ fn data_set(flags: &[(&str, u64)]) -> Bytes {
     ))
 }
 
-/// The full transfer of `body`, its items slices of it.
-fn full(body: &Bytes) -> ChangeSet {
-    ChangeSet::fdv1_full(split_all_data(body, false).unwrap())
+/// The full transfer of `body` as the data system applies it to `s`: its items
+/// compacted against what `s` holds.
+fn full(s: &Store, body: &Bytes) -> ChangeSet {
+    let mut cs = ChangeSet::fdv1_full(split_all_data(body, false).unwrap());
+    cs.compact_against(s.data());
+    cs
 }
 
-fn raw_in(s: &Store, key: &str, body: &Bytes) -> bool {
-    let raw = &s.data().get(Kind::Flag, key).unwrap().raw;
-    body.as_ptr_range().contains(&raw.as_ptr())
+/// Where `key`'s stored JSON is.
+fn raw_ptr(s: &Store, key: &str) -> *const u8 {
+    s.data().get(Kind::Flag, key).unwrap().raw.as_ptr()
 }
 
 const FIRST: &[(&str, u64)] = &[("a", 1), ("b", 1), ("c", 1), ("d", 1)];
 
 #[test]
 fn a_repeated_full_transfer_keeps_the_stored_items_and_lets_its_buffer_go() {
-    let first = data_set(FIRST);
     let mut s = Store::new();
-    s.apply(full(&first));
+    let first = data_set(FIRST);
+    s.apply(full(&s, &first));
+    let stored: Vec<_> = FIRST.iter().map(|(k, _)| raw_ptr(&s, k)).collect();
     let (_, derived) = s.data().get_with_derived(Kind::Flag, "a").unwrap();
     derived.set(7u32);
 
     let again = data_set(FIRST);
-    let applied = s.apply(full(&again));
+    let cs = full(&s, &again);
+    // Nothing holds the second buffer once its items are compacted: they share the
+    // stored items' buffers (no copy).
+    assert!(again.is_unique());
+    let applied = s.apply(cs);
     assert!(applied.changed_flags.keys().is_empty());
     assert_eq!(applied.written, 4);
-    // Nothing holds the second buffer: the stored items are the first ones, with what
-    // was derived from them.
-    assert!(again.is_unique());
-    assert!(FIRST.iter().all(|(k, _)| raw_in(&s, k, &first)));
+    let now: Vec<_> = FIRST.iter().map(|(k, _)| raw_ptr(&s, k)).collect();
+    assert_eq!(now, stored);
+    // The entries are the stored ones, with what was derived from them.
     let (_, derived) = s.data().get_with_derived(Kind::Flag, "a").unwrap();
     assert_eq!(derived.get::<u32>(), Some(&7));
 }
 
 #[test]
-fn a_mostly_repeated_transfer_stores_copies_of_its_changes() {
-    let first = data_set(FIRST);
+fn a_changed_item_of_a_repeated_transfer_is_a_copy_of_its_own() {
     let mut s = Store::new();
-    s.apply(full(&first));
+    let first = data_set(FIRST);
+    s.apply(full(&s, &first));
+    let a = raw_ptr(&s, "a");
+    let (_, derived) = s.data().get_with_derived(Kind::Flag, "d").unwrap();
+    derived.set(7u32);
 
     let second = data_set(&[("a", 1), ("b", 1), ("c", 1), ("d", 2), ("e", 1)]);
-    let applied = s.apply(full(&second));
-    assert_eq!(applied.changed_flags.keys(), ["d", "e"]);
-    // The changed and new items are copies: the second buffer is not kept for them.
+    let cs = full(&s, &second);
     assert!(second.is_unique());
-    assert_eq!(s.data().get(Kind::Flag, "d").unwrap().version, 2);
+    let applied = s.apply(cs);
+    assert_eq!(applied.changed_flags.keys(), ["d", "e"]);
+    assert_eq!(raw_ptr(&s, "a"), a);
+    let (d, derived) = s.data().get_with_derived(Kind::Flag, "d").unwrap();
+    assert_eq!(d.version, 2);
+    assert_eq!(
+        derived.get::<u32>(),
+        None,
+        "a new item is derived from again"
+    );
     assert!(s.data().get(Kind::Flag, "e").is_some());
-    assert!(raw_in(&s, "a", &first));
-}
-
-#[test]
-fn a_mostly_new_transfer_is_stored_as_slices_of_its_buffer() {
-    let first = data_set(FIRST);
-    let mut s = Store::new();
-    s.apply(full(&first));
-
-    let second = data_set(&[("a", 2), ("b", 2), ("c", 2), ("d", 1)]);
-    let applied = s.apply(full(&second));
-    assert_eq!(applied.changed_flags.keys(), ["a", "b", "c"]);
-    // No copies: every item is a slice of the second buffer, and the first is let go
-    // (the unchanged item too is the new one).
-    assert!(FIRST.iter().all(|(k, _)| raw_in(&s, k, &second)));
-    assert!(first.is_unique());
+    // A flag gone from the transfer is gone from the store.
+    let third = data_set(&[("a", 1)]);
+    let applied = s.apply(full(&s, &third));
+    assert_eq!(applied.changed_flags.keys(), ["b", "c", "d", "e"]);
+    assert_eq!(raw_ptr(&s, "a"), a);
 }
 
 #[test]
 fn a_repeated_fdv2_transfer_keeps_the_stored_items_too() {
-    let fdv2 = |body: &Bytes| ChangeSet {
-        mode: ApplyMode::Fdv2,
-        transfer: Transfer::Full,
-        changes: split_all_data(body, false).unwrap(),
-        selector: Some(Selector::default()),
+    let fdv2 = |s: &Store, body: &Bytes| {
+        let mut cs = ChangeSet {
+            mode: ApplyMode::Fdv2,
+            transfer: Transfer::Full,
+            changes: split_all_data(body, false).unwrap(),
+            selector: Some(Selector::default()),
+        };
+        cs.compact_against(s.data());
+        cs
     };
-    let first = data_set(FIRST);
     let mut s = Store::new();
-    s.apply(fdv2(&first));
+    let first = data_set(FIRST);
+    s.apply(fdv2(&s, &first));
+    let a = raw_ptr(&s, "a");
     let again = data_set(FIRST);
-    assert!(s.apply(fdv2(&again)).changed_flags.keys().is_empty());
+    let cs = fdv2(&s, &again);
     assert!(again.is_unique());
+    assert!(s.apply(cs).changed_flags.keys().is_empty());
+    assert_eq!(raw_ptr(&s, "a"), a);
 }
