@@ -176,7 +176,7 @@ impl ItemMap {
     /// `old` for it if `old` holds exactly `item` (version, tombstone and JSON): no new
     /// entry, and what readers derived from the item (its compiled model) stays.
     /// Returns whether an item was replaced.
-    pub(crate) fn insert_reusing(&mut self, key: String, item: Item, old: &ItemMap) -> bool {
+    pub(crate) fn insert_reusing(&mut self, key: String, item: Item, old: &Self) -> bool {
         if let Some((entry, ())) = old.0.get_key_value(key.as_bytes())
             && entry.0.item == item
         {
