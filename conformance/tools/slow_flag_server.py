@@ -101,11 +101,11 @@ def main():
     p.add_argument("--write", type=int, default=1, help="bytes per write on the streams")
     args = p.parse_args()
     bodies = build(args.data)
+    srv = socket.create_server(("127.0.0.1", args.port))
     print(
         "ready: " + ", ".join(f"{k} {len(v)} bytes" for k, v in bodies.items()),
         flush=True,
     )
-    srv = socket.create_server(("127.0.0.1", args.port), reuse_port=False)
     while True:
         conn, _ = srv.accept()
         threading.Thread(target=serve, args=(conn, bodies, args.write), daemon=True).start()
