@@ -1,6 +1,7 @@
 //! What `watch` and `demo` print: a client's updates, as text or JSON lines.
 
 use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::{Duration, Instant};
 
 use flagsync::{Snapshot, State};
@@ -16,8 +17,8 @@ pub(crate) struct Printer {
     json: bool,
     pub(crate) start: Instant,
     initialized: bool,
-    /// Each flag's JSON as last printed.
-    known: HashMap<String, Value>,
+    /// What each flag was when last printed.
+    known: HashMap<String, Seen>,
     last_error: Option<ErrorSummary>,
     pub(crate) changes: usize,
     /// Loading progress on stderr, until initialized.
@@ -59,14 +60,88 @@ pub(crate) fn human_bytes(bytes: u64) -> String {
     }
 }
 
-pub(crate) fn flag_values(snapshot: &Snapshot) -> HashMap<String, Value> {
+/// What `watch` remembers of a flag it printed: what describing its next change takes,
+/// not its JSON. A parsed copy of every flag costs several times the data set (about
+/// 3× a 50 MB one), and keeping the stored JSON would keep each payload's buffer alive
+/// after the store let it go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Seen {
+    version: String,
+    on: String,
+    serves: String,
+    rules: usize,
+    /// Hashes of `rules`, `targets`, `prerequisites`, `variations` and the whole flag
+    /// (as JSON values: the order of object members does not count).
+    hashes: [u64; 5],
+}
+
+impl Seen {
+    /// What to remember of flag `f`.
+    pub(crate) fn of(f: &Value) -> Self {
+        let hash = |v: &Value| {
+            let mut h = DefaultHasher::new();
+            hash_value(v, &mut h);
+            h.finish()
+        };
+        Self {
+            version: f["version"].to_string(),
+            on: f["on"].to_string(),
+            serves: serves(f),
+            rules: f["rules"].as_array().map_or(0, Vec::len),
+            hashes: [
+                hash(&f["rules"]),
+                hash(&f["targets"]),
+                hash(&f["prerequisites"]),
+                hash(&f["variations"]),
+                hash(f),
+            ],
+        }
+    }
+
+    /// The flag in one line: version, on or off, rules, what it serves.
+    pub(crate) fn summary(&self) -> String {
+        format!(
+            "v{}, {}, {}, serves {}",
+            self.version,
+            if self.on == "true" { "on" } else { "off" },
+            plural(self.rules, "rule", "rules"),
+            self.serves,
+        )
+    }
+}
+
+/// Hash a JSON value as its meaning: object members in key order.
+fn hash_value(v: &Value, h: &mut DefaultHasher) {
+    match v {
+        Value::Null => 0u8.hash(h),
+        Value::Bool(b) => (1u8, b).hash(h),
+        Value::Number(n) => (2u8, n.to_string()).hash(h),
+        Value::String(s) => (3u8, s).hash(h),
+        Value::Array(a) => {
+            (4u8, a.len()).hash(h);
+            for v in a {
+                hash_value(v, h);
+            }
+        }
+        Value::Object(o) => {
+            (5u8, o.len()).hash(h);
+            let mut members: Vec<_> = o.iter().collect();
+            members.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            for (k, v) in members {
+                k.hash(h);
+                hash_value(v, h);
+            }
+        }
+    }
+}
+
+/// The flags of `snapshot` as `watch` remembers them.
+pub(crate) fn flags_seen(snapshot: &Snapshot) -> HashMap<String, Seen> {
     snapshot
         .iter(Kind::Flag)
         .map(|(k, item)| {
-            (
-                k.to_owned(),
-                serde_json::from_str(item.raw_str()).unwrap_or(Value::Null),
-            )
+            let value = serde_json::from_str(item.raw_str()).unwrap_or(Value::Null);
+            (k.to_owned(), Seen::of(&value))
         })
         .collect()
 }
@@ -183,7 +258,7 @@ impl Printer {
 
     pub(crate) fn ready(&mut self, snapshot: &Snapshot, bytes: u64) {
         self.initialized = true;
-        self.known = flag_values(snapshot);
+        self.known = flags_seen(snapshot);
         let (flags, segments) = (snapshot.len(Kind::Flag), snapshot.len(Kind::Segment));
         let ms = self.start.elapsed().as_millis();
         if let Some(p) = self.progress.take() {
@@ -207,7 +282,7 @@ impl Printer {
             let mut keys: Vec<_> = self.known.iter().collect();
             keys.sort_by(|a, b| a.0.cmp(b.0));
             for (key, flag) in keys {
-                self.line(&format!("flag {key}: {}", summarize_flag(flag)));
+                self.line(&format!("flag {key}: {}", flag.summary()));
             }
         }
     }
@@ -232,6 +307,7 @@ impl Printer {
         let new = snapshot
             .get(Kind::Flag, key)
             .and_then(|i| serde_json::from_str::<Value>(i.raw_str()).ok());
+        let seen = new.as_ref().map(Seen::of);
         let old = self.known.get(key);
         self.changes += 1;
         if self.json {
@@ -242,10 +318,10 @@ impl Printer {
         } else {
             self.line(&format!(
                 "flag {key}: {}",
-                describe_change(old, new.as_ref())
+                describe_change(old, seen.as_ref())
             ));
         }
-        match new {
+        match seen {
             Some(v) => self.known.insert(key.to_owned(), v),
             None => self.known.remove(key),
         };
@@ -268,21 +344,6 @@ pub(crate) fn describe_error(e: &ErrorSummary) -> String {
     } else {
         format!("{}: {}", e.kind.as_str(), e.message)
     }
-}
-
-pub(crate) fn summarize_flag(f: &Value) -> String {
-    let rules = f["rules"].as_array().map_or(0, Vec::len);
-    format!(
-        "v{}, {}, {}, serves {}",
-        f["version"],
-        if f["on"].as_bool() == Some(true) {
-            "on"
-        } else {
-            "off"
-        },
-        plural(rules, "rule", "rules"),
-        serves(f),
-    )
 }
 
 /// What the flag serves to everyone not matched by targets or rules.
@@ -309,34 +370,36 @@ pub(crate) fn serves(f: &Value) -> String {
     variation(&ft["variation"])
 }
 
-pub(crate) fn describe_change(old: Option<&Value>, new: Option<&Value>) -> String {
+pub(crate) fn describe_change(old: Option<&Seen>, new: Option<&Seen>) -> String {
     let (old, new) = match (old, new) {
         (_, None) => return "deleted".into(),
-        (None, Some(n)) => return format!("added: {}", summarize_flag(n)),
+        (None, Some(n)) => return format!("added: {}", n.summary()),
         (Some(o), Some(n)) => (o, n),
     };
-    let mut parts = vec![format!("v{} → v{}", old["version"], new["version"])];
-    if old["on"] != new["on"] {
-        parts.push(format!("on: {} → {}", old["on"], new["on"]));
+    if old.hashes[4] == new.hashes[4] {
+        return "affected by a change to a prerequisite or segment".into();
     }
-    if serves(old) != serves(new) {
-        parts.push(format!("serves {} → {}", serves(old), serves(new)));
+    let mut parts = vec![format!("v{} → v{}", old.version, new.version)];
+    if old.on != new.on {
+        parts.push(format!("on: {} → {}", old.on, new.on));
     }
-    let rules = |f: &Value| f["rules"].as_array().map_or(0, Vec::len);
-    if old["rules"] != new["rules"] {
-        if rules(old) == rules(new) {
+    if old.serves != new.serves {
+        parts.push(format!("serves {} → {}", old.serves, new.serves));
+    }
+    if old.hashes[0] != new.hashes[0] {
+        if old.rules == new.rules {
             parts.push("rules edited".into());
         } else {
-            parts.push(format!("rules: {} → {}", rules(old), rules(new)));
+            parts.push(format!("rules: {} → {}", old.rules, new.rules));
         }
     }
-    for field in ["targets", "prerequisites", "variations"] {
-        if old[field] != new[field] {
+    for (i, field) in ["targets", "prerequisites", "variations"]
+        .iter()
+        .enumerate()
+    {
+        if old.hashes[i + 1] != new.hashes[i + 1] {
             parts.push(format!("{field} edited"));
         }
-    }
-    if old == new {
-        parts = vec!["affected by a change to a prerequisite or segment".into()];
     }
     parts.join(", ")
 }
@@ -400,5 +463,45 @@ pub(crate) async fn print_updates(
                 Some(Update::Store(s, why)) => printer.store(&s, why.as_deref()),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(v: Value) -> Seen {
+        Seen::of(&v)
+    }
+
+    #[test]
+    fn a_change_is_described_from_what_was_remembered() {
+        let old = seen(json!({"key":"f","version":1,"on":false,"offVariation":1,
+            "variations":[true,false],"rules":[],"fallthrough":{"variation":0}}));
+        let new = seen(json!({"key":"f","version":2,"on":true,"offVariation":1,
+            "variations":[true,false],"rules":[{"clauses":[]}],"fallthrough":{"variation":0}}));
+        assert_eq!(
+            describe_change(Some(&old), Some(&new)),
+            "v1 → v2, on: false → true, serves false → true, rules: 0 → 1"
+        );
+        assert_eq!(describe_change(Some(&old), None), "deleted");
+        assert_eq!(
+            describe_change(None, Some(&new)),
+            "added: v2, on, 1 rule, serves true"
+        );
+        // The same flag with its members in another order is the same flag.
+        let reordered = seen(json!({"fallthrough":{"variation":0},"rules":[],
+            "variations":[true,false],"offVariation":1,"on":false,"version":1,"key":"f"}));
+        assert_eq!(
+            describe_change(Some(&old), Some(&reordered)),
+            "affected by a change to a prerequisite or segment"
+        );
+        let targets = seen(json!({"key":"f","version":1,"on":false,"offVariation":1,
+            "variations":[true,false],"rules":[],"fallthrough":{"variation":0},
+            "targets":[{"values":["a"],"variation":0}]}));
+        assert_eq!(
+            describe_change(Some(&old), Some(&targets)),
+            "v1 → v1, targets edited"
+        );
     }
 }

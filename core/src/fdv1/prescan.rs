@@ -33,7 +33,7 @@ use crate::store::DataSetScan;
 ///     while let Some(Ok(Item::Event(event))) = parser.poll_item() {
 ///         // `event.data` is the rest of the data: what was not taken.
 ///         let prescan = std::mem::take(&mut prescan);
-///         assert!(prescan.scanned() > 0);
+///         assert!(prescan.data(&event.data).starts_with(br#"{"path":"/""#));
 ///         let Event::Put(changes) = fdv1::parse_put_prescanned(&event.data, prescan)? else {
 ///             unreachable!()
 ///         };
@@ -57,14 +57,16 @@ impl PutPrescan {
     /// Read what can be read of `piece`, the data that arrived after the pieces passed
     /// before (any split). The stored items of the `put` will be slices of the pieces
     /// (a reference count, no copy), except the few cut by the end of one, which are
-    /// copied. Cheap to call after every read: whatever is cut short is read again only
+    /// copied. Pieces shorter than 1 KiB (a server writing a byte at a time) are first
+    /// copied together into buffers of 16 KiB and read when one is full, so that the
+    /// memory a `put` costs follows its bytes, not the number of reads. Cheap to call after every read: whatever is cut short is read again only
     /// once its text has doubled, so the total work stays linear. Never fails; errors
     /// are reported by [`parse_put_prescanned`].
     pub fn advance(&mut self, piece: &Bytes) {
         self.0.advance(piece);
     }
 
-    /// Bytes of the data read so far.
+    /// Bytes of the data read so far (small pieces being gathered are not read yet).
     pub fn scanned(&self) -> usize {
         self.0.scanned()
     }

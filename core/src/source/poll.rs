@@ -309,7 +309,20 @@ impl Poller {
                 return;
             };
             match p {
-                Progress::Head(h) => f.head = Some(h),
+                Progress::Head(h) => {
+                    // A body of a known length (not gzip) gets its buffer at once, up to
+                    // the limit: growing by doubling copies it and leaves the smaller
+                    // buffers behind, up to as much again as the body.
+                    let limit = self.config.http.max_body_len.unwrap_or(usize::MAX);
+                    if h.header("content-encoding").is_none()
+                        && let Some(len) = h
+                            .header("content-length")
+                            .and_then(|l| l.trim().parse::<usize>().ok())
+                    {
+                        f.body.reserve_exact(len.min(limit));
+                    }
+                    f.head = Some(h);
+                }
                 Progress::Body(b) => {
                     // Grow by doubling, but never past the body limit: what is kept is
                     // bounded by the limit, not by twice it.

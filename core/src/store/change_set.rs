@@ -3,6 +3,7 @@
 use bytes::Bytes;
 
 use super::deps::ItemRef;
+use super::snapshot::Snapshot;
 use super::{DecodeError, Item, Kind, decode};
 
 /// Which protocol's rules apply a [`ChangeSet`] (DESIGN.md §3): the two apply modes of
@@ -151,6 +152,21 @@ impl ChangeSet {
         for change in &mut self.changes {
             let raw = &mut change.item.raw;
             *raw = Bytes::copy_from_slice(raw);
+        }
+    }
+
+    /// [`compact`](Self::compact), except that an item `stored` already holds, the
+    /// same (version, tombstone and JSON under the same kind and key), takes the stored
+    /// item's buffer instead of a copy. A full transfer that repeats the data set (a
+    /// poll of an unchanged body, a reconnect's `put`) then costs no second copy of
+    /// it: its buffer is freed once read, and the store keeps its entries.
+    pub(crate) fn compact_against(&mut self, stored: &Snapshot) {
+        for change in &mut self.changes {
+            let item = &mut change.item;
+            item.raw = match stored.get_including_deleted(change.kind, &change.key) {
+                Some(old) if *old == *item => old.raw.clone(),
+                _ => Bytes::copy_from_slice(&item.raw),
+            };
         }
     }
 }

@@ -220,7 +220,10 @@ impl Store {
             if !c.item.deleted && !c.depends_on.is_empty() {
                 edges.push(((c.kind, c.key.clone()), c.depends_on));
             }
-            repeated |= new.map_mut(c.kind).insert(c.key, c.item);
+            // An unchanged item keeps its entry (and the model compiled from it).
+            repeated |= new
+                .map_mut(c.kind)
+                .insert_reusing(c.key, c.item, old.map(c.kind));
         }
         if repeated {
             // A key given twice (never seen from a flag service): its last item decides
@@ -362,3 +365,6 @@ fn sort_prefix(key: &str) -> u128 {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod reuse_tests;

@@ -172,6 +172,19 @@ impl ItemMap {
             .is_some()
     }
 
+    /// Store `item` under `key` as [`insert`](Self::insert) does, but keep the entry of
+    /// `old` for it if `old` holds exactly `item` (version, tombstone and JSON): no new
+    /// entry, and what readers derived from the item (its compiled model) stays.
+    /// Returns whether an item was replaced.
+    pub(crate) fn insert_reusing(&mut self, key: String, item: Item, old: &Self) -> bool {
+        if let Some((entry, ())) = old.0.get_key_value(key.as_bytes())
+            && entry.0.item == item
+        {
+            return self.0.insert(entry.clone(), ()).is_some();
+        }
+        self.insert(key, item)
+    }
+
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &Item)> + '_ {
         self.0.keys().map(|e| (e.0.key(), &e.0.item))
     }

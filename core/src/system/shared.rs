@@ -25,11 +25,16 @@ impl Shared {
     /// changed.
     pub(crate) fn apply(&mut self, mut cs: ChangeSet) {
         // The store keeps each item in a buffer of its own, not a slice of the read it
-        // came in (which one small item would keep alive whole).
-        cs.compact();
+        // came in (which one small item would keep alive whole); a full transfer's
+        // unchanged items share the stored ones' buffers.
         warn_doubts(&doubts(&cs.changes));
         let mode = cs.mode;
         let full = cs.transfer == Transfer::Full;
+        if full {
+            cs.compact_against(self.store.data());
+        } else {
+            cs.compact();
+        }
         let persist = self
             .persist
             .as_mut()

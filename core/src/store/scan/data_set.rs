@@ -11,8 +11,14 @@
 //! step (one member, or one item with its key) only when it ended before the available
 //! text did, so a step cut short by the end of a piece is simply run again with more
 //! text.
+//!
+//! Pieces shorter than [`SMALL_PIECE`] (a server writing a byte at a time, or a slow
+//! link) are first gathered into one buffer and read once [`GATHER`] bytes of them
+//! have arrived: the memory a data set costs follows its bytes, never the number of
+//! reads it came in (each piece kept costs a reference and a buffer of its own, and
+//! items cut by the end of a piece are copied).
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 
 use super::{Result, SCHEMA, SYNTAX, Scan};
 use crate::store::{Change, Item, Kind};
@@ -20,6 +26,12 @@ use crate::store::{Change, Item, Kind};
 /// The least a step cut by the end of a piece is given of the next piece before it is
 /// tried again: most items are shorter.
 const CARRY_GROWTH: usize = 4096;
+
+/// A piece shorter than this is gathered with those around it before it is read.
+pub(crate) const SMALL_PIECE: usize = 1024;
+
+/// Gathered small pieces are read, as one piece, once they are this long.
+pub(crate) const GATHER: usize = 16 * 1024;
 
 /// An open object of the data set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,7 +91,11 @@ pub(crate) struct DataSetScan {
     spans: Vec<(usize, usize)>,
     /// Every piece passed to `advance`: the whole text so far, read again from the start
     /// when the pieces do not read well (`finish_rest` then judges the whole text).
+    /// Small pieces are gathered in `gathered` first: each piece here but the last is
+    /// a read of at least [`SMALL_PIECE`] bytes or [`GATHER`] bytes gathered.
     pieces: Vec<Bytes>,
+    /// Small pieces that arrived after `pieces`, not read yet (see the module docs).
+    gathered: BytesMut,
     /// The text that arrived after `pos`: the start of the step that did not finish.
     carry: BytesMut,
     /// [`advance`](Self::advance) waits until `carry` is this long: a step that did not
@@ -108,13 +124,15 @@ impl DataSetScan {
             changes: Vec::new(),
             spans: Vec::new(),
             pieces: Vec::new(),
+            gathered: BytesMut::new(),
             carry: BytesMut::new(),
             retry_at: 0,
             stopped: false,
         }
     }
 
-    /// Bytes of the text read so far (committed steps).
+    /// Bytes of the text read so far (committed steps; small pieces still being
+    /// gathered are not read yet).
     pub(crate) fn scanned(&self) -> usize {
         self.pos
     }
@@ -122,11 +140,48 @@ impl DataSetScan {
     /// Read what can be read of `piece`, the text that arrived after the pieces passed
     /// before. Never fails: whatever does not read well now is read again, and judged,
     /// by [`finish_rest`](Self::finish_rest). Items are slices of `piece` (no copy),
-    /// except those cut by its end.
+    /// except those cut by its end; a piece shorter than [`SMALL_PIECE`] is copied into
+    /// the buffer that gathers small pieces, and read with them.
     pub(crate) fn advance(&mut self, piece: &Bytes) {
         if piece.is_empty() {
             return;
         }
+        if self.gathered.is_empty() && piece.len() >= SMALL_PIECE {
+            self.read_piece(piece);
+            return;
+        }
+        if self.gathered.capacity() == 0 {
+            self.gathered = BytesMut::with_capacity(GATHER + SMALL_PIECE);
+        }
+        // A small piece goes in whole (there is room: less than GATHER is gathered); a
+        // large one after small ones fills the buffer up to GATHER, so that every
+        // gathered piece but the last is full (a part-filled buffer of GATHER bytes
+        // kept for a few bytes would cost what gathering saves).
+        let take = if piece.len() < SMALL_PIECE {
+            piece.len()
+        } else {
+            (GATHER - self.gathered.len()).min(piece.len())
+        };
+        self.gathered
+            .extend_from_slice(piece.get(..take).unwrap_or_default());
+        if self.gathered.len() >= GATHER {
+            self.read_gathered();
+        }
+        if take < piece.len() {
+            self.advance(&piece.slice(take..));
+        }
+    }
+
+    /// Read the small pieces gathered so far, as one piece.
+    fn read_gathered(&mut self) {
+        if !self.gathered.is_empty() {
+            let piece = std::mem::take(&mut self.gathered).freeze();
+            self.read_piece(&piece);
+        }
+    }
+
+    /// [`advance`](Self::advance) by `piece`, not empty, without gathering.
+    fn read_piece(&mut self, piece: &Bytes) {
         self.pieces.push(piece.clone());
         if self.stopped {
             return;
@@ -207,6 +262,7 @@ impl DataSetScan {
         rest: &Bytes,
     ) -> std::result::Result<Vec<Change>, (super::DecodeError, Bytes)> {
         self.advance(rest);
+        self.read_gathered();
         if !self.stopped {
             let read = match self.read_carry(true, usize::MAX) {
                 Ok(_) if self.c.next == Next::Done => Ok(()),
@@ -218,25 +274,32 @@ impl DataSetScan {
             }
         }
         // Something does not read well: judge the whole text in one pass.
-        if !rest.is_empty() {
-            self.pieces.pop();
-        }
-        let whole = self.text(rest);
+        let whole = self.text(&Bytes::new());
         Self::new(self.envelope)
             .finish(&whole)
             .map_err(|e| (e, whole))
     }
 
-    /// The pieces passed so far followed by `rest`, in one buffer.
+    /// The pieces passed so far followed by `rest`, in one buffer (no copy when that
+    /// is one piece).
     pub(crate) fn text(&self, rest: &Bytes) -> Bytes {
-        if self.pieces.is_empty() {
-            return rest.clone();
+        match (
+            self.pieces.as_slice(),
+            self.gathered.is_empty(),
+            rest.is_empty(),
+        ) {
+            ([], true, _) => return rest.clone(),
+            ([one], true, true) => return one.clone(),
+            _ => {}
         }
-        let mut whole =
-            BytesMut::with_capacity(self.pieces.iter().map(Bytes::len).sum::<usize>() + rest.len());
-        for piece in self.pieces.iter().chain([rest]) {
+        let len =
+            self.pieces.iter().map(Bytes::len).sum::<usize>() + self.gathered.len() + rest.len();
+        let mut whole = BytesMut::with_capacity(len);
+        for piece in &self.pieces {
             whole.extend_from_slice(piece);
         }
+        whole.extend_from_slice(&self.gathered);
+        whole.extend_from_slice(rest);
         whole.freeze()
     }
 
@@ -270,7 +333,12 @@ impl DataSetScan {
         let mut carry = carry;
         match read {
             Ok(committed) => {
-                let done = carry.split_to(committed).freeze();
+                // A buffer of its own, exactly as long: a slice of `carry` would keep
+                // all of its allocation alive for as long as the items live, and the
+                // next growth of `carry` would allocate anew (at least as much as it
+                // ever held), once for every piece that cuts an item.
+                let done = Bytes::copy_from_slice(carry.get(..committed).unwrap_or_default());
+                carry.advance(committed.min(carry.len()));
                 self.attach(&done, 0);
             }
             // At the end, and wrong: the whole text will be read again.

@@ -4,7 +4,7 @@ use bytes::Bytes;
 use proptest::prelude::*;
 
 use super::super::{Result, SCHEMA, Scan};
-use super::DataSetScan;
+use super::{DataSetScan, GATHER, SMALL_PIECE};
 use crate::store::{Change, Item, Kind};
 
 /// The plain recursive reading of data sets that [`reference`] is built on.
@@ -217,6 +217,26 @@ proptest! {
         let cuts: Vec<usize> = cuts.iter().map(|c| c.index(whole.len() + 1)).collect();
         prop_assert_eq!(resumed(&whole, envelope, &cuts), reference(&whole, envelope));
     }
+
+    /// A large `put` (mostly gathered reads, some large ones), maybe broken by one
+    /// edit, in reads of random sizes: the result of one read, errors included.
+    #[test]
+    fn small_and_large_reads_of_a_large_put_read_the_same(
+        sizes in prop::collection::vec(prop_oneof![1usize..16, 900usize..5000], 1..40),
+        edit in prop::option::of((any::<prop::sample::Index>(), prop_oneof![Just(b'}'), Just(b'"'), Just(0xFF)])),
+    ) {
+        let mut bytes = large_put(300).to_vec();
+        if let Some((at, b)) = edit {
+            let at = at.index(bytes.len());
+            bytes[at] = b;
+        }
+        let whole = Bytes::from(bytes);
+        let (got, kept) = in_pieces(&whole, &sizes);
+        prop_assert_eq!(got, reference(&whole, true));
+        // Each piece kept is a gathered one of GATHER bytes, a read of SMALL_PIECE or
+        // more, or the last.
+        prop_assert!(kept <= whole.len() / SMALL_PIECE + 2, "{} pieces", kept);
+    }
 }
 
 #[test]
@@ -230,10 +250,109 @@ fn every_prefix_of_a_put_reads_the_same() {
         let cuts: Vec<usize> = (0..=whole.len()).step_by(step).collect();
         let got = resumed(&whole, true, &cuts).unwrap();
         assert_eq!(got, expected, "reads of {step} bytes");
-        if step > 128 {
-            // The raw JSON of an item inside a piece is a slice of it, not a copy.
-            assert!(whole.as_ptr_range().contains(&got[0].item.raw.as_ptr()));
+    }
+}
+
+/// A `put` of `n` flags with prerequisites and segment rules, about 150 bytes each.
+fn large_put(n: usize) -> Bytes {
+    let items: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                r#""f{i}":{{"key":"f{i}","version":{i},"prerequisites":[{{"key":"f{}","variation":0}}],"rules":[{{"clauses":[{{"op":"segmentMatch","values":["s{}"]}}]}}]}}"#,
+                i / 2,
+                i % 7
+            )
+        })
+        .collect();
+    Bytes::from(format!(
+        r#"{{"path":"/","data":{{"flags":{{{}}},"segments":{{"s1":{{"key":"s1","version":3}}}}}}}}"#,
+        items.join(",")
+    ))
+}
+
+/// Read `whole` in pieces of the sizes `sizes` (cycled), the last one through
+/// `finish_rest`; returns the result and how many pieces the scan kept at the end.
+///
+/// Also checks that each piece kept but the last is a read of at least
+/// [`SMALL_PIECE`] bytes, or [`GATHER`] bytes gathered: never a small one.
+fn in_pieces(whole: &Bytes, sizes: &[usize]) -> (Result<Vec<Change>>, usize) {
+    let mut scan = DataSetScan::new(true);
+    let mut at = 0;
+    for size in sizes.iter().cycle() {
+        let end = at + size.max(&1);
+        if end >= whole.len() {
+            break;
         }
+        scan.advance(&whole.slice(at..end));
+        at = end;
+    }
+    let mut kept = scan.clone();
+    kept.advance(&whole.slice(at..));
+    kept.read_gathered();
+    if let Some((_, all_but_last)) = kept.pieces.split_last() {
+        let small: Vec<usize> = all_but_last
+            .iter()
+            .map(Bytes::len)
+            .filter(|&len| len < SMALL_PIECE)
+            .collect();
+        assert!(
+            small.is_empty(),
+            "small pieces kept: {small:?} (reads of {sizes:?})"
+        );
+    }
+    let kept = kept.pieces.len();
+    let result = scan.finish_rest(&whole.slice(at..)).map_err(|(e, text)| {
+        assert_eq!(text, whole, "the whole text is handed back with an error");
+        e
+    });
+    (result, kept)
+}
+
+#[test]
+fn tiny_reads_keep_few_pieces_and_read_the_same() {
+    let whole = large_put(2000);
+    let expected = reference(&whole, true).unwrap();
+    assert_eq!(expected.len(), 2001);
+    for size in [1, 2, 7, 64, 1023] {
+        let (got, kept) = in_pieces(&whole, &[size]);
+        assert_eq!(got.unwrap(), expected, "reads of {size} bytes");
+        // Gathered into pieces of GATHER bytes or more: not one piece per read.
+        assert!(
+            kept <= whole.len() / GATHER + 1,
+            "{kept} pieces kept for {} bytes in reads of {size}",
+            whole.len()
+        );
+    }
+    // Pieces of SMALL_PIECE bytes or more are read where they are: items inside them
+    // are slices of the text, not copies.
+    let (got, kept) = in_pieces(&whole, &[SMALL_PIECE]);
+    let got = got.unwrap();
+    assert_eq!(kept, whole.len().div_ceil(SMALL_PIECE));
+    let slices = got
+        .iter()
+        .filter(|c| whole.as_ptr_range().contains(&c.item.raw.as_ptr()))
+        .count();
+    assert!(
+        slices > got.len() / 2,
+        "{slices} of {} are slices",
+        got.len()
+    );
+}
+
+#[test]
+fn a_read_gathered_with_tiny_ones_keeps_its_place() {
+    let whole = large_put(500);
+    let expected = reference(&whole, true).unwrap();
+    // Small and large reads in turn: the order of the bytes is kept.
+    for sizes in [
+        &[1, 5000][..],
+        &[1, 2000],
+        &[3000, 1, 1, 900],
+        &[1023, 1024, 1025],
+        &[20_000, 7],
+    ] {
+        let (got, _) = in_pieces(&whole, sizes);
+        assert_eq!(got.unwrap(), expected, "reads of {sizes:?} bytes");
     }
 }
 
@@ -248,12 +367,13 @@ fn reading_ahead_gets_most_of_a_large_put_before_it_ends() {
     );
     let whole = Bytes::from(text);
     let mut scan = DataSetScan::new(true);
-    let last = whole.len() / 1024 * 1024;
+    // The rest is not a small piece either (a small one would be gathered: copied).
+    let last = whole.len() / 1024 * 1024 - SMALL_PIECE;
     for at in (0..last).step_by(1024) {
         scan.advance(&whole.slice(at..at + 1024));
     }
     assert!(
-        scan.scanned() + 2048 > whole.len(),
+        scan.scanned() + 2048 + SMALL_PIECE > whole.len(),
         "{} of {}",
         scan.scanned(),
         whole.len()
