@@ -43,9 +43,36 @@ pub struct ClientBuilder {
     #[cfg(feature = "eval")]
     big_segments: Option<bigseg::BigSegmentsOptions>,
     external: Option<DataSource>,
+    offline: bool,
 }
 
 impl ClientBuilder {
+    /// Offline mode (the official SDKs' `offline`): connect to nothing, ever — no
+    /// stream, no poll, no analytics or diagnostic events, no persistent or
+    /// big-segment store. [`Client::initialized`] and
+    /// [`Client::wait_for_initialization`] answer true at once and
+    /// [`Client::is_offline`] tells the mode. Every evaluation returns the
+    /// application's default with reason `ERROR` / `CLIENT_NOT_READY` and
+    /// [`Client::all_flags_state`] an invalid state, as LaunchDarkly's Go, Python and
+    /// Rust SDKs answer offline (they ignore a configured store too). It overrides the
+    /// data source, store and events settings.
+    ///
+    /// ```
+    /// use flagsync::eval::{ContextBuilder, EvalError, Reason};
+    ///
+    /// let client = flagsync::Client::builder("sdk-key").offline(true).build()?;
+    /// assert!(client.initialized() && client.is_offline() && !client.sends_events());
+    /// let context = ContextBuilder::new("user-1").build().expect("valid");
+    /// let detail = client.bool_variation_detail("any-flag", &context, true);
+    /// assert_eq!(detail.value, Some(true));
+    /// assert_eq!(detail.reason, Reason::error(EvalError::ClientNotReady));
+    /// # Ok::<(), flagsync::Error>(())
+    /// ```
+    pub fn offline(mut self, offline: bool) -> Self {
+        self.offline = offline;
+        self
+    }
+
     /// Take the flags from an in-process source instead of a flag service: a
     /// [`TestData`](crate::test_data::TestData) (flags set by the test, updated with
     /// [`TestData::update`](crate::test_data::TestData::update)) or a
@@ -423,7 +450,25 @@ impl ClientBuilder {
         let now = Instant::now();
         let seed = self.seed.unwrap_or_else(|| fastrand::u64(..));
         let mut config = self.config;
-        if self.external.is_some() {
+        let mut external = self.external;
+        let mut persistent = self.persistent;
+        #[cfg(feature = "eval")]
+        let mut events_options = self.events;
+        #[cfg(feature = "eval")]
+        let mut big_segments = self.big_segments;
+        if self.offline {
+            // No source and no store: the core's external mode with nothing feeding it.
+            external = None;
+            persistent = None;
+            config.persistence = None;
+            config.mode = Mode::External;
+            #[cfg(feature = "eval")]
+            {
+                events_options.send_events = false;
+                big_segments = None;
+            }
+        }
+        if external.is_some() {
             config.mode = Mode::External;
         }
         // One id per client, from the client's own seed: reproducible with `seed`.
@@ -438,14 +483,14 @@ impl ClientBuilder {
         let events = {
             config.validate()?;
             let uses_proxy = !matches!(self.transport.proxy, transport::ProxyChoice::None);
-            events::client::ClientEvents::build(&self.events, &config, uses_proxy, seed, now)
+            events::client::ClientEvents::build(&events_options, &config, uses_proxy, seed, now)
         };
         // A client that never writes lists what the store holds, `$inited` or not.
         let reader = config
             .persistence
             .is_some_and(|p| p.mode == flagsync_core::StoreMode::ReadOnly);
         let system = DataSystem::new(config, seed, now)?;
-        let (store, view) = match self.persistent {
+        let (store, view) = match persistent {
             Some((store, cache)) => {
                 let (view, fetches) = persist::view::StoreView::new(cache, reader);
                 let store = Arc::new(CachingStore::new(store, cache));
@@ -464,7 +509,7 @@ impl ClientBuilder {
         // Big segments' status poller runs on the client's runtime: from now when it is
         // known now (given, or the default one from here), else from `start`.
         #[cfg(feature = "eval")]
-        let big_segments = self.big_segments.as_ref().map(|o| {
+        let big_segments = big_segments.as_ref().map(|o| {
             let handle = bigseg::BigSegmentsHandle::new(o, self.subscription_capacity);
             if let Ok(rt) = self.transport.runtime() {
                 handle.run_on(&rt);
@@ -484,8 +529,9 @@ impl ClientBuilder {
                     transport: self.transport,
                     conn_config,
                     store,
-                    external: self.external,
+                    external,
                 }),
+                offline: self.offline,
                 #[cfg(feature = "eval")]
                 models: eval::ModelCache::default(),
                 #[cfg(feature = "eval")]
@@ -529,6 +575,7 @@ impl Client {
             #[cfg(feature = "eval")]
             big_segments: None,
             external: None,
+            offline: false,
         }
     }
 }

@@ -37,6 +37,8 @@ pub(crate) struct Inner {
     pub(crate) close_timeout: Duration,
     pub(crate) instance_id: String,
     pub(crate) life: Mutex<Life>,
+    /// Offline mode ([`crate::ClientBuilder::offline`]).
+    pub(crate) offline: bool,
     #[cfg(feature = "eval")]
     pub(crate) models: eval::ModelCache,
     /// The SDK key's HMAC, for `secure_mode_hash` (its `Debug` is redacted).
@@ -245,8 +247,16 @@ impl Client {
     /// The reference SDKs' `is_initialized()` is
     /// `data_availability().at_least(DataAvailability::Cached)` instead, which also
     /// holds for data without a selector and in FDv2 daemon mode (PROTOCOL.md B §4.6).
+    ///
+    /// In offline mode ([`crate::ClientBuilder::offline`]) it is true at once, as in
+    /// LaunchDarkly's SDKs.
     pub fn initialized(&self) -> bool {
-        self.inner.published.initialized()
+        self.inner.offline || self.inner.published.initialized()
+    }
+
+    /// Whether the client is in offline mode ([`crate::ClientBuilder::offline`]).
+    pub fn is_offline(&self) -> bool {
+        self.inner.offline
     }
 
     /// How fresh the flag data is (PROTOCOL.md B §4.6, §5.10): `Defaults` (no data:
@@ -439,6 +449,15 @@ impl Client {
         if self.inner.begin_close().is_some() {
             self.inner.finished.wait_blocking(self.inner.close_timeout);
             self.inner.abort_events();
+        }
+    }
+
+    /// The runtime the client runs on, once started and until closed.
+    #[cfg(feature = "eval")]
+    pub(crate) fn running_runtime(&self) -> Option<Arc<dyn Runtime>> {
+        match &*self.inner.lock() {
+            Life::Running(rt) => Some(rt.clone()),
+            _ => None,
         }
     }
 

@@ -6,7 +6,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use flagsync_server::Endpoint;
 
-use crate::client::{Fdv2Preset, RedisTls};
+use crate::client::Fdv2Preset;
+use crate::redis_args::RedisArgs;
 
 use crate::error::CliError;
 
@@ -65,8 +66,8 @@ pub(crate) struct ServeArgs {
     #[arg(
         long,
         value_name = "FILE",
-        required_unless_present_any = ["redis", "relay", "upstream"],
-        conflicts_with_all = ["redis", "relay", "upstream"]
+        required_unless_present_any = ["redis_target", "relay", "upstream"],
+        conflicts_with_all = ["redis_target", "relay", "upstream"]
     )]
     pub(crate) data: Option<PathBuf>,
     /// With --data: serve FILE to SDKs configured with the payload filter KEY
@@ -120,26 +121,12 @@ pub(crate) struct ServeArgs {
     /// 64 MiB).
     #[arg(long, value_name = "BYTES", env = "FLAGSYNC_MAX_EVENT_BYTES")]
     pub(crate) max_event_bytes: Option<u64>,
-    /// Serve the flags kept in Redis at URL (LaunchDarkly key layout, as the Relay
-    /// Proxy, other SDKs or `flagsync watch --redis` write them) instead of a file;
-    /// changes there are pushed to clients within a second.
-    #[arg(
-        long,
-        value_name = "URL",
-        env = "FLAGSYNC_REDIS",
-        hide_env_values = true
-    )]
-    pub(crate) redis: Option<String>,
-    /// The Redis key prefix [default: launchdarkly].
-    #[arg(
-        long,
-        value_name = "PREFIX",
-        env = "FLAGSYNC_REDIS_PREFIX",
-        requires = "redis"
-    )]
-    pub(crate) prefix: Option<String>,
+    /// Redis (--redis URL, --redis-sentinel, or --redis-cluster): serve the flags kept
+    /// there (LaunchDarkly key layout, as the Relay Proxy, other SDKs or `flagsync
+    /// watch --redis` write them) instead of a file, changes pushed to clients within
+    /// a second; in relay mode, keep each environment there as it arrives.
     #[command(flatten)]
-    pub(crate) redis_tls: RedisTlsArgs,
+    pub(crate) redis: RedisArgs,
     /// Listen on 127.0.0.1:PORT (0 picks a free one) [default: 8030]. Without --listen
     /// and --port, `serve --data` and `--redis` listen on 127.0.0.1:8030 (this host
     /// only), a relay on 0.0.0.0:8030 (every IPv4 interface: a relay is there to be
@@ -316,21 +303,15 @@ pub(crate) struct ConnArgs {
     /// A payload filter key.
     #[arg(long, value_name = "KEY")]
     pub(crate) filter: Option<String>,
-    /// Also keep the flags in Redis at URL (redis://[user:password@]host[:port][/db];
-    /// rediss://… for TLS), in
-    /// the key layout of the LaunchDarkly SDKs and Relay Proxy. Until the service
-    /// delivers, the flags already there are served; an outage of Redis is survived
-    /// and repaired when it returns.
-    #[arg(long, value_name = "URL")]
-    pub(crate) redis: Option<String>,
-    /// The Redis key prefix [default: launchdarkly].
-    #[arg(long, value_name = "PREFIX", requires = "redis")]
-    pub(crate) prefix: Option<String>,
+    /// Also keep the flags in Redis (--redis URL, --redis-sentinel, or
+    /// --redis-cluster), in the key layout of the LaunchDarkly SDKs and Relay Proxy.
+    /// Until the service delivers, the flags already there are served; an outage of
+    /// Redis is survived and repaired when it returns.
     #[command(flatten)]
-    pub(crate) redis_tls: RedisTlsArgs,
+    pub(crate) redis: RedisArgs,
     /// Daemon mode: connect to no flag service; serve the flags another process keeps
-    /// in --redis (re-read every 15 s).
-    #[arg(long, requires = "redis", conflicts_with_all = ["polling", "fdv2", "filter", "stream_uri", "polling_uri"])]
+    /// in Redis (re-read every 15 s).
+    #[arg(long, requires = "redis_target", conflicts_with_all = ["polling", "fdv2", "filter", "stream_uri", "polling_uri"])]
     pub(crate) daemon: bool,
     /// The largest SSE line and event accepted, in bytes [default: 64 MiB]: raise it
     /// for a data set whose `put` is larger. Also the most of an FDv2 payload held
@@ -341,58 +322,6 @@ pub(crate) struct ConnArgs {
     /// server's self-signed certificate).
     #[arg(long, value_name = "PEM")]
     pub(crate) ca_file: Option<std::path::PathBuf>,
-}
-
-/// The certificates of a `--redis rediss://…` connection.
-#[derive(Debug, Args)]
-pub(crate) struct RedisTlsArgs {
-    /// For --redis rediss://…: trust the CA certificate(s) in this PEM file instead of
-    /// the webpki roots (a Redis whose certificate a private CA signed).
-    #[arg(
-        long,
-        value_name = "PEM",
-        env = "FLAGSYNC_REDIS_CA_FILE",
-        requires = "redis"
-    )]
-    pub(crate) redis_ca_file: Option<PathBuf>,
-    /// For --redis rediss://…: present this client certificate (PEM) to a Redis that
-    /// requires one (mutual TLS); with --redis-client-key.
-    #[arg(long, value_name = "PEM", env = "FLAGSYNC_REDIS_CLIENT_CERT", requires_all = ["redis", "redis_client_key"])]
-    pub(crate) redis_client_cert: Option<PathBuf>,
-    /// The private key (PEM) of --redis-client-cert.
-    #[arg(
-        long,
-        value_name = "PEM",
-        env = "FLAGSYNC_REDIS_CLIENT_KEY",
-        requires = "redis_client_cert"
-    )]
-    pub(crate) redis_client_key: Option<PathBuf>,
-}
-
-impl RedisTlsArgs {
-    /// The files' contents.
-    pub(crate) fn read(&self) -> Result<RedisTls, CliError> {
-        let read = |flag: &str, path: &PathBuf| {
-            std::fs::read(path).map_err(|e| {
-                CliError::usage(format!("cannot read --{flag} {}: {e}", path.display()))
-            })
-        };
-        let ca_pem = match &self.redis_ca_file {
-            Some(path) => Some(read("redis-ca-file", path)?),
-            None => None,
-        };
-        let client_cert = match (&self.redis_client_cert, &self.redis_client_key) {
-            (Some(cert), Some(key)) => Some((
-                read("redis-client-cert", cert)?,
-                read("redis-client-key", key)?,
-            )),
-            _ => None,
-        };
-        Ok(RedisTls {
-            ca_pem,
-            client_cert,
-        })
-    }
 }
 
 #[derive(Debug, Args)]
@@ -427,6 +356,11 @@ pub(crate) struct WatchArgs {
     /// right for `flagsync serve`; LaunchDarkly's events service for LaunchDarkly].
     #[arg(long, value_name = "URL", requires = "evaluate")]
     pub(crate) events_uri: Option<String>,
+    /// With --evaluate: evaluate big segments with the memberships kept in the same
+    /// Redis (settings and prefix), as LaunchDarkly's SDKs do with a Redis big-segment
+    /// store; without it a flag using a big segment reports NOT_CONFIGURED.
+    #[arg(long, env = "FLAGSYNC_BIG_SEGMENTS", requires_all = ["evaluate", "redis_target"])]
+    pub(crate) big_segments: bool,
 }
 
 #[derive(Debug, Args)]

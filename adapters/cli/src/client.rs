@@ -8,7 +8,7 @@ use flagsync::{
     Client, DataAvailability, DataSourceStatus, ErrorKind, Fdv2Config, FlagChange, Snapshot, State,
     Subscription,
 };
-use flagsync_redis::{RedisStore, RedisStoreBuilder};
+use flagsync_redis::{RedisBigSegmentStore, RedisStore, RedisStoreBuilder};
 
 /// How often an FDv2 session looks for a new data availability or active source.
 const SOURCE_CHECK: Duration = Duration::from_millis(100);
@@ -32,13 +32,15 @@ pub struct Options {
     pub max_event_bytes: Option<usize>,
     /// Extra trusted CA certificates (PEM).
     pub ca_pem: Option<Vec<u8>>,
+    /// Evaluate big segments with the memberships kept in `redis` (same settings).
+    pub big_segments: bool,
 }
 
 /// Where the flags are kept in Redis.
 #[derive(Debug, Clone)]
 pub struct RedisOptions {
-    /// `redis://…` (may hold a password: never printed).
-    pub url: String,
+    /// Where Redis is (may hold passwords: never printed).
+    pub target: RedisTarget,
     /// The key prefix (default `launchdarkly`).
     pub prefix: Option<String>,
     /// Connect to no flag service: serve what another process keeps in Redis.
@@ -46,6 +48,80 @@ pub struct RedisOptions {
     /// For `rediss://`: a private CA and a client certificate.
     pub tls: RedisTls,
 }
+
+/// Where Redis is: one server, a master behind Sentinel, or a cluster.
+#[derive(Clone)]
+pub enum RedisTarget {
+    /// `redis://…` or `rediss://…`.
+    Url(String),
+    /// The master named `master`, found through `sentinels`, with its credentials
+    /// and database.
+    Sentinel {
+        master: String,
+        sentinels: Vec<String>,
+        username: Option<String>,
+        password: Option<String>,
+        db: Option<u32>,
+    },
+    /// A cluster, found through its seed nodes.
+    Cluster(Vec<String>),
+}
+
+impl std::fmt::Debug for RedisTarget {
+    /// Never a URL (it may hold a password) nor the master's password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Url(_) => f.write_str("Url(..)"),
+            Self::Sentinel { master, db, .. } => f
+                .debug_struct("Sentinel")
+                .field("master", master)
+                .field("db", db)
+                .finish_non_exhaustive(),
+            Self::Cluster(nodes) => write!(f, "Cluster({} nodes)", nodes.len()),
+        }
+    }
+}
+
+/// `$ty`'s builder (`RedisStore` or `RedisBigSegmentStore`: their setters are the
+/// same) for `$opts`.
+macro_rules! redis_builder {
+    ($ty:ty, $opts:expr) => {{
+        let opts: &RedisOptions = $opts;
+        let mut builder = match &opts.target {
+            RedisTarget::Url(url) => <$ty>::builder(url.clone()),
+            RedisTarget::Sentinel {
+                master,
+                sentinels,
+                username,
+                password,
+                db,
+            } => {
+                let mut b = <$ty>::builder_sentinel(master.clone(), sentinels.clone());
+                if let Some(password) = password {
+                    b = b.master_credentials(username.as_deref(), password);
+                }
+                if let Some(db) = db {
+                    b = b.database(*db);
+                }
+                b
+            }
+            RedisTarget::Cluster(nodes) => <$ty>::builder_cluster(nodes.clone()),
+        };
+        if let Some(p) = &opts.prefix {
+            builder = builder.prefix(p.clone());
+        }
+        if let Some(ca) = &opts.tls.ca_pem {
+            builder = builder.tls_ca_pem(ca.clone());
+        }
+        if let Some((cert, key)) = &opts.tls.client_cert {
+            builder = builder.tls_client_cert(cert.clone(), key.clone());
+        }
+        builder
+    }};
+}
+
+/// What the Redis options expect, for messages.
+const REDIS_EXPECTED: &str = "Expected --redis redis://[user:password@]host[:port][/db] or rediss://… (TLS, with --redis-ca-file PEM for a private CA), e.g. redis://127.0.0.1:6379; or --redis-sentinel HOST:PORT with --redis-master NAME; or --redis-cluster URL with a --prefix holding a hash tag, e.g. '{launchdarkly}'";
 
 /// The certificates of a `rediss://` connection, read from the files named on the
 /// command line (PEM).
@@ -70,24 +146,22 @@ impl std::fmt::Debug for RedisTls {
 impl RedisOptions {
     /// The settings of the store these options describe (not checked yet).
     pub fn builder(&self) -> RedisStoreBuilder {
-        let mut builder = RedisStore::builder(self.url.clone());
-        if let Some(p) = &self.prefix {
-            builder = builder.prefix(p.clone());
-        }
-        if let Some(ca) = &self.tls.ca_pem {
-            builder = builder.tls_ca_pem(ca.clone());
-        }
-        if let Some((cert, key)) = &self.tls.client_cert {
-            builder = builder.tls_client_cert(cert.clone(), key.clone());
-        }
-        builder
+        redis_builder!(RedisStore, self)
     }
 
     /// The store these options describe; errors as a message.
     pub fn store(&self) -> Result<RedisStore, String> {
-        self.builder().build().map_err(|e| {
-            format!("{e}. Expected --redis redis://[user:password@]host[:port][/db] or rediss://… (TLS, with --redis-ca-file PEM for a private CA), e.g. redis://127.0.0.1:6379")
-        })
+        self.builder()
+            .build()
+            .map_err(|e| format!("{e}. {REDIS_EXPECTED}"))
+    }
+
+    /// The big-segment store in the same Redis, with the same prefix; errors as a
+    /// message.
+    pub fn big_segment_store(&self) -> Result<RedisBigSegmentStore, String> {
+        redis_builder!(RedisBigSegmentStore, self)
+            .build()
+            .map_err(|e| format!("{e}. {REDIS_EXPECTED}"))
     }
 }
 
@@ -237,6 +311,10 @@ impl Session {
             } else {
                 builder.persistent_store(store, StoreMode::ReadWrite, CacheConfig::default())
             };
+            if opts.big_segments {
+                let store = Arc::new(redis.big_segment_store()?);
+                builder = builder.big_segments(flagsync::bigseg::BigSegmentsOptions::new(store));
+            }
         }
         let client = builder.build().map_err(|e| e.to_string())?;
         // Subscribe before starting, so nothing is missed.

@@ -214,6 +214,7 @@ pub(crate) async fn demo(args: DemoArgs) -> Result<(), CliError> {
         events_uri: None,
         max_event_bytes: None,
         ca_pem: None,
+        big_segments: false,
     };
     let mut session = Session::start(&opts).map_err(CliError::failed)?;
     let mut printer = Printer::new(args.json);

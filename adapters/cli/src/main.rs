@@ -3,7 +3,8 @@
 //!
 //! One file per command (`serve.rs`, `demo.rs`, `watch.rs`, `snapshot.rs`, `eval.rs`); `args.rs`
 //! holds clap's definitions, `options.rs` turns the connection arguments into the
-//! client's options, `printer.rs` prints what a client sees, `client.rs` is the
+//! client's options, `printer.rs` prints what a client sees, `redis_args.rs` the Redis options (one
+//! server, Sentinel, Cluster), `client.rs` is the
 //! CLI's view of a client, `events.rs` the `serve --events` log; `relay.rs` is
 //! `serve`'s relay mode (the `flagsync-relay` crate's relay, started with the command
 //! line's settings).
@@ -18,6 +19,7 @@ mod logs;
 mod network;
 mod options;
 mod printer;
+mod redis_args;
 mod relay;
 mod serve;
 mod snapshot;

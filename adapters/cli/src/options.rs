@@ -4,7 +4,7 @@
 use flagsync_core::config::{DEFAULT_POLLING_URI, DEFAULT_STREAM_URI, sdk_key_is_well_formed};
 use flagsync_core::endpoint::Url;
 
-use crate::client::{Fdv2Preset, Options, RedisOptions};
+use crate::client::{Fdv2Preset, Options};
 
 use crate::args::ConnArgs;
 use crate::error::CliError;
@@ -52,16 +52,7 @@ pub(crate) fn resolve(conn: ConnArgs) -> Result<Options, CliError> {
             "the SDK key is malformed: it may only contain letters, digits, '.', '_' and '-' (check --sdk-key or FLAGSYNC_SDK_KEY)",
         ));
     }
-    let tls = conn.redis_tls.read()?;
-    let redis = conn.redis.map(|url| RedisOptions {
-        url,
-        prefix: conn.prefix,
-        daemon: conn.daemon,
-        tls,
-    });
-    if let Some(r) = &redis {
-        r.store().map_err(CliError::usage)?;
-    }
+    let redis = conn.redis.options(conn.daemon)?;
     let ca_pem = match &conn.ca_file {
         Some(path) => Some(std::fs::read(path).map_err(|e| {
             CliError::usage(format!("cannot read --ca-file {}: {e}", path.display()))
@@ -81,6 +72,7 @@ pub(crate) fn resolve(conn: ConnArgs) -> Result<Options, CliError> {
         fdv2: conn.fdv2,
         redis,
         events_uri: None,
+        big_segments: false,
     })
 }
 

@@ -11,7 +11,6 @@ use flagsync_server::{RelayConfig, UpstreamProtocol};
 use serde_json::Value;
 
 use crate::args::ServeArgs;
-use crate::client::RedisOptions;
 use crate::error::{CliError, start_error};
 
 /// The relay's configuration from the command line.
@@ -52,15 +51,8 @@ pub(crate) async fn relay(args: ServeArgs) -> Result<(), CliError> {
     let fds = crate::network::raise_fd_limit();
     let server = crate::network::server_builder(&args, Some(&config.network))?;
     let mut builder = Relay::builder(config.clone()).server(server);
-    if let Some(url) = &args.redis {
-        let opts = RedisOptions {
-            url: url.clone(),
-            prefix: args.prefix.clone(),
-            daemon: false,
-            tls: args.redis_tls.read()?,
-        };
-        // Checked here for the message that says what --redis expects.
-        opts.store().map_err(CliError::usage)?;
+    // Checked here for the message that says what --redis expects.
+    if let Some(opts) = args.redis.options(false)? {
         builder = builder.redis(opts.builder());
     }
     if let Some(n) = args.max_event_bytes {
@@ -83,7 +75,7 @@ pub(crate) async fn relay(args: ServeArgs) -> Result<(), CliError> {
                 .as_deref()
                 .map(|u| format!(", events to {}", redact_userinfo(u)))
                 .unwrap_or_default(),
-            if args.redis.is_some() {
+            if args.redis.given() {
                 ", kept in Redis"
             } else {
                 ""

@@ -9,7 +9,6 @@ use flagsync_core::Kind;
 use flagsync_core::datafile::{Format, RawDataSet};
 use flagsync_server::{ServerError, ServerHandle};
 
-use crate::client::RedisOptions;
 use flagsync::persist::{CacheConfig, CachingStore};
 
 use crate::args::ServeArgs;
@@ -57,13 +56,7 @@ pub(crate) enum ServeSource {
 
 impl ServeSource {
     fn new(args: &ServeArgs) -> Result<Self, CliError> {
-        if let Some(url) = &args.redis {
-            let opts = RedisOptions {
-                url: url.clone(),
-                prefix: args.prefix.clone(),
-                daemon: true,
-                tls: args.redis_tls.read()?,
-            };
+        if let Some(opts) = args.redis.options(true)? {
             let store = opts.store().map_err(CliError::usage)?;
             let name = format!("Redis {} (prefix {})", store.target(), store.prefix());
             return Ok(Self::Redis(
@@ -74,7 +67,7 @@ impl ServeSource {
         match &args.data {
             Some(path) => Ok(Self::File(path.clone())),
             None => Err(CliError::usage(
-                "give the flag data with --data FILE or --redis URL",
+                "give the flag data with --data FILE or --redis URL (or --redis-sentinel, --redis-cluster)",
             )),
         }
     }

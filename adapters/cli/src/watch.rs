@@ -12,6 +12,7 @@ use crate::printer::{Evaluations, Printer, Progress, print_updates};
 pub(crate) async fn watch(args: WatchArgs) -> Result<(), CliError> {
     let duration = seconds("--duration", args.duration)?;
     let mut opts = resolve(args.conn)?;
+    opts.big_segments = args.big_segments;
     let evaluations = if args.evaluate.is_empty() {
         None
     } else {

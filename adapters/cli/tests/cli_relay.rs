@@ -408,3 +408,39 @@ fn the_relay_keeps_redis_current() {
     assert_eq!(redis.cli(&["EXISTS", "relayed:$inited"]).trim(), "1");
     drop(relay);
 }
+
+/// The relay's --redis on Redis Cluster (`--redis-cluster`, a hash-tagged prefix): the
+/// data set and its changes reach the cluster.
+#[test]
+fn the_relay_keeps_a_redis_cluster_current() {
+    let cluster = common::topology::RedisCluster::start();
+    let upstream = upstream_on(0, json!("c1"));
+    let seeds = cluster.seeds();
+    let relay = Relay::upstream(
+        &upstream,
+        &[
+            "--redis-cluster",
+            &seeds[0],
+            "--redis-cluster",
+            &seeds[1],
+            "--prefix",
+            "{relayed}",
+        ],
+    );
+    let version_in_redis = || {
+        let raw = cluster.cli(&["HGET", "{relayed}:features", "f"]);
+        serde_json::from_str::<Value>(raw.trim())
+            .ok()
+            .and_then(|v| v["version"].as_u64())
+    };
+    wait_for(
+        "the data set in the cluster",
+        Duration::from_secs(10),
+        || version_in_redis() == Some(1),
+    );
+    upstream.set_flag("f", flag(json!("c2"), 7)).unwrap();
+    wait_for("the change in the cluster", Duration::from_secs(10), || {
+        version_in_redis() == Some(7)
+    });
+    drop(relay);
+}

@@ -2,11 +2,12 @@
 //! sink its migrators report to.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
 
 use super::client::ClientEvents;
-use super::{Command, Recorder};
+use super::{Command, FlushWaiter, Recorder};
 use crate::Client;
 use crate::eval::Context;
 
@@ -108,11 +109,80 @@ impl Client {
     }
 
     /// Send the queued events now instead of at the next flush interval. Returns at
-    /// once; [`Client::close`] waits for the last ones.
+    /// once; [`Client::flush_and_wait`] waits for the delivery, [`Client::close`] for
+    /// the last events.
     pub fn flush(&self) {
         if let Some(events) = self.events() {
             events.recorder.command(Command::Flush);
         }
+    }
+
+    /// Send the queued events now and wait, at most `timeout`, until every payload
+    /// has been delivered (the official SDKs' `flush_blocking` / `FlushAndWait`).
+    ///
+    /// True once nothing is left to send and no payload was dropped since the call:
+    /// events recorded meanwhile are waited for too. False if `timeout` passes
+    /// first, if a payload failed (after its one retry), if the events service
+    /// refused the SDK key, or if the client is not running (before
+    /// [`Client::start`], after [`Client::close`]). True at once for a client that
+    /// sends no events.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: &flagsync::Client) {
+    /// use std::time::Duration;
+    ///
+    /// if !client.flush_and_wait(Duration::from_secs(2)).await {
+    ///     eprintln!("some analytics events were not delivered");
+    /// }
+    /// # }
+    /// ```
+    pub async fn flush_and_wait(&self, timeout: Duration) -> bool {
+        let Some(waiter) = self.flush_waiter() else {
+            return !self.sends_events();
+        };
+        let Some(rt) = self.running_runtime() else {
+            return false;
+        };
+        let deadline = rt.now() + timeout;
+        let _ = crate::runtime::race(waiter.wait(), rt.sleep_until(deadline)).await;
+        waiter.result().unwrap_or(false)
+    }
+
+    /// [`Client::flush_and_wait`] for synchronous code: blocks the thread (at most
+    /// `timeout`). Do not call it on a thread that runs the client's runtime.
+    pub fn flush_and_wait_blocking(&self, timeout: Duration) -> bool {
+        match self.flush_waiter() {
+            Some(waiter) => waiter.wait_blocking(timeout).unwrap_or(false),
+            None => !self.sends_events(),
+        }
+    }
+
+    /// Ask the running processor for a flush with a waiter; `None` without events or
+    /// while the client is not running.
+    fn flush_waiter(&self) -> Option<Arc<FlushWaiter>> {
+        let events = self.events()?;
+        self.running_runtime()?;
+        let waiter = FlushWaiter::new();
+        events
+            .recorder
+            .command(Command::FlushWait(waiter.clone()))
+            .then_some(waiter)
+    }
+
+    /// Report the operation `tracker` followed (the official SDKs'
+    /// `track_migration_op`): its migration op event goes to this client's analytics
+    /// events, as a [`Migrator`](crate::migration::Migrator)'s do. For a tracker used
+    /// by hand rather than through a migrator.
+    ///
+    /// # Errors
+    /// The tracker cannot make an event (no operation set, nothing invoked, a
+    /// measurement of an origin that was not invoked: see
+    /// [`OpTracker::build`](crate::migration::OpTracker::build)); nothing is sent then.
+    pub fn track_migration_op(
+        &self,
+        tracker: &crate::migration::OpTracker,
+    ) -> Result<(), crate::migration::TrackerError> {
+        tracker.track(&*self.migration_sink())
     }
 
     /// The event processor, if events are on.

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use flagsync_core::events::{Event, EventProcessor, Input, Output, Record};
 
-use super::{Command, Recorder};
+use super::{Command, FlushWaiter, Recorder};
 use crate::driver::{In, Machine, Msg, Out, Sink};
 
 /// [`EventProcessor`] with the recorder's shards: their summaries are merged in before
@@ -14,6 +14,9 @@ use crate::driver::{In, Machine, Msg, Out, Sink};
 pub(crate) struct EventsMachine {
     processor: EventProcessor,
     recorder: Arc<Recorder>,
+    /// [`Command::FlushWait`]s not answered yet, each with whether a payload was
+    /// dropped since it came.
+    waiters: Vec<(Arc<FlushWaiter>, bool)>,
 }
 
 impl EventsMachine {
@@ -21,6 +24,24 @@ impl EventsMachine {
         Self {
             processor,
             recorder,
+            waiters: Vec::new(),
+        }
+    }
+
+    /// Answer the flush waiters once nothing is queued, summarised or in flight (or
+    /// delivery stopped for good).
+    fn answer_waiters(&mut self) {
+        if self.waiters.is_empty() {
+            return;
+        }
+        let disabled = self.processor.is_disabled();
+        let idle = self.processor.queued() == 0
+            && self.processor.summary().is_empty()
+            && self.processor.in_flight() == 0;
+        if disabled || idle {
+            for (waiter, dropped) in self.waiters.drain(..) {
+                waiter.set(!disabled && !dropped);
+            }
         }
     }
 
@@ -67,6 +88,11 @@ impl Machine for EventsMachine {
                 self.merge(now);
                 Input::Flush
             }
+            In::Command(Command::FlushWait(waiter)) => {
+                self.merge(now);
+                self.waiters.push((waiter, false));
+                Input::Flush
+            }
             In::Command(Command::Close) => {
                 self.merge(now);
                 Input::Close
@@ -95,8 +121,18 @@ impl Machine for EventsMachine {
     fn poll(&mut self) -> Out<Event> {
         match self.processor.poll_output() {
             Output::Action(a) => Out::Action(a),
-            Output::Event(e) => Out::Event(e),
-            Output::Wait(w) => Out::Wait(w),
+            Output::Event(e) => {
+                if matches!(e, Event::Failed { retrying: false, events, .. } if events > 0) {
+                    for (_, dropped) in &mut self.waiters {
+                        *dropped = true;
+                    }
+                }
+                Out::Event(e)
+            }
+            Output::Wait(w) => {
+                self.answer_waiters();
+                Out::Wait(w)
+            }
             other => {
                 tracing::debug!(output = ?other, "unknown event processor output");
                 Out::Wait(None)
@@ -105,7 +141,10 @@ impl Machine for EventsMachine {
     }
 
     fn stop(&mut self, _now: Instant) {
-        // The driver cancels every connection it opened; nothing else is held.
+        // The driver cancels every connection it opened; what was not sent is not.
+        for (waiter, _) in self.waiters.drain(..) {
+            waiter.set(false);
+        }
     }
 }
 

@@ -39,7 +39,7 @@ use std::time::Duration;
 
 pub use flagsync_core::events::{Event as DeliveryEvent, EventContext};
 
-pub(crate) use command::Command;
+pub(crate) use command::{Command, FlushWaiter};
 pub(crate) use machine::{EventsMachine, EventsSink};
 pub(crate) use recorder::{EvalRecord, Recorder, event_context};
 pub(crate) use stream_inits::StreamInits;

@@ -1,6 +1,6 @@
 //! Test support shared with the SDK's tests (`adapters/tests/common`: a scripted
 //! HTTP/1.1 server, TLS certificates) and the Redis crate's (a redis-server started per
-//! test).
+//! test; Sentinel and Cluster topologies of them).
 #![allow(dead_code, unreachable_pub)]
 
 #[path = "../../../redis/tests/common/redis_server.rs"]
@@ -10,6 +10,8 @@ pub mod serve;
 pub mod server;
 #[path = "../../../tests/common/tls.rs"]
 pub mod tls;
+#[path = "../../../redis/tests/common/topology.rs"]
+pub mod topology;
 
 #[allow(unused_imports)] // not every test binary uses it
 pub use server::Server;
