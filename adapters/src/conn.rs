@@ -25,7 +25,7 @@ const READ_BUF: usize = 64 * 1024;
 #[derive(Debug, Default)]
 pub(crate) struct ConnConfig {
     pub(crate) proxy: ProxySettings,
-    #[cfg(feature = "rustls")]
+    #[cfg(feature = "tls")]
     pub(crate) tls: Option<crate::tls::TlsConnector>,
 }
 
@@ -160,12 +160,12 @@ async fn open(rt: &dyn Runtime, config: &ConnConfig, endpoint: &Endpoint) -> io:
     if !endpoint.tls {
         return Ok(io);
     }
-    #[cfg(feature = "rustls")]
+    #[cfg(feature = "tls")]
     match &config.tls {
         Some(tls) => tls.connect(&endpoint.host, io).await,
         None => Err(io::Error::other("TLS is not configured")),
     }
-    #[cfg(not(feature = "rustls"))]
+    #[cfg(not(feature = "tls"))]
     Err(io::Error::new(
         io::ErrorKind::Unsupported,
         "https needs the `rustls` feature of flagsync",

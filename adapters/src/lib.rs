@@ -91,8 +91,12 @@ pub mod runtime;
 pub use flagsync_server as server;
 pub mod sse_client;
 pub mod test_data;
-#[cfg(feature = "rustls")]
+#[cfg(feature = "tls")]
 mod tls;
+#[cfg(feature = "tls")]
+pub use crypto::crypto_provider_name;
+#[cfg(feature = "tls")]
+mod crypto;
 mod transport;
 
 /// This crate's version, as the `User-Agent` names it (the official SDK's

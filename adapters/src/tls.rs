@@ -1,4 +1,4 @@
-//! TLS with rustls (ring provider) over any `futures-io` stream: one implementation for
+//! TLS with rustls (the crypto provider of `crate::crypto`) over any `futures-io` stream: one implementation for
 //! every runtime. Host names are always verified unless the user explicitly opts out
 //! with `danger_accept_invalid_certs`.
 //!
@@ -76,7 +76,14 @@ impl std::fmt::Debug for TlsConnector {
 impl TlsConnector {
     /// Build the rustls configuration; fails on an unreadable PEM.
     pub(crate) fn new(options: &TlsOptions) -> Result<Self, String> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = Self::config(options)?;
+        Ok(Self(futures_rustls::TlsConnector::from(Arc::new(config))))
+    }
+
+    /// The rustls configuration of `options`, with the crypto provider of
+    /// `crate::crypto`.
+    fn config(options: &TlsOptions) -> Result<ClientConfig, String> {
+        let provider = crate::crypto::provider();
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| e.to_string())?;
@@ -102,7 +109,7 @@ impl TlsConnector {
                     .with_no_client_auth()
             }
         };
-        Ok(Self(futures_rustls::TlsConnector::from(Arc::new(config))))
+        Ok(config)
     }
 
     /// Run the handshake for `host` over `io`.
@@ -413,6 +420,37 @@ mod tests {
 
     use super::*;
 
+    /// Every configuration holds the provider the features choose (aws-lc-rs when
+    /// enabled, else ring), not rustls' process default: with both compiled in, ring is
+    /// installed as the process default first, and the configurations must still hold
+    /// aws-lc-rs.
+    #[test]
+    fn configurations_use_the_chosen_crypto_provider() {
+        #[cfg(all(feature = "ring", feature = "aws-lc-rs"))]
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let expected = if cfg!(feature = "aws-lc-rs") {
+            "aws-lc-rs"
+        } else {
+            "ring"
+        };
+        assert!(crate::crypto_provider_name().starts_with(expected));
+        for options in [
+            TlsOptions::default(),
+            TlsOptions {
+                accept_invalid_certs: true,
+                ..TlsOptions::default()
+            },
+            TlsOptions {
+                built_in_roots: false,
+                ..TlsOptions::default()
+            },
+        ] {
+            let config = TlsConnector::config(&options).unwrap();
+            let name = crate::crypto::name_of(config.crypto_provider());
+            assert_eq!(name, crate::crypto_provider_name());
+        }
+    }
+
     /// A test CA, optionally name-constrained to DNS names under `permitted`.
     struct Ca {
         cert: rcgen::Certificate,
@@ -479,7 +517,7 @@ mod tests {
         for root in roots {
             store.add(root.clone()).unwrap();
         }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = crate::crypto::provider();
         CommonNameFallback::new(store, &provider).unwrap()
     }
 

@@ -44,7 +44,7 @@ impl std::fmt::Debug for ProxyChoice {
 pub(crate) struct Transport {
     pub(crate) runtime: Option<Arc<dyn Runtime>>,
     pub(crate) proxy: ProxyChoice,
-    #[cfg(feature = "rustls")]
+    #[cfg(feature = "tls")]
     pub(crate) tls: crate::tls::TlsOptions,
 }
 
@@ -61,7 +61,7 @@ impl Transport {
         };
         Ok(ConnConfig {
             proxy,
-            #[cfg(feature = "rustls")]
+            #[cfg(feature = "tls")]
             tls: Some(crate::tls::TlsConnector::new(&self.tls).map_err(Error::Tls)?),
         })
     }
@@ -111,7 +111,7 @@ macro_rules! transport_methods {
         /// and key usage are checked as for any certificate, and no name-constrained CA
         /// may vouch for a Common Name. A certificate with any DNS or IP subjectAltName
         /// is judged by it alone.
-        #[cfg(feature = "rustls")]
+        #[cfg(feature = "tls")]
         pub fn add_root_certificate_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
             self.transport.tls.extra_roots_pem.push(pem.into());
             self
@@ -119,7 +119,7 @@ macro_rules! transport_methods {
 
         /// Trust the built-in root certificates (webpki roots, plus the platform's with
         /// the `native-roots` feature). On by default.
-        #[cfg(feature = "rustls")]
+        #[cfg(feature = "tls")]
         pub fn tls_built_in_roots(mut self, enabled: bool) -> Self {
             self.transport.tls.built_in_roots = enabled;
             self
@@ -130,7 +130,7 @@ macro_rules! transport_methods {
         /// # Warning
         /// This turns off the protection TLS gives against impersonation. Use it only
         /// for tests against servers you control.
-        #[cfg(feature = "rustls")]
+        #[cfg(feature = "tls")]
         pub fn danger_accept_invalid_certs(mut self, accept: bool) -> Self {
             self.transport.tls.accept_invalid_certs = accept;
             self

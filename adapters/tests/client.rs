@@ -31,7 +31,7 @@ runtime_tests!(
     bytes_received_counts_the_data_connections,
 );
 
-#[cfg(feature = "rustls")]
+#[cfg(feature = "tls")]
 mod tls_rt {
     use super::tls_tests::*;
     runtime_tests!(
@@ -418,7 +418,7 @@ async fn bytes_received_counts_the_data_connections(rt: Rt) {
     assert_eq!(client.bytes_received(), expected);
 }
 
-#[cfg(feature = "rustls")]
+#[cfg(feature = "tls")]
 mod tls_tests {
     use super::*;
 

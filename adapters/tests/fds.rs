@@ -123,7 +123,7 @@ async fn close_releases_every_fd(rt: Rt) {
         After::Hold
     });
     let proxy = proxy::Proxy::start();
-    #[cfg(feature = "rustls")]
+    #[cfg(feature = "tls")]
     let (certs, secure) = {
         let certs = tls::certs(&["localhost"]);
         let secure = Server::start_wrapped(tls::wrap(certs.server.clone()), |_, r| {
@@ -167,7 +167,7 @@ async fn close_releases_every_fd(rt: Rt) {
     assert_eq!(proxy.forwarded.lock().unwrap().len(), 1);
     assert!(proxy.connects.lock().unwrap().is_empty());
 
-    #[cfg(feature = "rustls")]
+    #[cfg(feature = "tls")]
     {
         let uri = format!("https://localhost:{}", secure.port);
         let client = builder(&rt, &uri)

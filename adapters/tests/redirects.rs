@@ -3,7 +3,7 @@
 //! (the plain server never sees a byte), and so is one to another port; one on the
 //! same origin is followed with the key.
 #![cfg(all(
-    feature = "rustls",
+    feature = "tls",
     any(feature = "tokio", feature = "smol", feature = "async-std")
 ))]
 

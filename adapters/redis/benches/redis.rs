@@ -37,7 +37,7 @@ use flagsync_redis::RedisStore;
 #[allow(dead_code, unreachable_pub)] // the tests' helper: not all of it is used here
 mod redis_server;
 mod sentinel;
-#[cfg(feature = "rustls")]
+#[cfg(feature = "tls")]
 mod tls;
 
 /// The payload generator the core's benches use.
@@ -71,7 +71,7 @@ fn bench(c: &mut Criterion) {
         small.apply(ChangeSet::fdv1_full(
             split_all_data(&payload(5_000), false).unwrap(),
         ));
-        #[cfg(feature = "rustls")]
+        #[cfg(feature = "tls")]
         {
             let plain = Arc::new(
                 RedisStore::builder(server.url())

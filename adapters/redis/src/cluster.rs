@@ -81,7 +81,7 @@ pub(crate) fn client(
         .retries(3)
         .min_retry_wait(20)
         .max_retry_wait(200);
-    #[cfg(feature = "rustls")]
+    #[cfg(feature = "tls")]
     let builder = if tls.is_default() {
         builder
     } else {

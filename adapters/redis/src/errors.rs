@@ -149,7 +149,7 @@ mod tests {
             "redis://app:pw-42@127.0.0.1:1/3",
             "rediss://app:pw-42@127.0.0.1:1/3",
         ] {
-            if url.starts_with("rediss") && !cfg!(feature = "rustls") {
+            if url.starts_with("rediss") && !cfg!(feature = "tls") {
                 continue;
             }
             let b = RedisStore::builder(url);

@@ -115,6 +115,8 @@ mod tls;
 
 pub use big_segments::{RedisBigSegmentStore, RedisBigSegmentStoreBuilder};
 pub use store::{RedisStore, RedisStoreBuilder};
+#[cfg(feature = "tls")]
+pub use tls::crypto_provider_name;
 
 /// The default key prefix of every LaunchDarkly SDK.
 pub const DEFAULT_PREFIX: &str = "launchdarkly";

@@ -5,7 +5,7 @@ use std::fmt;
 
 use flagsync::persist::StoreError;
 
-#[cfg(feature = "rustls")]
+#[cfg(feature = "tls")]
 use crate::errors::map_error;
 
 /// TLS settings of a store, beyond the `rediss://` scheme: a private CA instead of
@@ -37,8 +37,9 @@ impl fmt::Debug for TlsSettings {
 }
 
 /// Without the `rustls` feature, what a `rediss://` URL or a TLS setting gets.
-#[cfg(not(feature = "rustls"))]
-const NO_TLS: &str = "redis over TLS (rediss://) needs flagsync-redis's `rustls` feature";
+#[cfg(not(feature = "tls"))]
+const NO_TLS: &str =
+    "redis over TLS (rediss://) needs flagsync-redis's `rustls` (ring) or `aws-lc-rs` feature";
 
 /// A sentinel's or cluster node's URL: `host:port` alone is `redis://host:port`.
 pub(crate) fn node_url(node: &str) -> String {
@@ -66,7 +67,7 @@ pub(crate) fn connection_info(url: &str) -> Result<redis::ConnectionInfo, StoreE
 /// Refuse TLS settings that cannot work: any without the `rustls` feature, and
 /// certificates given for plaintext connections (`secure` false).
 pub(crate) fn check(secure: bool, tls: &TlsSettings) -> Result<(), StoreError> {
-    #[cfg(not(feature = "rustls"))]
+    #[cfg(not(feature = "tls"))]
     if secure || !tls.is_default() {
         return Err(StoreError::Config(NO_TLS.into()));
     }
@@ -75,10 +76,10 @@ pub(crate) fn check(secure: bool, tls: &TlsSettings) -> Result<(), StoreError> {
             "TLS certificates were given for a redis:// URL: use rediss:// for TLS".into(),
         ));
     }
-    #[cfg(feature = "rustls")]
+    #[cfg(feature = "tls")]
     if secure {
         check_pem(tls)?;
-        install_crypto_provider();
+        use_crypto_provider()?;
     }
     Ok(())
 }
@@ -97,7 +98,7 @@ pub(crate) fn client_for(
     info: redis::ConnectionInfo,
     tls: &TlsSettings,
 ) -> Result<redis::Client, StoreError> {
-    #[cfg(feature = "rustls")]
+    #[cfg(feature = "tls")]
     if !tls.is_default() {
         return redis::Client::build_with_tls(info, certificates(tls)).map_err(
             |e| match map_error(e) {
@@ -112,7 +113,7 @@ pub(crate) fn client_for(
 }
 
 /// The certificates of `tls` as the redis crate takes them.
-#[cfg(feature = "rustls")]
+#[cfg(feature = "tls")]
 pub(crate) fn certificates(tls: &TlsSettings) -> redis::TlsCertificates {
     redis::TlsCertificates {
         client_tls: tls
@@ -128,7 +129,7 @@ pub(crate) fn certificates(tls: &TlsSettings) -> redis::TlsCertificates {
 
 /// Each PEM given holds what it should (the redis crate takes PEM without a
 /// certificate as an empty list).
-#[cfg(feature = "rustls")]
+#[cfg(feature = "tls")]
 fn check_pem(tls: &TlsSettings) -> Result<(), StoreError> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -159,13 +160,69 @@ fn check_pem(tls: &TlsSettings) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// rustls picks its crypto provider from its features; with more than one enabled in
-/// the process (ring and aws-lc-rs) and none chosen, it would panic: choose ring, which
-/// flagsync uses.
-#[cfg(feature = "rustls")]
-fn install_crypto_provider() {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        // Another thread may have installed one meanwhile: either will do.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+#[cfg(all(feature = "tls", not(any(feature = "ring", feature = "aws-lc-rs"))))]
+compile_error!(
+    "flagsync-redis's TLS needs a crypto provider: enable its `rustls` (ring), `ring` or `aws-lc-rs` feature"
+);
+
+/// The crypto provider of this build: aws-lc-rs with the `aws-lc-rs` feature (also
+/// with `ring`: cargo unifies features, and asking for aws-lc-rs is deliberate), else
+/// ring.
+#[cfg(feature = "tls")]
+fn provider() -> rustls::crypto::CryptoProvider {
+    #[cfg(feature = "aws-lc-rs")]
+    let provider = rustls::crypto::aws_lc_rs::default_provider();
+    #[cfg(all(feature = "ring", not(feature = "aws-lc-rs")))]
+    let provider = rustls::crypto::ring::default_provider();
+    provider
+}
+
+/// The name of the rustls crypto provider of `rediss://` connections: `"aws-lc-rs"`
+/// with the `aws-lc-rs` feature (whether or not `ring` is also enabled), else `"ring"`;
+/// `"aws-lc-rs (FIPS)"` in a build with rustls' `fips` feature. The redis crate uses
+/// rustls' process-wide default provider (it takes no other): the first `rediss://`
+/// store installs this one as that default when none is, and a store is refused
+/// ([`StoreError::Config`]) when the default is another provider.
+#[cfg(feature = "tls")]
+pub fn crypto_provider_name() -> &'static str {
+    name_of(&provider())
+}
+
+/// The name of `provider`, as [`crypto_provider_name`] gives it, or `"other"` for one
+/// that is neither ring's nor aws-lc-rs'. Told by its key provider (rustls names its
+/// types `Ring` and `AwsLcRs`), so it names the provider really installed.
+#[cfg(feature = "tls")]
+pub(crate) fn name_of(provider: &rustls::crypto::CryptoProvider) -> &'static str {
+    match format!("{:?}", provider.key_provider).as_str() {
+        "AwsLcRs" if provider.fips() => "aws-lc-rs (FIPS)",
+        "AwsLcRs" => "aws-lc-rs",
+        "Ring" => "ring",
+        _ => "other",
+    }
+}
+
+/// The redis crate (1.x) builds its rustls configuration with
+/// `rustls::ClientConfig::builder()`, that is with rustls' process-wide default
+/// provider, and has no way to be given a provider or a configuration. So before a
+/// `rediss://` client is made, this crate's provider is installed as that default when
+/// none is installed yet; when another provider is the default (installed by the
+/// application or another library), the store is refused rather than connecting with a
+/// provider other than the one chosen (a FIPS build must not fall back to ring).
+#[cfg(feature = "tls")]
+fn use_crypto_provider() -> Result<(), StoreError> {
+    let chosen = provider();
+    let name = name_of(&chosen);
+    // Another thread may install one between the two calls: the comparison sees it.
+    let _ = chosen.install_default();
+    let installed = rustls::crypto::CryptoProvider::get_default().map(|p| name_of(p));
+    match installed {
+        Some(installed) if installed == name => Ok(()),
+        installed => Err(StoreError::Config(format!(
+            "redis TLS: the redis crate uses rustls' process-wide default crypto provider, \
+             which is {} in this process, but flagsync-redis is built for {name}: install \
+             {name} as the default (or none), or build flagsync-redis with the matching \
+             `ring` or `aws-lc-rs` feature",
+            installed.unwrap_or("none")
+        ))),
     }
 }

@@ -185,11 +185,11 @@ async fn a_daemon_lists_every_live_item_without_inited(rt: Rt) {
 }
 
 async fn a_daemon_lists_over_tls_without_inited(rt: Rt) {
-    #[cfg(feature = "rustls")]
+    #[cfg(feature = "tls")]
     {
         let redis = RedisServer::start_tls();
         lists_every_live_item(rt, &redis).await;
     }
-    #[cfg(not(feature = "rustls"))]
+    #[cfg(not(feature = "tls"))]
     let _ = rt;
 }

@@ -34,7 +34,7 @@ runtime_tests!(
 );
 
 /// Over TLS: sentinels and master on TLS ports only.
-#[cfg(feature = "rustls")]
+#[cfg(feature = "tls")]
 mod over_tls {
     use super::*;
     runtime_tests!(sentinels_and_master_over_tls);
@@ -340,7 +340,7 @@ async fn a_sentinel_naming_a_dead_master_is_passed_over(_rt: Rt) {
 
 /// Sentinels and a master on TLS only (`rediss://` sentinel URLs: the master is reached
 /// over TLS too, trusting the same CA).
-#[cfg(feature = "rustls")]
+#[cfg(feature = "tls")]
 async fn sentinels_and_master_over_tls(_rt: Rt) {
     use common::redis_server::{TestCerts, Tls};
     let tls = Tls {

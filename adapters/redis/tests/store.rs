@@ -27,7 +27,7 @@ macro_rules! contract_tests {
             $( async fn $name(rt: Rt) { super::$name(rt, plaintext).await } )*
             runtime_tests!($($name),*);
         }
-        #[cfg(feature = "rustls")]
+        #[cfg(feature = "tls")]
         mod over_tls {
             use super::*;
             $( async fn $name(rt: Rt) { super::$name(rt, over_tls).await } )*
@@ -48,7 +48,7 @@ fn plaintext() -> Deployment {
     Deployment::Server(RedisServer::start())
 }
 
-#[cfg(feature = "rustls")]
+#[cfg(feature = "tls")]
 fn over_tls() -> Deployment {
     Deployment::Server(RedisServer::start_tls())
 }

@@ -3,7 +3,7 @@
 //! big-segment store, a daemon-mode reader, a CA that did not sign the server's
 //! certificate, the webpki roots alone, and mutual TLS required and given. The store
 //! contract over TLS is in `store.rs` (`over_tls`).
-#![cfg(feature = "rustls")]
+#![cfg(feature = "tls")]
 
 #[macro_use]
 mod common;

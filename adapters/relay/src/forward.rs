@@ -10,12 +10,44 @@
 //! [`RelayHandle::shutdown`](crate::RelayHandle::shutdown) counts them.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use flagsync_server::{
     EnvironmentHandle, EventPayload, EventSubscription, RelayEnvironment, ServerHandle,
 };
+
+#[cfg(not(any(feature = "ring", feature = "aws-lc-rs")))]
+compile_error!(
+    "flagsync-relay needs a crypto provider: enable its `ring` (default) or `aws-lc-rs` feature"
+);
+
+/// The forwarder's rustls crypto provider, the one the SDK, the Redis crate and the
+/// server use too (the same features): aws-lc-rs with `aws-lc-rs` (also with `ring`),
+/// else ring. Given to ureq explicitly, which would otherwise use rustls' process
+/// default.
+fn crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
+    #[cfg(feature = "aws-lc-rs")]
+    let provider = rustls::crypto::aws_lc_rs::default_provider();
+    #[cfg(all(feature = "ring", not(feature = "aws-lc-rs")))]
+    let provider = rustls::crypto::ring::default_provider();
+    Arc::new(provider)
+}
+
+/// The events forwarder's HTTP agent.
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_global(Some(TIMEOUT))
+        .http_status_as_error(false)
+        .tls_config(
+            ureq::tls::TlsConfig::builder()
+                .unversioned_rustls_crypto_provider(crypto_provider())
+                .build(),
+        )
+        .build()
+        .into()
+}
 
 /// The most payloads waiting to be forwarded.
 const QUEUE: usize = 10_000;
@@ -100,11 +132,7 @@ impl Forwarder {
 }
 
 fn run(events: &EventSubscription, targets: &mut HashMap<String, Target>) -> ForwardReport {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(TIMEOUT))
-        .http_status_as_error(false)
-        .build()
-        .into();
+    let agent = agent();
     let mut failed = 0;
     while let Some(payload) = events.recv() {
         let Some(target) = payload
@@ -196,4 +224,43 @@ fn post(agent: &ureq::Agent, target: &Target, payload: &EventPayload) -> Result<
         }
     }
     Err(last)
+}
+
+#[cfg(test)]
+mod tests {
+    /// The forwarder's agent holds the provider the features choose, the same as the
+    /// SDK's, the Redis crate's and the TLS listener's (the relay forwards its features
+    /// to each), not rustls' process default: with both compiled in, ring is installed
+    /// as the default first, and aws-lc-rs must still be the one used.
+    #[test]
+    fn every_part_uses_the_chosen_crypto_provider() {
+        #[cfg(all(feature = "ring", feature = "aws-lc-rs"))]
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let expected = if cfg!(feature = "aws-lc-rs") {
+            "AwsLcRs"
+        } else {
+            "Ring"
+        };
+        let agent = super::agent();
+        let provider = agent
+            .config()
+            .tls_config()
+            .unversioned_rustls_crypto_provider();
+        let provider = provider.as_ref().expect("the agent's provider is set");
+        assert_eq!(format!("{:?}", provider.key_provider), expected);
+        let name = if cfg!(feature = "aws-lc-rs") {
+            "aws-lc-rs"
+        } else {
+            "ring"
+        };
+        assert!(flagsync::crypto_provider_name().starts_with(name));
+        assert_eq!(
+            flagsync::crypto_provider_name(),
+            flagsync_redis::crypto_provider_name()
+        );
+        assert_eq!(
+            flagsync::crypto_provider_name(),
+            flagsync_server::crypto_provider_name()
+        );
+    }
 }

@@ -106,6 +106,7 @@
 
 mod builder;
 mod conn;
+mod crypto;
 mod data;
 mod env;
 mod error;
@@ -133,6 +134,7 @@ mod transport;
 pub use builder::{
     DEFAULT_BODY_TIMEOUT, DEFAULT_HEAD_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Server, ServerBuilder,
 };
+pub use crypto::crypto_provider_name;
 pub use data::FlagData;
 pub use env::{Environment, EnvironmentHandle};
 pub use error::ServerError;

@@ -1,8 +1,8 @@
 //! TLS on the listening ports: the certificate chain and key from PEM files, reloaded
 //! when the files change (a certificate rotated without a restart), TLS 1.2 minimum,
 //! and optionally a client CA whose certificates every client must present (mutual
-//! TLS). rustls with its `ring` provider, chosen explicitly (never the process's
-//! default provider).
+//! TLS). rustls with the crypto provider of the `ring` or `aws-lc-rs` feature
+//! (`crate::crypto`), chosen explicitly (never the process's default provider).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -149,7 +149,7 @@ fn load(settings: &TlsSettings) -> Result<ServerConfig, String> {
                 )
             })
         })?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = crate::crypto::provider()?;
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .map_err(|e| e.to_string())?;
@@ -189,4 +189,51 @@ fn read_certs(path: &Path, what: &str) -> Result<Vec<CertificateDer<'static>>, S
         return Err(format!("{}: no PEM certificate in it", path.display()));
     }
     Ok(certs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The configuration holds the provider the features choose (aws-lc-rs when
+    /// enabled, else ring), not rustls' process default: with both compiled in, ring is
+    /// installed as the process default first, and it must still hold aws-lc-rs. With
+    /// mutual TLS too (the client verifier is built with the same provider).
+    #[test]
+    fn the_configuration_uses_the_chosen_crypto_provider() {
+        #[cfg(all(feature = "ring", feature = "aws-lc-rs"))]
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let expected = if cfg!(feature = "aws-lc-rs") {
+            "aws-lc-rs"
+        } else if cfg!(feature = "ring") {
+            "ring"
+        } else {
+            "none"
+        };
+        assert!(crate::crypto_provider_name().starts_with(expected));
+        let dir = std::env::temp_dir().join(format!(
+            "flagsync-server-crypto-{}-{}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
+        std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
+        let settings = TlsSettings::new(dir.join("cert.pem"), dir.join("key.pem"));
+        for settings in [settings.clone(), settings.client_ca(dir.join("cert.pem"))] {
+            match load(&settings) {
+                Ok(config) => assert_eq!(
+                    crate::crypto::name_of(config.crypto_provider()),
+                    crate::crypto_provider_name()
+                ),
+                Err(e) => assert!(expected == "none" && e.contains("crypto provider"), "{e}"),
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -1,6 +1,8 @@
 //! TLS on the listening port: HTTPS polls and streams, a plaintext request refused in
 //! plaintext, a certificate rotated without a restart, mutual TLS, and unusable files
 //! refused at start.
+//! Needs a crypto provider (feature `ring`, the default, or `aws-lc-rs`).
+#![cfg(any(feature = "ring", feature = "aws-lc-rs"))]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -80,6 +82,11 @@ fn connect(addr: SocketAddr, ca: &Ca, client: Option<&(String, String)>) -> Tls 
     roots
         .add(CertificateDer::from(ca.cert.der().to_vec()))
         .unwrap();
+    // The client uses the provider the server was built with (aws-lc-rs alone, in CI's
+    // aws-lc-rs run).
+    #[cfg(feature = "aws-lc-rs")]
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    #[cfg(not(feature = "aws-lc-rs"))]
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

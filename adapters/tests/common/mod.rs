@@ -4,7 +4,7 @@
 
 pub mod proxy;
 pub mod server;
-#[cfg(feature = "rustls")]
+#[cfg(feature = "tls")]
 pub mod tls;
 
 use std::future::Future;

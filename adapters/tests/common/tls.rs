@@ -39,6 +39,11 @@ pub fn certs_with(names: &[&str], common_name: Option<&str>) -> Certs {
             .push(rcgen::DnType::CommonName, cn);
     }
     let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+    // The test server uses the provider the SDK was built with (aws-lc-rs alone, in
+    // CI's aws-lc-rs run).
+    #[cfg(feature = "aws-lc-rs")]
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    #[cfg(not(feature = "aws-lc-rs"))]
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let server = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
