@@ -15,7 +15,6 @@ mod fallback_directive;
 mod initializers;
 mod lifecycle;
 mod polling;
-mod retry;
 mod streaming;
 
 const STREAM: &str = "/sdk/stream";
