@@ -17,6 +17,7 @@ use bytes::Bytes;
 use flagsync_core::datafile::{self, DataSet, RawDataSet};
 use serde_json::Value;
 
+use crate::evaluated::{Evaluated, live_change};
 use crate::hub::Frame;
 
 /// Which map an item lives in.
@@ -237,6 +238,8 @@ pub(super) struct Data {
     epoch: String,
     rendered: Option<Arc<Rendered>>,
     fdv2: Option<Arc<Fdv2Objects>>,
+    /// The data as the evaluation engine reads it, once an endpoint evaluates.
+    evaluated: Evaluated,
 }
 
 impl Default for Data {
@@ -248,6 +251,7 @@ impl Default for Data {
             epoch: String::new(),
             rendered: None,
             fdv2: None,
+            evaluated: Evaluated::default(),
         }
     }
 }
@@ -353,6 +357,7 @@ impl Data {
         };
         self.map_mut(kind).insert(key.to_owned(), entry);
         self.version += 1;
+        self.evaluated.upsert(kind.core(), key, version, &raw);
         (version, raw)
     }
 
@@ -363,6 +368,7 @@ impl Data {
         let entry = Entry { version, raw: None };
         self.map_mut(kind).insert(key.to_owned(), entry);
         self.version += 1;
+        self.evaluated.delete(kind.core(), key, version);
         version
     }
 
@@ -424,9 +430,51 @@ impl Data {
     fn swap_in(&mut self, new: Self) {
         let version = self.version + 1;
         let epoch = std::mem::take(&mut self.epoch);
+        let evaluated = std::mem::take(&mut self.evaluated);
         *self = new;
         self.version = version;
         self.epoch = epoch;
+        self.evaluated = evaluated;
+        if self.evaluated.is_built() {
+            let live = self.live_changes();
+            self.evaluated.replace(|| live);
+        } else {
+            self.evaluated.replace(Vec::new);
+        }
+    }
+
+    /// Every live item, as changes for the evaluation store.
+    fn live_changes(&self) -> Vec<flagsync_core::store::Change> {
+        [
+            (ItemKind::Flag, &self.flags),
+            (ItemKind::Segment, &self.segments),
+        ]
+        .into_iter()
+        .flat_map(|(kind, map)| {
+            map.iter().filter_map(move |(key, e)| {
+                let raw = e.raw.as_ref()?;
+                Some(live_change(kind.core(), key, e.version, raw))
+            })
+        })
+        .collect()
+    }
+
+    /// The current data as the evaluation engine reads it (an O(1) view; the store
+    /// behind it is built on the first call and kept up to date after).
+    #[allow(dead_code)] // until the evaluating endpoints land
+    pub(super) fn eval_snapshot(&mut self) -> flagsync_core::Snapshot {
+        if self.evaluated.is_built() {
+            return self.evaluated.snapshot(Vec::new);
+        }
+        let live = self.live_changes();
+        self.evaluated.snapshot(|| live)
+    }
+
+    /// The flags the last change changed, dependants included; `None` if unknown (no
+    /// evaluation had been asked for then).
+    #[allow(dead_code)] // until the evaluating endpoints land
+    pub(super) fn changed_flags(&self) -> Option<&[String]> {
+        self.evaluated.changed_flags()
     }
 
     /// Replace every item with `new`'s as [`replace`](Self::replace) does, and say
@@ -480,6 +528,7 @@ impl Data {
             self.flags = new.flags;
             self.segments = new.segments;
             self.fdv2 = None;
+            self.evaluated.forget();
         } else {
             self.swap_in(new);
         }

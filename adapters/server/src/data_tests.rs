@@ -193,3 +193,66 @@ fn an_unchanged_replacement_holds_the_new_bytes() {
     assert_eq!(d.get(ItemKind::Flag, "a").unwrap().as_ptr(), at);
     assert_eq!(d.version(), 1, "nothing sent, nothing changed");
 }
+
+/// The value flag `key` serves `user` in `snapshot`.
+fn served(snapshot: &flagsync_core::Snapshot, key: &str, user: &str) -> Option<Value> {
+    let context = flagsync_eval::ContextBuilder::new(user).build().unwrap();
+    flagsync_eval::evaluate_flag(
+        snapshot,
+        &flagsync_eval::SlotModels,
+        key,
+        &context,
+        flagsync_eval::Options::default(),
+        |_, detail| detail.value.map(|v| serde_json::to_value(v).unwrap()),
+    )
+}
+
+fn segment_flag(version: u64) -> Value {
+    json!({"key": "f", "version": version, "on": true, "variations": ["out", "in"],
+        "offVariation": 0, "fallthrough": {"variation": 0},
+        "rules": [{"id": "r", "variation": 1,
+            "clauses": [{"attribute": "", "op": "segmentMatch", "values": ["s"]}]}]})
+}
+
+#[test]
+fn the_evaluation_store_follows_every_change_and_names_the_flags_changed() {
+    let mut d = Data::from_json(json!({
+        "flags": {"f": segment_flag(1), "g": {"on": false, "variations": [1, 2], "offVariation": 1}},
+        "segments": {"s": {"included": ["u1"]}},
+    }))
+    .unwrap();
+    assert_eq!(d.changed_flags(), None, "nothing built, nothing known");
+    let snap = d.eval_snapshot();
+    assert_eq!(served(&snap, "f", "u1"), Some(json!("in")));
+    assert_eq!(served(&snap, "f", "u2"), Some(json!("out")));
+    assert_eq!(served(&snap, "g", "u1"), Some(json!(2.0)));
+
+    // A segment's change changes the flags that use it.
+    d.upsert(ItemKind::Segment, "s", json!({"included": ["u2"]}))
+        .unwrap();
+    assert_eq!(d.changed_flags(), Some(&["f".to_owned()][..]));
+    let after = d.eval_snapshot();
+    assert_eq!(served(&after, "f", "u1"), Some(json!("out")));
+    assert_eq!(served(&after, "f", "u2"), Some(json!("in")));
+    assert_eq!(
+        served(&snap, "f", "u1"),
+        Some(json!("in")),
+        "old views stay whole"
+    );
+
+    d.delete(ItemKind::Flag, "g", None);
+    assert_eq!(d.changed_flags(), Some(&["g".to_owned()][..]));
+    assert_eq!(served(&d.eval_snapshot(), "g", "u1"), None);
+
+    // A replacement: only what changed is named.
+    let new = Data::from_json(json!({
+        "flags": {"f": segment_flag(1), "h": {"on": false, "variations": [true], "offVariation": 0}},
+        "segments": {"s": {"included": ["u2"], "version": 2}},
+    }))
+    .unwrap();
+    let changes = d.replace_with_changes(new);
+    assert!(!changes.is_empty());
+    assert_eq!(d.changed_flags(), Some(&["h".to_owned()][..]));
+    assert_eq!(served(&d.eval_snapshot(), "h", "u9"), Some(json!(true)));
+    assert_eq!(served(&d.eval_snapshot(), "f", "u2"), Some(json!("in")));
+}

@@ -110,6 +110,7 @@ mod crypto;
 mod data;
 mod env;
 mod error;
+mod evaluated;
 mod events;
 mod fault;
 mod fdv2;
