@@ -146,13 +146,14 @@ def write_json(path, value):
 class Serve:
     """`flagsync serve` on a free port, with a data file and an events log in `tmp`."""
 
-    def __init__(self, flagsync, tmp, data, relay=None, host=None):
+    def __init__(self, flagsync, tmp, data, relay=None, host=None, extra=()):
         """With `relay` ("http" or "tls"), SDKs talk to a second process, `flagsync
         serve --upstream` (relay mode), in front of this one: `url` is the relay's, and
         the events it forwards land in this one's events log. With "tls", the relay
         gets every setting from FLAGSYNC_ variables and serves HTTPS on each of
         TLS_HOSTS (`urls`); `url` is the one on `host`, and `ca` the CA file that
-        SDKs must trust (None without TLS)."""
+        SDKs must trust (None without TLS). `extra`: more arguments for serve (and for
+        a plaintext relay)."""
         self.data = os.path.join(tmp, "flags.json")
         self.events = os.path.join(tmp, "events.jsonl")
         write_json(self.data, data)
@@ -164,7 +165,7 @@ class Serve:
         # the whole environment has one flag more.
         self.payload_filter = PAYLOAD_FILTER if relay == "filter" else None
         argv = [flagsync, "serve", "--data", self.data, "--port", "0", "--sdk-key", SDK_KEY,
-                "--events", self.events]
+                "--events", self.events, *extra]
         if self.payload_filter:
             whole = os.path.join(tmp, "whole.json")
             everything = json.loads(json.dumps(data))
@@ -183,6 +184,7 @@ class Serve:
                     "--upstream-events", self.upstream_url, "--port", "0"]
             if self.payload_filter:
                 argv += ["--payload-filters", self.payload_filter]
+            argv += extra
             self.url = self._start(argv, r"relaying on (http://127\.0\.0\.1:\d+)")
 
     def _start_tls_relay(self, flagsync, folder, host):

@@ -2,7 +2,7 @@
 //! measure its fan-out.
 //!
 //! ```text
-//! sse-load --url http[s]://127.0.0.1:PORT --streams N [--fdv2] [--sdk-key KEY]
+//! sse-load --url http[s]://127.0.0.1:PORT --streams N [--fdv2 | --client-side ENV_ID] [--sdk-key KEY]
 //!          [--tls-ca PEM] [--connect-rate R] [--max-connecting C]
 //!          [--initial-timeout-secs T] [--serve-pid PID] [--idle-conns I] [--idle-secs S]
 //!          [--metrics-scrapes K --scrape-interval-ms M]
@@ -18,7 +18,8 @@
 //!
 //! Phases, in order:
 //!
-//! 1. **connect**: open N connections (`GET /all`, or `GET /sdk/stream` with `--fdv2`),
+//! 1. **connect**: open N connections (`GET /all`, `GET /sdk/stream` with `--fdv2`, or
+//!    client-side streams `GET /eval/ENV_ID/{context}` with `--client-side ENV_ID`),
 //!    at most C connects in flight, at most R started a second if given, and wait for
 //!    each one's first full payload (FDv1 `put`; FDv2 `payload-transferred`). Latency:
 //!    from the start of the connect to the end of that payload.
@@ -71,6 +72,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use clap::Parser;
 use flagsync_core::endpoint::Url;
 use flagsync_core::http1::{Method, RequestHead};
@@ -112,6 +115,13 @@ struct Args {
     /// The SDK key, sent as the Authorization header.
     #[arg(long, value_name = "KEY")]
     sdk_key: Option<String>,
+    /// Open client-side streams (`GET /eval/ENV_ID/{context}`, a context of its own for
+    /// each stream, `{"kind":"user","key":"load-N"}`) instead of server-side ones. With
+    /// --trigger-file, each change's marker is the value flag `load-flag` serves
+    /// (made available to client-side SDKs), so a stream reaches it by the `patch` that
+    /// carries the flag evaluated.
+    #[arg(long, value_name = "ENV_ID", conflicts_with = "fdv2")]
+    client_side: Option<String>,
     /// Start at most this many connections a second (default: all at once, bounded by
     /// --max-connecting).
     #[arg(long, value_name = "PER_SEC")]
@@ -189,7 +199,7 @@ fn run(args: &Args) -> Result<bool, String> {
     let trigger = args
         .trigger_file
         .as_deref()
-        .map(Trigger::load)
+        .map(|path| Trigger::load(path, args.client_side.is_some()))
         .transpose()?;
     let baseline = args
         .serve_pid
@@ -209,10 +219,10 @@ fn run(args: &Args) -> Result<bool, String> {
     };
     let scraper = Scraper::new(target.addr, &target.host, target.tls, SCRAPE_TIMEOUT);
     let mut load =
-        Load::new(settings, target.addr, target.request, marker).map_err(|e| e.to_string())?;
+        Load::new(settings, target.addr, target.requests, marker).map_err(|e| e.to_string())?;
     load.serve_peak = baseline;
     let mut report = json!({
-        "url": args.url, "protocol": if args.fdv2 { "fdv2" } else { "fdv1" },
+        "url": args.url, "protocol": if args.client_side.is_some() { "client-side" } else if args.fdv2 { "fdv2" } else { "fdv1" },
         "tls": args.tls_ca.is_some(), "streams": streams, "nofile_soft_limit": nofile.0,
     });
 
@@ -473,8 +483,8 @@ struct Target {
     addr: SocketAddr,
     /// The Host header.
     host: String,
-    /// The request every stream sends.
-    request: Vec<u8>,
+    /// The requests streams send (stream `i` the `i % len`th).
+    requests: Vec<Vec<u8>>,
     tls: Option<TlsClient>,
 }
 
@@ -492,7 +502,16 @@ fn target(args: &Args) -> Result<Target, String> {
         .map_err(|e| format!("--url {}: {e}", args.url))?
         .next()
         .ok_or_else(|| format!("--url {}: no address", args.url))?;
-    let path = if args.fdv2 { "/sdk/stream" } else { "/all" };
+    let paths: Vec<String> = match &args.client_side {
+        Some(env) => (0..args.streams)
+            .map(|i| {
+                let context = json!({"kind": "user", "key": format!("load-{i}")}).to_string();
+                format!("/eval/{env}/{}", URL_SAFE_NO_PAD.encode(context))
+            })
+            .collect(),
+        None if args.fdv2 => vec!["/sdk/stream".to_owned()],
+        None => vec!["/all".to_owned()],
+    };
     let mut headers = vec![
         ("Accept".to_owned(), "text/event-stream".to_owned()),
         ("User-Agent".to_owned(), "sse-load".to_owned()),
@@ -500,18 +519,24 @@ fn target(args: &Args) -> Result<Target, String> {
     if let Some(key) = &args.sdk_key {
         headers.push(("Authorization".to_owned(), key.clone()));
     }
-    let head = RequestHead {
-        method: Method::Get,
-        target: url.with_path(path, &[]).target(),
-        host: url.endpoint.host_header(),
-        headers,
-    };
-    let mut request = Vec::new();
-    head.write_to(None, &mut request);
+    let requests = paths
+        .iter()
+        .map(|path| {
+            let head = RequestHead {
+                method: Method::Get,
+                target: url.with_path(path, &[]).target(),
+                host: url.endpoint.host_header(),
+                headers: headers.clone(),
+            };
+            let mut request = Vec::new();
+            head.write_to(None, &mut request);
+            request
+        })
+        .collect();
     Ok(Target {
         addr,
         host: url.endpoint.host_header(),
-        request,
+        requests,
         tls,
     })
 }

@@ -82,7 +82,8 @@ pub struct Load {
     addr: SocketAddr,
     fdv2: bool,
     tls: Option<TlsClient>,
-    request: Vec<u8>,
+    /// The requests streams send: stream `i` sends `requests[i % len]`.
+    requests: Vec<Vec<u8>>,
     marker: Marker,
     buf: Vec<u8>,
     out: Vec<Happening>,
@@ -126,7 +127,7 @@ impl Load {
     pub fn new(
         settings: Settings,
         addr: SocketAddr,
-        request: Vec<u8>,
+        requests: Vec<Vec<u8>>,
         marker: Marker,
     ) -> io::Result<Self> {
         let total = settings.streams;
@@ -138,7 +139,7 @@ impl Load {
             addr,
             fdv2: settings.fdv2,
             tls: settings.tls,
-            request,
+            requests,
             marker,
             buf: vec![0; READ_BUF],
             out: Vec::new(),
@@ -359,7 +360,8 @@ impl Load {
         };
         let was_connecting = conn.is_connecting();
         if writable {
-            conn.handle_writable(&self.request, &mut self.out);
+            let request = &self.requests[i % self.requests.len()];
+            conn.handle_writable(request, &mut self.out);
         }
         if readable {
             conn.handle_readable(&mut self.buf, &self.marker, &mut self.out);

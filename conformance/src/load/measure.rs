@@ -177,8 +177,11 @@ pub struct Trigger {
 }
 
 impl Trigger {
-    /// Read the data file at `path` (JSON: `{"flags":{…},…}`).
-    pub fn load(path: &Path) -> Result<Self, String> {
+    /// Read the data file at `path` (JSON: `{"flags":{…},…}`). With `served`, the
+    /// marker is the value the flag serves (its second variation, the fallthrough),
+    /// and the flag is available to client-side SDKs: client-side streams carry
+    /// evaluated flags, not their salt.
+    pub fn load(path: &Path, served: bool) -> Result<Self, String> {
         let text = fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let mut data: Value = serde_json::from_slice(&text).map_err(|e| {
             format!(
@@ -205,7 +208,21 @@ impl Trigger {
                 path.display()
             ));
         };
-        flag.insert("salt".to_owned(), json!(PLACEHOLDER));
+        if served {
+            flag.insert("variations".to_owned(), json!([0, PLACEHOLDER]));
+            flag.insert("on".to_owned(), json!(true));
+            flag.insert("fallthrough".to_owned(), json!({"variation": 1}));
+            flag.remove("rules");
+            flag.remove("targets");
+            flag.remove("contextTargets");
+            flag.remove("prerequisites");
+            flag.insert(
+                "clientSideAvailability".to_owned(),
+                json!({"usingEnvironmentId": true, "usingMobileKey": true}),
+            );
+        } else {
+            flag.insert("salt".to_owned(), json!(PLACEHOLDER));
+        }
         let text = serde_json::to_vec(&data).map_err(|e| e.to_string())?;
         let quoted = format!("\"{PLACEHOLDER}\"");
         let at = memchr::memmem::find(&text, quoted.as_bytes())
@@ -282,7 +299,7 @@ mod tests {
             json!({"flags": {"other": other}, "segments": {}}).to_string(),
         )
         .unwrap();
-        let trigger = Trigger::load(&path).unwrap();
+        let trigger = Trigger::load(&path, false).unwrap();
         trigger.write("sse-load-ab-3").unwrap();
         let data: Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
         assert_eq!(data["flags"]["other"], other);
