@@ -17,13 +17,14 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice, Read, Write};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use mio::{Events, Interest, Poll, Token, Waker};
 
+use crate::client_side::eval::{EvalStart, EvalStream, Evaluation, change_events};
 use crate::http::{LAST_CHUNK, WRITE_TIMEOUT};
 use crate::metrics::Metrics;
 use crate::transport::Transport;
@@ -89,6 +90,9 @@ pub(crate) struct NewStream {
     pub(crate) first: Option<Frame>,
     /// Close once `first` is written (an FDv2 `goodbye`).
     pub(crate) close_after: bool,
+    /// A client-side or mobile stream: its context, and the data of its first `put`
+    /// (evaluated here, off the server's lock; `first` is then `None`).
+    pub(crate) evaluated: Option<Box<EvalStart>>,
 }
 
 enum Command {
@@ -98,6 +102,8 @@ enum Command {
         fdv1: Frame,
         fdv2: Frame,
     },
+    /// A change, for the evaluating streams of its environment.
+    Evaluate(Box<Evaluation>),
     CloseAll {
         done: Sender<()>,
     },
@@ -112,6 +118,8 @@ pub(crate) struct Hub {
     open: Arc<AtomicUsize>,
     metrics: Arc<Metrics>,
     thread: std::sync::Mutex<Option<JoinHandle<()>>>,
+    /// An evaluating stream was ever opened: changes are then evaluated for them.
+    evaluating: AtomicBool,
 }
 
 impl std::fmt::Debug for Command {
@@ -119,6 +127,7 @@ impl std::fmt::Debug for Command {
         f.write_str(match self {
             Self::Add(_) => "Add",
             Self::Broadcast { .. } => "Broadcast",
+            Self::Evaluate(_) => "Evaluate",
             Self::CloseAll { .. } => "CloseAll",
             Self::Shutdown => "Shutdown",
         })
@@ -160,6 +169,7 @@ impl Hub {
             open,
             metrics,
             thread: std::sync::Mutex::new(Some(thread)),
+            evaluating: AtomicBool::new(false),
         })
     }
 
@@ -172,6 +182,9 @@ impl Hub {
 
     /// Hand a stream to the hub; it counts as open from now on.
     pub(crate) fn add(&self, stream: NewStream) {
+        if stream.evaluated.is_some() {
+            self.evaluating.store(true, Ordering::SeqCst);
+        }
         if !stream.close_after {
             self.open.fetch_add(1, Ordering::SeqCst);
             self.metrics.stream_opened(stream.fdv2);
@@ -182,6 +195,17 @@ impl Hub {
     /// Send `fdv1` to every FDv1 stream of `env` and `fdv2` to every FDv2 one.
     pub(crate) fn broadcast(&self, env: usize, fdv1: Frame, fdv2: Frame) {
         self.send(Command::Broadcast { env, fdv1, fdv2 });
+    }
+
+    /// Whether a client-side or mobile stream was ever opened (changes need evaluating).
+    pub(crate) fn has_evaluated_streams(&self) -> bool {
+        self.evaluating.load(Ordering::SeqCst)
+    }
+
+    /// Evaluate a change for every client-side and mobile stream of its environment:
+    /// on the hub's thread, off the server's lock, each stream its own events.
+    pub(crate) fn evaluate(&self, change: Evaluation) {
+        self.send(Command::Evaluate(Box::new(change)));
     }
 
     /// Tell the hub to end every stream; the receiver answers once they no longer
@@ -219,6 +243,8 @@ struct Conn {
     progress: Instant,
     /// When the stream is ended (its maximum lifetime).
     expires: Option<Instant>,
+    /// A client-side or mobile stream's context (it gets evaluated flags).
+    evaluated: Option<Box<EvalStream>>,
 }
 
 impl Conn {
@@ -366,7 +392,7 @@ impl Loop {
                 let tokens: Vec<usize> = self
                     .conns
                     .iter_mut()
-                    .filter(|(_, c)| c.env == env && !c.closing)
+                    .filter(|(_, c)| c.env == env && !c.closing && c.evaluated.is_none())
                     .map(|(t, c)| {
                         c.push(if c.fdv2 { &fdv2 } else { &fdv1 });
                         *t
@@ -376,6 +402,22 @@ impl Loop {
                     self.flush(t);
                 }
                 self.metrics.fanout_written(started.elapsed());
+            }
+            Command::Evaluate(change) => {
+                let tokens: Vec<usize> = self
+                    .conns
+                    .iter_mut()
+                    .filter(|(_, c)| c.env == change.env && !c.closing)
+                    .filter_map(|(t, c)| {
+                        let stream = c.evaluated.as_deref()?;
+                        let events = change_events(stream, &change);
+                        c.push(&Frame::new(events.into_bytes()));
+                        Some(*t)
+                    })
+                    .collect();
+                for t in tokens {
+                    self.flush(t);
+                }
             }
             Command::CloseAll { done } => {
                 let tokens: Vec<usize> = self
@@ -430,10 +472,15 @@ impl Loop {
                 // restart) do not all end together.
                 Instant::now() + l.mul_f64(0.75 + fastrand::f64() * 0.25)
             }),
+            evaluated: None,
         };
         conn.queue.push_back((Arc::from(new.head), 0));
         if let Some(first) = &new.first {
             conn.push(first);
+        }
+        if let Some(start) = new.evaluated {
+            conn.push(&Frame::new(start.put_event().into_bytes()));
+            conn.evaluated = Some(Box::new(start.stream));
         }
         if new.close_after {
             conn.end();
@@ -573,6 +620,7 @@ mod tests {
             head: head.to_vec(),
             first,
             close_after: false,
+            evaluated: None,
         }
     }
 

@@ -105,6 +105,7 @@
 #![warn(unreachable_pub, clippy::use_self, elided_lifetimes_in_paths)]
 
 mod builder;
+mod client_side;
 mod conn;
 mod crypto;
 mod data;
@@ -139,7 +140,7 @@ pub use crypto::crypto_provider_name;
 pub use data::FlagData;
 pub use env::{Environment, EnvironmentHandle};
 pub use error::ServerError;
-pub use events::{EventPayload, EventSubscription, PayloadKind};
+pub use events::{EventOrigin, EventPayload, EventSubscription, PayloadKind};
 pub use fault::{Endpoint, UnknownEndpoint};
 pub use handle::ServerHandle;
 pub use health::{ConnectionState, UpstreamError};
