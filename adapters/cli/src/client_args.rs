@@ -43,11 +43,32 @@ pub(crate) struct ClientArgs {
     #[arg(long, value_name = "ORIGIN", env = "FLAGSYNC_ALLOWED_ORIGIN", value_delimiter = ',', help_heading = CLIENT)]
     pub(crate) allowed_origin: Vec<String>,
     /// Serve this JSON file's goals at GET /sdk/goals/ID [default: []].
-    #[arg(long, value_name = "FILE", env = "FLAGSYNC_GOALS", help_heading = CLIENT)]
+    #[arg(long, value_name = "FILE", env = "FLAGSYNC_GOALS", help_heading = CLIENT, conflicts_with = "upstream")]
     pub(crate) goals: Option<PathBuf>,
+    /// With --upstream: fetch goals from this client-side service (GET
+    /// URI/sdk/goals/ID) [default: https://clientsdk.launchdarkly.com].
+    #[arg(long, value_name = "URI", env = "FLAGSYNC_UPSTREAM_CLIENT_SIDE", requires = "upstream", help_heading = CLIENT)]
+    pub(crate) upstream_client_side: Option<String>,
 }
 
 impl ClientArgs {
+    /// The relay file's fields for the default environment (`envId`, `mobileKey`,
+    /// `secureMode`, `allowedOrigin`), added to `env`.
+    pub(crate) fn relay_fields(&self, env: &mut serde_json::Value) {
+        if let Some(id) = &self.client_side_id {
+            env["envId"] = id.clone().into();
+        }
+        if let Some(key) = &self.mobile_key {
+            env["mobileKey"] = key.clone().into();
+        }
+        if self.secure_mode {
+            env["secureMode"] = true.into();
+        }
+        if !self.allowed_origin.is_empty() {
+            env["allowedOrigin"] = self.allowed_origin.clone().into();
+        }
+    }
+
     /// `builder` with these settings for its default environment. `--secure-mode`
     /// needs the SDK key its hashes are made with (`has_sdk_key`).
     pub(crate) fn apply(

@@ -147,6 +147,7 @@ pub use health::{ConnectionState, UpstreamError};
 pub use listen::{FdLimit, fd_limit, raise_fd_limit};
 pub use recorded::RecordedRequest;
 pub use relay_config::{
-    MAX_RELAY_CONFIG_BYTES, NetworkConfig, RelayConfig, RelayEnvironment, UpstreamProtocol,
+    DEFAULT_CLIENT_SIDE_URI, MAX_RELAY_CONFIG_BYTES, NetworkConfig, RelayConfig, RelayEnvironment,
+    UpstreamProtocol,
 };
 pub use tls::TlsSettings;
