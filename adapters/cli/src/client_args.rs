@@ -34,7 +34,7 @@ pub(crate) struct ClientArgs {
     )]
     pub(crate) mobile_key: Option<String>,
     /// Require secure mode of client-side SDKs: each request carries h, the
-    /// HMAC-SHA256 of its context's key with --sdk-key; without it or wrong: 403.
+    /// HMAC-SHA256 of its context's key with --sdk-key; without it or wrong: 400.
     #[arg(long, env = "FLAGSYNC_SECURE_MODE", help_heading = CLIENT)]
     pub(crate) secure_mode: bool,
     /// Allow browsers on ORIGIN (e.g. https://app.example) to call the client-side

@@ -46,7 +46,10 @@ fn send(
     for (n, v) in headers {
         req.push_str(&format!("{n}: {v}\r\n"));
     }
-    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    req.push_str(&format!(
+        "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    ));
     s.write_all(req.as_bytes()).unwrap();
     let mut r = BufReader::new(s);
     let mut text = String::new();

@@ -237,7 +237,7 @@ fn environments_by_client_side_id_and_secure_mode() {
     assert_eq!(a.status, 200);
     assert_eq!(json_of(&a), json!({}));
     let missing = get(addr, &format!("/sdk/evalx/id-b/contexts/{ctx}"));
-    assert_eq!(missing.status, 403, "secure mode needs `h`");
+    assert_eq!(missing.status, 400, "secure mode needs `h`");
     let context: Context = serde_json::from_value(user).unwrap();
     let h = SecureModeKey::new("sdk-b").context_hash(&context);
     let ok = get(addr, &format!("/sdk/evalx/id-b/contexts/{ctx}?h={h}"));
@@ -248,9 +248,9 @@ fn environments_by_client_side_id_and_secure_mode() {
         addr,
         &format!("/sdk/evalx/id-b/contexts/{ctx}?h={wrong_key}"),
     );
-    assert_eq!(wrong.status, 403);
+    assert_eq!(wrong.status, 400);
     let stream = get_stream(addr, &format!("/eval/id-b/{ctx}"));
-    assert_eq!(stream.status, 403);
+    assert_eq!(stream.status, 400);
     server.shutdown();
 }
 
@@ -545,10 +545,18 @@ fn hostile_input_is_400_with_a_message() {
         addr,
         "REPORT",
         &format!("/sdk/evalx/{ENV_ID}/context"),
-        &[],
+        &[("Content-Type", "application/json")],
         b"",
     );
     assert_eq!(r.status, 400, "no body");
+    let r = request(
+        addr,
+        "REPORT",
+        &format!("/sdk/evalx/{ENV_ID}/context"),
+        &[("Content-Type", "text/plain")],
+        b"",
+    );
+    assert_eq!(r.status, 415, "a REPORT body must be application/json");
     let r = request(
         addr,
         "PUT",

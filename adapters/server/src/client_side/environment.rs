@@ -45,7 +45,7 @@ impl Environment {
 
     /// Require secure mode of client-side SDKs: each request carries `h`, the
     /// HMAC-SHA256 of its context's canonical key with the SDK key
-    /// ([`flagsync_eval::SecureModeKey`]); a missing or wrong `h` gets `403`, as the
+    /// ([`flagsync_eval::SecureModeKey`]); a missing or wrong `h` gets `400`, as the
     /// Relay Proxy answers it.
     pub fn secure_mode(mut self, on: bool) -> Self {
         set(&mut self.client, |c| c.secure_mode = on);

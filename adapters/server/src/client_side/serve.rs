@@ -2,11 +2,12 @@
 //! or mobile key), secure mode, then the evaluated flags (polled, or a stream handed
 //! to the hub), goals or events.
 //!
-//! Statuses, as LaunchDarkly's Relay Proxy answers them: `404` for an unknown
-//! client-side ID, `401` for an unknown mobile key, `403` for a missing or wrong secure
-//! mode hash, `400` with a JSON message for a context that is not base64, not JSON or
-//! not a valid context, `405` for another method, `503` while the environment has no
-//! data (as the server-side endpoints). Browser events answer `202`; the image
+//! Statuses, as LaunchDarkly's Relay Proxy answers them (`relay/relay_endpoints.go`,
+//! `internal/middleware`): `404` for an unknown client-side ID, `401` for an unknown
+//! mobile key, `400` with a JSON message for a missing or wrong secure mode hash and
+//! for a context that is not base64, not JSON or not a valid context, `415` for a
+//! `REPORT` whose body is not `application/json`, `405` for another method, `503`
+//! while the environment has no data (as the server-side endpoints). Browser events answer `202`; the image
 //! endpoint a 1×1 transparent GIF.
 
 use std::io;
@@ -17,7 +18,7 @@ use flagsync_eval::{Context, SecureModeKey};
 
 use crate::client_side::cors;
 use crate::client_side::eval::{EvalStart, EvalStream, Sdk, all_flags};
-use crate::client_side::path::{self, Auth, Route, What};
+use crate::client_side::path::{self, Auth, Ctx, Route, What};
 use crate::events::{self, EventOrigin, PayloadKind};
 use crate::http::{self, Request, write_response};
 use crate::hub::NewStream;
@@ -186,13 +187,21 @@ pub(crate) fn serve(
                 let body = message("this environment has no flag data yet");
                 return answer(out, 503, &[json[0], ("Retry-After", "1")], body.as_bytes());
             }
+            let json_body = req
+                .header("content-type")
+                .is_some_and(|t| t.trim_start().starts_with("application/json"));
+            if ctx == Ctx::Body && !json_body {
+                let body = message("Content-Type must be application/json.");
+                return answer(out, 415, &json, body.as_bytes());
+            }
             let context = match path::context(ctx, &req.body) {
                 Ok(c) => c,
                 Err(text) => return answer(out, 400, &json, message(&text).as_bytes()),
             };
             if sdk == Sdk::ClientSide && !secure_mode_ok(shared, env, req, &context) {
-                let body = message("secure mode: a missing or wrong hash (`h`)");
-                return answer(out, 403, &json, body.as_bytes());
+                let body =
+                    message("Environment is in secure mode, and context hash does not match.");
+                return answer(out, 400, &json, body.as_bytes());
             }
             let stream = EvalStream {
                 context,

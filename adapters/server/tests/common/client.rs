@@ -181,7 +181,10 @@ pub fn open_stream(
         req.push_str(&format!("{n}: {v}\r\n"));
     }
     if !body.is_empty() {
-        req.push_str(&format!("Content-Length: {}\r\n", body.len()));
+        req.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        ));
     }
     req.push_str("\r\n");
     s.write_all(req.as_bytes()).unwrap();
