@@ -201,3 +201,49 @@ fn serve_without_an_id_accepts_any_and_secure_mode_needs_the_sdk_key() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--sdk-key"));
     let _ = std::fs::remove_file(data);
 }
+
+#[test]
+fn serve_events_shows_where_browser_and_mobile_events_were_posted() {
+    let data = data_file("events");
+    let log =
+        std::env::temp_dir().join(format!("flagsync-cli-events-{}.jsonl", std::process::id()));
+    let serve = Serve::start(&[
+        "--data",
+        data.to_str().unwrap(),
+        "--client-side-id",
+        "env-x",
+        "--events",
+        log.to_str().unwrap(),
+    ]);
+    serve.line_containing("client-side:", T);
+    let bulk = r#"[{"kind":"identify","creationDate":1,"context":{"key":"u1"}}]"#;
+    let (status, _) = send(serve.addr(), "POST", "/events/bulk/env-x", &[], bulk);
+    assert_eq!(status, 202);
+    let (status, _) = send(
+        serve.addr(),
+        "POST",
+        "/mobile/events/bulk",
+        &[("Authorization", "any")],
+        bulk,
+    );
+    assert_eq!(status, 202);
+    let deadline = std::time::Instant::now() + T;
+    let text = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.lines().count() >= 2 || std::time::Instant::now() > deadline {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        text.contains(r#""endpoint":"/events/bulk/env-x""#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#""endpoint":"/mobile/events/bulk""#),
+        "{text}"
+    );
+    drop(serve);
+    let _ = std::fs::remove_file(data);
+    let _ = std::fs::remove_file(log);
+}
