@@ -95,6 +95,9 @@ pub(crate) async fn relay(args: ServeArgs) -> Result<(), CliError> {
     println!(
         "  SDKs: stream and polling URI {url}, events URI {url}; each with its environment's SDK key"
     );
+    println!(
+        "  client-side and mobile SDKs: base, stream and events URI {url}; each with its environment's envId (client-side ID) or mobile key"
+    );
     println!("  health: GET {url}/status, GET {url}/metrics (Prometheus)");
     println!("  descriptors: {fds}");
     let _ = tokio::signal::ctrl_c().await;

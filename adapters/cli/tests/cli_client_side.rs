@@ -247,3 +247,105 @@ fn serve_events_shows_where_browser_and_mobile_events_were_posted() {
     let _ = std::fs::remove_file(data);
     let _ = std::fs::remove_file(log);
 }
+
+/// An upstream for a relay: SDK key `sdk-cli-relay`, client-side ID `env-r`, mobile
+/// key `mob-r`, goals.
+fn relay_upstream() -> flagsync_server::ServerHandle {
+    let flag = serde_json::json!({"key": "web", "version": 1, "on": true, "variations": ["on", "off"],
+        "fallthrough": {"variation": 0}, "offVariation": 1,
+        "clientSideAvailability": {"usingEnvironmentId": true, "usingMobileKey": true}});
+    flagsync_server::Server::builder()
+        .sdk_key(Some("sdk-cli-relay".into()))
+        .client_side_id(Some("env-r".into()))
+        .mobile_key(Some("mob-r".into()))
+        .goals(br#"[{"key":"g"}]"#.to_vec().into())
+        .data(serde_json::json!({"flags": {"web": flag}}))
+        .start()
+        .unwrap()
+}
+
+/// The relay at `addr` serves `env-r`'s client-side and mobile SDKs and its goals.
+fn check_relay(addr: &str) {
+    let deadline = std::time::Instant::now() + T;
+    let evalx = format!("/sdk/evalx/env-r/contexts/{CTX}");
+    while send(addr, "GET", &evalx, &[], "").0 != 200 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the relay never served evalx"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (_, text) = send(addr, "GET", &evalx, &[], "");
+    assert!(text.contains(r#""value":"on""#), "{text}");
+    let mobile = format!("/msdk/evalx/contexts/{CTX}");
+    assert_eq!(
+        send(
+            addr,
+            "GET",
+            &mobile,
+            &[("Authorization", "api_key mob-r")],
+            ""
+        )
+        .0,
+        200
+    );
+    assert_eq!(
+        send(
+            addr,
+            "GET",
+            &mobile,
+            &[("Authorization", "api_key nope")],
+            ""
+        )
+        .0,
+        401
+    );
+    while !send(addr, "GET", "/sdk/goals/env-r", &[], "")
+        .1
+        .ends_with(r#"[{"key":"g"}]"#)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the relay never served the goals"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_relay_serves_client_side_and_mobile_sdks_from_variables_and_arguments() {
+    let up = relay_upstream();
+    let url = up.url();
+    let vars = [
+        ("FLAGSYNC_UPSTREAM", url.as_str()),
+        ("FLAGSYNC_UPSTREAM_CLIENT_SIDE", url.as_str()),
+        ("FLAGSYNC_ENV_web", "sdk-cli-relay"),
+        ("FLAGSYNC_ENV_ID_web", "env-r"),
+        ("FLAGSYNC_MOBILE_KEY_web", "mob-r"),
+        ("FLAGSYNC_LISTEN", "127.0.0.1:0"),
+    ];
+    let relay = Serve::with_env(&["serve"], &vars);
+    assert!(
+        relay.banner.starts_with("flagsync: relaying on "),
+        "{}",
+        relay.banner
+    );
+    check_relay(relay.addr());
+    drop(relay);
+    let relay = Serve::start(&[
+        "--upstream",
+        &url,
+        "--sdk-key",
+        "sdk-cli-relay",
+        "--client-side-id",
+        "env-r",
+        "--mobile-key",
+        "mob-r",
+        "--upstream-client-side",
+        &url,
+    ]);
+    check_relay(relay.addr());
+    relay.line_containing("SDKs:", T);
+    drop(relay);
+    up.shutdown();
+}
