@@ -48,7 +48,8 @@ fn fetch(url: &str) -> Result<Vec<u8>, String> {
         .get(url)
         .header("Accept", "application/json")
         .call()
-        .map_err(|e| e.to_string())?;
+        // Not the error's text: it may hold the URI, credentials included.
+        .map_err(|_| "the request failed".to_owned())?;
     let status = response.status().as_u16();
     if status != 200 {
         return Err(format!("HTTP {status}"));
@@ -58,7 +59,7 @@ fn fetch(url: &str) -> Result<Vec<u8>, String> {
         .with_config()
         .limit(MAX_GOALS_BYTES)
         .read_to_vec()
-        .map_err(|e| e.to_string())?;
+        .map_err(|_| "the body could not be read, or is too large".to_owned())?;
     serde_json::from_slice::<serde_json::Value>(&body).map_err(|_| "not JSON".to_owned())?;
     Ok(body)
 }

@@ -205,4 +205,24 @@ mod tests {
         assert!(classify("/sdk/evalx//contexts/x").is_none());
         assert!(classify("/bulk").is_none());
     }
+
+    /// Random bytes, as a path segment or a body, never panic: each is a context or a
+    /// message.
+    #[test]
+    fn hostile_contexts_are_messages() {
+        let mut rng = fastrand::Rng::with_seed(40);
+        let alphabet = b"AZaz09+/-_=%{}\"[]:,.";
+        for _ in 0..20_000 {
+            let len = rng.usize(0..64);
+            let text: String = (0..len)
+                .map(|_| char::from(alphabet[rng.usize(..alphabet.len())]))
+                .collect();
+            let _ = context(Ctx::Path(&text), b"");
+            let body: Vec<u8> = (0..len).map(|_| rng.u8(..)).collect();
+            let _ = context(Ctx::Body, &body);
+            let _ = classify(&format!("/{text}"));
+        }
+        let deep = "[".repeat(10_000);
+        assert!(context(Ctx::Body, deep.as_bytes()).is_err());
+    }
 }
