@@ -37,6 +37,11 @@ const MAX_COMMANDS: usize = 1024;
 /// The most pieces (a few per event) a stream may have queued.
 pub(crate) const MAX_QUEUED_PIECES: usize = 3 * 4096;
 
+/// The most bytes a client-side or mobile stream may have queued when a change comes:
+/// its events are evaluated for it alone, not shared, so a client that stops reading
+/// is dropped (it reconnects and gets a new `put`) before it holds more.
+pub(crate) const MAX_EVALUATED_QUEUED_BYTES: usize = 16 << 20;
+
 const WAKER: Token = Token(0);
 
 /// The most pieces written by one system call.
@@ -404,19 +409,29 @@ impl Loop {
                 self.metrics.fanout_written(started.elapsed());
             }
             Command::Evaluate(change) => {
-                let tokens: Vec<usize> = self
+                let tokens: Vec<(usize, bool)> = self
                     .conns
                     .iter_mut()
                     .filter(|(_, c)| c.env == change.env && !c.closing)
                     .filter_map(|(t, c)| {
                         let stream = c.evaluated.as_deref()?;
+                        // Its events are its own (not shared): a client that does not
+                        // read is dropped before they hold more than this.
+                        let queued: usize = c.queue.iter().map(|(b, off)| b.len() - off).sum();
+                        if queued > MAX_EVALUATED_QUEUED_BYTES {
+                            return Some((*t, true));
+                        }
                         let events = change_events(stream, &change);
                         c.push(&Frame::new(events.into_bytes()));
-                        Some(*t)
+                        Some((*t, false))
                     })
                     .collect();
-                for t in tokens {
-                    self.flush(t);
+                for (t, drop) in tokens {
+                    if drop {
+                        self.remove(t);
+                    } else {
+                        self.flush(t);
+                    }
                 }
             }
             Command::CloseAll { done } => {
@@ -681,6 +696,58 @@ mod tests {
         );
         assert_eq!(read_until_closed(client), b"H\r\n\r\ndata: x\n\n");
         hub.shutdown();
+    }
+
+    #[test]
+    fn an_evaluated_stream_that_is_not_read_is_dropped() {
+        use crate::client_side::eval::{EvalStart, EvalStream, Evaluation, Sdk};
+        use flagsync_core::store::{ChangeSet, Kind, Store};
+        let hub = hub();
+        let (server, client) = pair();
+        // One client-side flag serving a 1 MB string: each `put` is that large.
+        let big = "x".repeat(1 << 20);
+        let flag = serde_json::json!({"key": "big", "version": 1, "on": true,
+            "variations": [big], "fallthrough": {"variation": 0},
+            "clientSideAvailability": {"usingEnvironmentId": true}});
+        let raw = bytes::Bytes::from(flag.to_string());
+        let mut store = Store::new();
+        let change = crate::evaluated::live_change(Kind::Flag, "big", 1, &raw);
+        store.apply(ChangeSet::fdv1_full(vec![change]));
+        let stream = EvalStream {
+            context: flagsync_eval::ContextBuilder::new("u").build().unwrap(),
+            sdk: Sdk::ClientSide,
+            with_reasons: false,
+        };
+        hub.add(NewStream {
+            evaluated: Some(Box::new(EvalStart {
+                stream,
+                snapshot: store.snapshot(),
+                version: 1,
+            })),
+            ..stream_of(server)
+        });
+        assert_eq!(hub.open(), 1);
+        for version in 2..60 {
+            hub.evaluate(Evaluation {
+                env: 0,
+                snapshot: store.snapshot(),
+                changed: None,
+                version,
+            });
+        }
+        // Before the write timeout would drop it as stalled.
+        let deadline = Instant::now() + WRITE_TIMEOUT / 2;
+        while hub.open() > 0 && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(hub.open(), 0, "dropped before it held 58 MB");
+        drop(client);
+        hub.shutdown();
+    }
+
+    /// A chunked stream of environment 0 on `socket` with no head or first payload.
+    fn stream_of(socket: StdStream) -> NewStream {
+        stream(socket, b"H\r\n\r\n", None)
     }
 
     #[test]
