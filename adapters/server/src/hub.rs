@@ -10,6 +10,12 @@
 //! reconnects and gets the current data. Heartbeats go to every idle stream at once,
 //! every heartbeat interval.
 //!
+//! Client-side and mobile streams hold their context: each change comes as the data
+//! for the engine and the flags it changed ([`Evaluation`]), and the hub evaluates
+//! those flags for each such stream of the environment, off the server's lock (see
+//! `client_side`). Their events are their own, so such a stream is also dropped once
+//! [`MAX_EVALUATED_QUEUED_BYTES`] of them wait.
+//!
 //! Commands reach the hub through a channel and a `mio` waker, in the order they are
 //! sent: a stream is added (under the server's lock, right after its first payload is
 //! rendered) before any change that follows it, so no change falls between.
