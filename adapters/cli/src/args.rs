@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 use flagsync_server::Endpoint;
 
 use crate::client::Fdv2Preset;
+use crate::client_args::ClientArgs;
 use crate::redis_args::RedisArgs;
 
 use crate::error::CliError;
@@ -135,6 +136,8 @@ pub(crate) struct ServeArgs {
     pub(crate) port: Option<u16>,
     #[command(flatten)]
     pub(crate) network: NetworkArgs,
+    #[command(flatten)]
+    pub(crate) client: ClientArgs,
     /// Require this SDK key in the Authorization header (default: accept any); with
     /// --upstream, the relayed environment's key. A command-line argument is visible
     /// to every user of this machine (`ps`): set FLAGSYNC_SDK_KEY instead.

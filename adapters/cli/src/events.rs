@@ -9,7 +9,7 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use flagsync_server::{EventPayload, EventSubscription, ServerHandle};
+use flagsync_server::{EventOrigin, EventPayload, EventSubscription, ServerHandle};
 use serde_json::Value;
 
 /// How many received payloads may wait for the writer before new ones are dropped.
@@ -31,10 +31,10 @@ pub fn lines(payload: &EventPayload) -> impl Iterator<Item = String> + '_ {
     let payload_id = Value::from(payload.payload_id.clone());
     let schema = Value::from(payload.schema.clone());
     let user_agent = Value::from(payload.user_agent.clone());
+    let endpoint = Value::from(endpoint(payload));
     payload.events().iter().map(move |event| {
         format!(
-            "{{\"receivedAt\":{received_at},\"endpoint\":\"{}\",\"payloadId\":{payload_id},\"schema\":{schema},\"userAgent\":{user_agent},\"event\":{event}}}",
-            payload.kind.path()
+            "{{\"receivedAt\":{received_at},\"endpoint\":{endpoint},\"payloadId\":{payload_id},\"schema\":{schema},\"userAgent\":{user_agent},\"event\":{event}}}"
         )
     })
 }
@@ -97,5 +97,15 @@ fn write_lines(events: &EventSubscription, mut out: impl Write, name: &str) {
     let dropped = events.dropped();
     if dropped > reported {
         eprintln!("flagsync: {dropped} event payloads in all were not written to {name}");
+    }
+}
+
+/// The `endpoint` a payload is shown with: `/bulk` or `/diagnostic` for a server-side
+/// SDK's, the path posted to for a browser's or mobile SDK's (`/events/bulk/ID`,
+/// `/mobile/events/bulk`, …).
+fn endpoint(payload: &EventPayload) -> &str {
+    match payload.origin {
+        EventOrigin::ServerSide => payload.kind.path(),
+        _ => &payload.path,
     }
 }

@@ -11,6 +11,7 @@
 
 mod args;
 mod client;
+mod client_args;
 mod demo;
 mod error;
 mod eval;

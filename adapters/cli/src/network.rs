@@ -24,6 +24,13 @@ const REDIS_PREFIX_PREFIX: &str = "FLAGSYNC_REDIS_PREFIX_";
 /// `FLAGSYNC_PAYLOAD_FILTERS_<NAME>`: the payload filters served for `<NAME>`,
 /// comma-separated.
 const FILTERS_PREFIX: &str = "FLAGSYNC_PAYLOAD_FILTERS_";
+/// `FLAGSYNC_MOBILE_KEY_<NAME>`: its mobile key.
+const MOBILE_KEY_PREFIX: &str = "FLAGSYNC_MOBILE_KEY_";
+/// `FLAGSYNC_SECURE_MODE_<NAME>`: `true` requires client-side secure mode.
+const SECURE_MODE_PREFIX: &str = "FLAGSYNC_SECURE_MODE_";
+/// `FLAGSYNC_ALLOWED_ORIGIN_<NAME>`: the origins browsers may call from,
+/// comma-separated.
+const ALLOWED_ORIGIN_PREFIX: &str = "FLAGSYNC_ALLOWED_ORIGIN_";
 
 /// A comma-separated list of payload filter keys, as the relay file's
 /// `payloadFilters`.
@@ -126,9 +133,11 @@ pub(crate) fn raise_fd_limit() -> String {
 
 /// The relay environments named by FLAGSYNC_ENV_<NAME>=<SDK key> variables, as the
 /// relay file's `environments` object: `{NAME: {"sdkKey": …, "envId": …,
-/// "redisPrefix": …, "payloadFilters": […]}}` (from `FLAGSYNC_ENV_ID_<NAME>`,
-/// `FLAGSYNC_REDIS_PREFIX_<NAME>`, `FLAGSYNC_PAYLOAD_FILTERS_<NAME>`). Errors name the
-/// variable, never its value.
+/// "redisPrefix": …, "payloadFilters": […], "mobileKey": …, "secureMode": …,
+/// "allowedOrigin": […]}}` (from `FLAGSYNC_ENV_ID_<NAME>` (the client-side ID),
+/// `FLAGSYNC_REDIS_PREFIX_<NAME>`, `FLAGSYNC_PAYLOAD_FILTERS_<NAME>`,
+/// `FLAGSYNC_MOBILE_KEY_<NAME>`, `FLAGSYNC_SECURE_MODE_<NAME>`,
+/// `FLAGSYNC_ALLOWED_ORIGIN_<NAME>`). Errors name the variable, never its value.
 pub(crate) fn env_environments(
     vars: impl Iterator<Item = (String, String)>,
 ) -> Result<Map<String, Value>, CliError> {
@@ -161,6 +170,15 @@ pub(crate) fn env_environments(
         if let Some(filters) = find(FILTERS_PREFIX) {
             e["payloadFilters"] = filter_list(&filters);
         }
+        if let Some(key) = find(MOBILE_KEY_PREFIX) {
+            e["mobileKey"] = Value::from(key);
+        }
+        if let Some(on) = find(SECURE_MODE_PREFIX) {
+            e["secureMode"] = Value::from(matches!(on.trim(), "true" | "1" | "yes"));
+        }
+        if let Some(origins) = find(ALLOWED_ORIGIN_PREFIX) {
+            e["allowedOrigin"] = filter_list(&origins);
+        }
         envs.insert(env.to_owned(), e);
     }
     Ok(envs)
@@ -179,14 +197,22 @@ mod tests {
             ("FLAGSYNC_ENV_staging", "sdk-staging"),
             ("FLAGSYNC_PAYLOAD_FILTERS_staging", "mobile, web"),
             ("FLAGSYNC_ENV_ID_other", "x"),
+            ("FLAGSYNC_MOBILE_KEY_prod", "mob-prod"),
+            ("FLAGSYNC_SECURE_MODE_prod", "true"),
+            (
+                "FLAGSYNC_ALLOWED_ORIGIN_staging",
+                "https://a.example, https://b.example",
+            ),
             ("PATH", "/bin"),
         ]
         .map(|(k, v)| (k.to_owned(), v.to_owned()));
         let envs = env_environments(vars.into_iter()).unwrap();
         assert_eq!(
             Value::Object(envs),
-            json!({"prod": {"sdkKey": "sdk-prod", "envId": "id-prod", "redisPrefix": "{ld}:prod"},
-                   "staging": {"sdkKey": "sdk-staging", "payloadFilters": ["mobile", "web"]}})
+            json!({"prod": {"sdkKey": "sdk-prod", "envId": "id-prod", "redisPrefix": "{ld}:prod",
+                            "mobileKey": "mob-prod", "secureMode": true},
+                   "staging": {"sdkKey": "sdk-staging", "payloadFilters": ["mobile", "web"],
+                               "allowedOrigin": ["https://a.example", "https://b.example"]}})
         );
         let empty = [("FLAGSYNC_ENV_x".to_owned(), String::new())];
         let e = env_environments(empty.into_iter()).unwrap_err();

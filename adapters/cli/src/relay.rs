@@ -28,6 +28,7 @@ pub(crate) fn config(args: &ServeArgs) -> Result<RelayConfig, CliError> {
         if let Some(filters) = &args.payload_filters {
             env["payloadFilters"] = crate::network::filter_list(filters);
         }
+        args.client.relay_fields(&mut env);
         environments.insert("default".into(), env);
     }
     if environments.is_empty() {
@@ -42,6 +43,9 @@ pub(crate) fn config(args: &ServeArgs) -> Result<RelayConfig, CliError> {
     });
     if let Some(events) = &args.upstream_events {
         file["eventsUri"] = Value::from(events.clone());
+    }
+    if let Some(uri) = &args.client.upstream_client_side {
+        file["clientSideUri"] = Value::from(uri.clone());
     }
     RelayConfig::parse(file.to_string().as_bytes()).map_err(CliError::usage)
 }
@@ -90,6 +94,9 @@ pub(crate) async fn relay(args: ServeArgs) -> Result<(), CliError> {
     }
     println!(
         "  SDKs: stream and polling URI {url}, events URI {url}; each with its environment's SDK key"
+    );
+    println!(
+        "  client-side and mobile SDKs: base, stream and events URI {url}; each with its environment's envId (client-side ID) or mobile key"
     );
     println!("  health: GET {url}/status, GET {url}/metrics (Prometheus)");
     println!("  descriptors: {fds}");

@@ -134,9 +134,10 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
     // by its modification time, so its data is not kept twice.)
     let mut last = matches!(source, ServeSource::Redis(..)).then(|| data.clone());
     let fds = crate::network::raise_fd_limit();
-    let mut builder = crate::network::server_builder(&args, None)?
+    let builder = crate::network::server_builder(&args, None)?
         .sdk_key(args.sdk_key.clone())
         .data(data);
+    let mut builder = args.client.apply(builder, args.sdk_key.is_some())?;
     for (key, _, path) in &filters {
         builder = builder.filtered_data(key.clone(), read_data(path)?);
     }
@@ -176,6 +177,13 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<(), CliError> {
         None => String::new(),
     };
     say!("  events:         POST {url}/bulk, POST {url}/diagnostic{shown}");
+    let id = args.client.client_side_id.as_deref().unwrap_or("ID");
+    say!(
+        "  client-side:    GET {url}/sdk/evalx/{id}/contexts/CTX, GET {url}/eval/{id}/CTX (streaming), POST {url}/events/bulk/{id}"
+    );
+    say!(
+        "  mobile:         GET {url}/msdk/evalx/contexts/CTX, GET {url}/meval/CTX (streaming), POST {url}/mobile/events/bulk"
+    );
     say!("  health:         GET {url}/status, GET {url}/metrics (Prometheus)");
     say!("  descriptors:    {fds}");
     if server.addrs().len() > 1 {

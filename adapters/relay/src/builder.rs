@@ -7,6 +7,7 @@ use flagsync_redis::RedisStoreBuilder;
 use flagsync_server::{Environment, RelayConfig, RelayEnvironment, Server, ServerBuilder};
 
 use crate::error::RelayError;
+use crate::goals::keep_goals;
 use crate::handle::RelayHandle;
 use crate::sync::keep_in_sync;
 use crate::upstream::{ClientSettings, Upstream, redis_store};
@@ -154,6 +155,18 @@ impl RelayBuilder {
                 }
                 if let Some(filter) = filter {
                     e = e.payload_filter(filter);
+                } else {
+                    // Client-side and mobile SDKs get the whole environment.
+                    if let Some(id) = &env.env_id {
+                        e = e.client_side_id(id);
+                    }
+                    if let Some(key) = &env.mobile_key {
+                        e = e.mobile_key(key);
+                    }
+                    e = e.secure_mode(env.secure_mode);
+                    for origin in &env.allowed_origins {
+                        e = e.allowed_origin(origin);
+                    }
                 }
                 server = server.environment(e);
             }
@@ -200,6 +213,13 @@ impl RelayBuilder {
                     let _entered = relay.enter();
                     Upstream::start(env, filter, &settings, store)?
                 };
+                if filter.is_none()
+                    && let Some(id) = &env.env_id
+                {
+                    let (goals_env, base, id) =
+                        (handle.clone(), env.client_side_uri.clone(), id.clone());
+                    relay.spawn(|stop| keep_goals(goals_env, base, id, stop));
+                }
                 relay.spawn(|stop| keep_in_sync(handle, upstream, has_store, stop));
             }
         }

@@ -4,6 +4,13 @@
 //! retry after a second on a network error or a recoverable status (400, 408, 429,
 //! 5xx), and an environment whose key the service rejects (401, 403) sends no more.
 //!
+//! Client-side and mobile payloads go to the matching endpoints of the same events
+//! service, as LaunchDarkly's Relay Proxy forwards them: a browser's to
+//! `/events/bulk/{envId}` and `/events/diagnostic/{envId}` (the client-side ID it
+//! posted to, no `Authorization`), a mobile SDK's to `/mobile/events/bulk` and
+//! `/mobile/events/diagnostic` with the environment's mobile key (not forwarded when
+//! the environment has none configured: the relay never keeps the key an SDK sent).
+//!
 //! Payloads wait in the server's event subscription, which holds at most
 //! [`QUEUE`] of them: beyond that they are dropped and counted (reported at the end),
 //! never buffered without bound: the [`ForwardReport`] of
@@ -15,7 +22,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use flagsync_server::{
-    EnvironmentHandle, EventPayload, EventSubscription, RelayEnvironment, ServerHandle,
+    EnvironmentHandle, EventOrigin, EventPayload, EventSubscription, PayloadKind, RelayEnvironment,
+    ServerHandle,
 };
 
 #[cfg(not(any(feature = "ring", feature = "aws-lc-rs")))]
@@ -35,8 +43,8 @@ fn crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(provider)
 }
 
-/// The events forwarder's HTTP agent.
-fn agent() -> ureq::Agent {
+/// The relay's HTTP agent (events forwarded, goals fetched).
+pub(crate) fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .timeout_global(Some(TIMEOUT))
         .http_status_as_error(false)
@@ -58,6 +66,7 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 struct Target {
     uri: String,
     sdk_key: String,
+    mobile_key: Option<String>,
     rejected: bool,
     /// Where forwarded and failed payloads are counted (`GET /metrics`).
     env: Option<EnvironmentHandle>,
@@ -95,6 +104,7 @@ impl Forwarder {
                     Target {
                         uri,
                         sdk_key: e.sdk_key.clone(),
+                        mobile_key: e.mobile_key.clone(),
                         rejected: false,
                         env: server.environment(&e.name),
                     },
@@ -147,11 +157,21 @@ fn run(events: &EventSubscription, targets: &mut HashMap<String, Target>) -> For
                 env.count_forwarded_events(forwarded, failed);
             }
         };
-        if target.rejected {
+        let server_side = payload.origin == EventOrigin::ServerSide;
+        if target.rejected && server_side {
             count(target, 0, 1);
             continue;
         }
-        let result = post(&agent, target, &payload);
+        let Some((url, auth)) = destination(target, &payload) else {
+            tracing::debug!(
+                environment = payload.environment.as_deref().unwrap_or_default(),
+                "a mobile event payload was not forwarded: the environment has no mobile key configured"
+            );
+            count(target, 0, 1);
+            failed += 1;
+            continue;
+        };
+        let result = post(&agent, &url, auth, &payload);
         count(
             target,
             u64::from(result.is_ok()),
@@ -159,7 +179,7 @@ fn run(events: &EventSubscription, targets: &mut HashMap<String, Target>) -> For
         );
         match result {
             Ok(()) => {}
-            Err(Some(status)) if status == 401 || status == 403 => {
+            Err(Some(status)) if server_side && (status == 401 || status == 403) => {
                 tracing::warn!(
                     environment = payload.environment.as_deref().unwrap_or_default(),
                     status,
@@ -184,19 +204,47 @@ fn run(events: &EventSubscription, targets: &mut HashMap<String, Target>) -> For
     }
 }
 
-/// Post `payload`, retrying once after a second when that may help. `Err(status)`:
-/// the last status (`None` for a network error).
-fn post(agent: &ureq::Agent, target: &Target, payload: &EventPayload) -> Result<(), Option<u16>> {
-    let url = format!("{}{}", target.uri, payload.kind.path());
+/// Where `payload` goes upstream and the `Authorization` it carries (see the module
+/// docs); `None`: a mobile payload for an environment without a mobile key.
+fn destination<'a>(
+    target: &'a Target,
+    payload: &EventPayload,
+) -> Option<(String, Option<&'a str>)> {
+    let diagnostic = payload.kind == PayloadKind::Diagnostic;
+    Some(match &payload.origin {
+        EventOrigin::ClientSide { env_id } => {
+            let path = if diagnostic { "diagnostic" } else { "bulk" };
+            (format!("{}/events/{path}/{env_id}", target.uri), None)
+        }
+        EventOrigin::Mobile => {
+            let path = if diagnostic { "diagnostic" } else { "bulk" };
+            let key = target.mobile_key.as_deref()?;
+            (format!("{}/mobile/events/{path}", target.uri), Some(key))
+        }
+        _ => (
+            format!("{}{}", target.uri, payload.kind.path()),
+            Some(target.sdk_key.as_str()),
+        ),
+    })
+}
+
+/// Post `payload` to `url`, retrying once after a second when that may help.
+/// `Err(status)`: the last status (`None` for a network error).
+fn post(
+    agent: &ureq::Agent,
+    url: &str,
+    auth: Option<&str>,
+    payload: &EventPayload,
+) -> Result<(), Option<u16>> {
     let mut last = None;
     for attempt in 0..2 {
         if attempt > 0 {
             std::thread::sleep(Duration::from_secs(1));
         }
-        let mut request = agent
-            .post(&url)
-            .header("Authorization", &target.sdk_key)
-            .header("Content-Type", "application/json");
+        let mut request = agent.post(url).header("Content-Type", "application/json");
+        if let Some(auth) = auth {
+            request = request.header("Authorization", auth);
+        }
         for (name, value) in [
             ("User-Agent", &payload.user_agent),
             ("X-LaunchDarkly-Event-Schema", &payload.schema),

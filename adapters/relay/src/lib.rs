@@ -13,7 +13,12 @@
 //!   goes (write-through, LaunchDarkly's key layout), under its
 //!   [`redis_prefix`](RelayEnvironment::redis_prefix) or the store builder's prefix.
 //! - The analytics events SDKs post to the relay are forwarded, unchanged, to the
-//!   environment's events service ([`RelayEnvironment::events_uri`]).
+//!   environment's events service ([`RelayEnvironment::events_uri`]): server-side,
+//!   client-side (browser) and mobile payloads each to their own endpoint.
+//! - Client-side (JavaScript) and mobile SDKs are served from the same data, each
+//!   environment chosen by its client-side ID ([`RelayEnvironment::env_id`]) or mobile
+//!   key ([`RelayEnvironment::mobile_key`]); its goals are fetched from
+//!   [`RelayEnvironment::client_side_uri`] and served.
 //!
 //! The relay runs its clients and sync loops on a tokio runtime of its own, so
 //! [`RelayBuilder::start`] works from a plain `fn main` and from inside any async
@@ -27,6 +32,7 @@
 mod builder;
 mod error;
 mod forward;
+mod goals;
 mod handle;
 mod redact;
 mod served;

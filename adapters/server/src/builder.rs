@@ -10,6 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use mio::{Interest, Poll, Token, Waker};
 use serde_json::Value;
 
+use crate::client_side::settings::ClientSettings;
 use crate::conn::Limits;
 use crate::data::{Data, FlagData};
 use crate::env::Environment;
@@ -65,6 +66,7 @@ impl Server {
             max_body: http::DEFAULT_MAX_BODY,
             environments: Vec::new(),
             filtered: Vec::new(),
+            client: ClientSettings::default(),
         }
     }
 }
@@ -87,6 +89,8 @@ pub struct ServerBuilder {
     pub(crate) max_body: usize,
     pub(crate) environments: Vec<Environment>,
     pub(crate) filtered: Vec<(String, FlagData)>,
+    /// The default environment's client-side and mobile settings.
+    pub(crate) client: ClientSettings,
 }
 
 impl ServerBuilder {
@@ -282,6 +286,7 @@ impl ServerBuilder {
             starting_until: None,
             health: Health::new(ConnectionState::Valid, wall),
             default_variant: false,
+            client: self.client,
         }];
         for (filter, data) in self.filtered {
             let mut data = Data::new(data).map_err(ServerError::InvalidData)?;
@@ -295,6 +300,7 @@ impl ServerBuilder {
                 starting_until: None,
                 health: Health::new(ConnectionState::Valid, wall),
                 default_variant: true,
+                client: ClientSettings::default(),
             });
         }
         for e in self.environments {
@@ -320,6 +326,7 @@ impl ServerBuilder {
                 starting_until,
                 health: Health::new(state, wall),
                 default_variant: false,
+                client: e.client,
             });
         }
         let addrs = if self.listen.is_empty() {

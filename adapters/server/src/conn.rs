@@ -16,6 +16,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use mio::{Interest, Registry, Token};
 
+use crate::client_side::path::classify;
+use crate::client_side::serve::serve as serve_client;
 use crate::fault::Endpoint;
 use crate::health;
 use crate::http::{Framing, Request, WRITE_TIMEOUT, write_response};
@@ -274,7 +276,8 @@ impl Conn {
         // request is refused anyway (RFC 9110 §10.1.1); the unread body then ends the
         // connection.
         let endpoint = Endpoint::of_path(req.path());
-        if req.expects_continue && accepted(cx.shared, &req, endpoint).is_err() {
+        let client = classify(req.path()).is_some();
+        if req.expects_continue && !client && accepted(cx.shared, &req, endpoint).is_err() {
             req.close = true;
             return self.answer(req, true, cx);
         }
@@ -295,7 +298,13 @@ impl Conn {
             return Some(Next::Close);
         }
         let start = self.out.len();
-        let endpoint = Endpoint::of_path(req.path());
+        // Client-side and mobile paths first: `/mobile/events/bulk` ends like `/bulk`.
+        let client = classify(req.path());
+        let endpoint = if client.is_some() {
+            None
+        } else {
+            Endpoint::of_path(req.path())
+        };
         let (route_name, keep) = if let Some(operator) = operator_route(req.path()) {
             (operator, self.operator(&req, operator, cx))
         } else {
@@ -323,7 +332,8 @@ impl Conn {
             if fallback {
                 headers.push(FALLBACK_HEADER);
             }
-            let name = endpoint.map_or("other", Endpoint::path);
+            let name =
+                client.map_or_else(|| endpoint.map_or("other", Endpoint::path), |r| r.metric());
             let keep = match fault {
                 Some(status) => {
                     let body = format!("{{\"message\":\"injected fault: HTTP {status}\"}}");
@@ -332,7 +342,8 @@ impl Conn {
                 }
                 None => {
                     let streams =
-                        matches!(endpoint, Some(Endpoint::Fdv1Stream | Endpoint::Fdv2Stream));
+                        matches!(endpoint, Some(Endpoint::Fdv1Stream | Endpoint::Fdv2Stream))
+                            || client.is_some_and(|r| r.streams() && req.method == r.method());
                     if streams && let Some(io) = &mut self.io {
                         // The hub registers it with its own loop if it takes it.
                         let _ = cx.registry.deregister(io.socket());
@@ -341,7 +352,10 @@ impl Conn {
                         out: &mut self.out,
                         io: &mut self.io,
                     };
-                    let routed = route(shared, &req, endpoint, &headers, &mut conn);
+                    let routed = match client {
+                        Some(r) => serve_client(shared, &req, r, &mut conn),
+                        None => route(shared, &req, endpoint, &headers, &mut conn),
+                    };
                     if let Routed::Streamed = routed {
                         shared.metrics.request(name, 200);
                         return Some(Next::Handed);

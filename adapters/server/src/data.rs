@@ -461,7 +461,6 @@ impl Data {
 
     /// The current data as the evaluation engine reads it (an O(1) view; the store
     /// behind it is built on the first call and kept up to date after).
-    #[allow(dead_code)] // until the evaluating endpoints land
     pub(super) fn eval_snapshot(&mut self) -> flagsync_core::Snapshot {
         if self.evaluated.is_built() {
             return self.evaluated.snapshot(Vec::new);
@@ -472,7 +471,6 @@ impl Data {
 
     /// The flags the last change changed, dependants included; `None` if unknown (no
     /// evaluation had been asked for then).
-    #[allow(dead_code)] // until the evaluating endpoints land
     pub(super) fn changed_flags(&self) -> Option<&[String]> {
         self.evaluated.changed_flags()
     }

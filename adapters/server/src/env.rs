@@ -19,6 +19,8 @@ use bytes::Bytes;
 use flagsync_core::Kind;
 use serde_json::Value;
 
+use crate::client_side::notify::evaluate_change;
+use crate::client_side::settings::ClientSettings;
 use crate::data::{self, Change, Data, FlagData, ItemKind};
 use crate::error::ServerError;
 use crate::fdv2;
@@ -58,6 +60,7 @@ pub struct Environment {
     pub(crate) data: Option<FlagData>,
     pub(crate) init_timeout: Duration,
     pub(crate) filter: Option<String>,
+    pub(crate) client: ClientSettings,
 }
 
 impl std::fmt::Debug for Environment {
@@ -69,6 +72,7 @@ impl std::fmt::Debug for Environment {
             .field("has_data", &self.data.is_some())
             .field("init_timeout", &self.init_timeout)
             .field("filter", &self.filter)
+            .field("client", &self.client)
             .finish_non_exhaustive()
     }
 }
@@ -85,6 +89,7 @@ impl Environment {
             data: None,
             init_timeout: Duration::from_secs(10),
             filter: None,
+            client: ClientSettings::default(),
         }
     }
 
@@ -156,7 +161,7 @@ pub(crate) fn upsert(
     let patch = sse_event("patch", &data::patch_data(kind, key, &raw));
     let put = fdv2::put(data::put_object(kind, key, version, &raw));
     let changes = fdv2_changes(&inner, env, put);
-    broadcast(shared, &inner, env, patch, changes);
+    broadcast(shared, &mut inner, env, patch, changes);
     Ok(version)
 }
 
@@ -174,7 +179,7 @@ pub(crate) fn delete(
     let payload = serde_json::json!({ "path": path, "version": version });
     let delete = sse_event("delete", &payload.to_string());
     let changes = fdv2_changes(&inner, env, fdv2::delete_object(kind, key, version));
-    broadcast(shared, &inner, env, delete, changes);
+    broadcast(shared, &mut inner, env, delete, changes);
     version
 }
 
@@ -198,12 +203,13 @@ pub(crate) fn replace_all(shared: &Shared, env: usize, data: FlagData) -> Result
         }
         if changes.len() <= MAX_CHANGES {
             let (fdv1, fdv2) = change_events(&e.data, &changes);
-            broadcast(shared, &inner, env, fdv1, fdv2);
+            broadcast(shared, &mut inner, env, fdv1, fdv2);
             return Ok(());
         }
     }
     let put = e.data.rendered().put_event();
     let full = fdv2::full_transfer_frame(&e.data.fdv2_objects());
+    evaluate_change(shared, e, env);
     shared.hub.broadcast(env, put, full);
     Ok(())
 }
@@ -241,8 +247,9 @@ fn fdv2_changes(inner: &Inner, env: usize, change: fdv2::Event) -> String {
 /// Send the streams of `env` a change (sent while the lock is held, so changes reach
 /// the hub in order). An environment without data yet sends nothing: its waiting
 /// streams get the whole data set when it arrives.
-fn broadcast(shared: &Shared, inner: &Inner, env: usize, fdv1: String, fdv2: String) {
+fn broadcast(shared: &Shared, inner: &mut Inner, env: usize, fdv1: String, fdv2: String) {
     if inner.envs[env].starting_until.is_none() {
+        evaluate_change(shared, &mut inner.envs[env], env);
         shared.hub.broadcast(
             env,
             Frame::new(fdv1.into_bytes()),

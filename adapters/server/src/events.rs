@@ -75,6 +75,27 @@ pub struct EventPayload {
     /// The [`Environment`](crate::Environment) it was posted to, by name; `None` for
     /// the default environment.
     pub environment: Option<String>,
+    /// Which kind of SDK posted it, and so where a relay forwards it.
+    pub origin: EventOrigin,
+}
+
+/// Which kind of SDK posted an [`EventPayload`]: a relay forwards each to the matching
+/// endpoint of its events service.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EventOrigin {
+    /// A server-side SDK (`POST …/bulk`, `…/diagnostic`, with the SDK key).
+    #[default]
+    ServerSide,
+    /// A client-side (JavaScript) SDK: `POST /events/bulk/{envId}`,
+    /// `/events/diagnostic/{envId}` or `GET /a/{envId}.gif`.
+    ClientSide {
+        /// The client-side ID (environment ID) in the path.
+        env_id: String,
+    },
+    /// A mobile SDK: `POST /mobile/events/bulk` (or `/mobile`, `/mobile/events`) and
+    /// `/mobile/events/diagnostic`, with the mobile key.
+    Mobile,
 }
 
 impl EventPayload {
@@ -159,6 +180,7 @@ pub(super) fn accept(
         body,
         raw: Arc::from(bytes),
         environment: None,
+        origin: EventOrigin::ServerSide,
     })
 }
 

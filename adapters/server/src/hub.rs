@@ -10,6 +10,12 @@
 //! reconnects and gets the current data. Heartbeats go to every idle stream at once,
 //! every heartbeat interval.
 //!
+//! Client-side and mobile streams hold their context: each change comes as the data
+//! for the engine and the flags it changed ([`Evaluation`]), and the hub evaluates
+//! those flags for each such stream of the environment, off the server's lock (see
+//! `client_side`). Their events are their own, so such a stream is also dropped once
+//! [`MAX_EVALUATED_QUEUED_BYTES`] of them wait.
+//!
 //! Commands reach the hub through a channel and a `mio` waker, in the order they are
 //! sent: a stream is added (under the server's lock, right after its first payload is
 //! rendered) before any change that follows it, so no change falls between.
@@ -17,13 +23,14 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice, Read, Write};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use mio::{Events, Interest, Poll, Token, Waker};
 
+use crate::client_side::eval::{EvalStart, EvalStream, Evaluation, change_events};
 use crate::http::{LAST_CHUNK, WRITE_TIMEOUT};
 use crate::metrics::Metrics;
 use crate::transport::Transport;
@@ -35,6 +42,11 @@ const MAX_COMMANDS: usize = 1024;
 
 /// The most pieces (a few per event) a stream may have queued.
 pub(crate) const MAX_QUEUED_PIECES: usize = 3 * 4096;
+
+/// The most bytes a client-side or mobile stream may have queued when a change comes:
+/// its events are evaluated for it alone, not shared, so a client that stops reading
+/// is dropped (it reconnects and gets a new `put`) before it holds more.
+pub(crate) const MAX_EVALUATED_QUEUED_BYTES: usize = 16 << 20;
 
 const WAKER: Token = Token(0);
 
@@ -89,6 +101,9 @@ pub(crate) struct NewStream {
     pub(crate) first: Option<Frame>,
     /// Close once `first` is written (an FDv2 `goodbye`).
     pub(crate) close_after: bool,
+    /// A client-side or mobile stream: its context, and the data of its first `put`
+    /// (evaluated here, off the server's lock; `first` is then `None`).
+    pub(crate) evaluated: Option<Box<EvalStart>>,
 }
 
 enum Command {
@@ -98,6 +113,8 @@ enum Command {
         fdv1: Frame,
         fdv2: Frame,
     },
+    /// A change, for the evaluating streams of its environment.
+    Evaluate(Box<Evaluation>),
     CloseAll {
         done: Sender<()>,
     },
@@ -112,6 +129,8 @@ pub(crate) struct Hub {
     open: Arc<AtomicUsize>,
     metrics: Arc<Metrics>,
     thread: std::sync::Mutex<Option<JoinHandle<()>>>,
+    /// An evaluating stream was ever opened: changes are then evaluated for them.
+    evaluating: AtomicBool,
 }
 
 impl std::fmt::Debug for Command {
@@ -119,6 +138,7 @@ impl std::fmt::Debug for Command {
         f.write_str(match self {
             Self::Add(_) => "Add",
             Self::Broadcast { .. } => "Broadcast",
+            Self::Evaluate(_) => "Evaluate",
             Self::CloseAll { .. } => "CloseAll",
             Self::Shutdown => "Shutdown",
         })
@@ -160,6 +180,7 @@ impl Hub {
             open,
             metrics,
             thread: std::sync::Mutex::new(Some(thread)),
+            evaluating: AtomicBool::new(false),
         })
     }
 
@@ -172,6 +193,9 @@ impl Hub {
 
     /// Hand a stream to the hub; it counts as open from now on.
     pub(crate) fn add(&self, stream: NewStream) {
+        if stream.evaluated.is_some() {
+            self.evaluating.store(true, Ordering::SeqCst);
+        }
         if !stream.close_after {
             self.open.fetch_add(1, Ordering::SeqCst);
             self.metrics.stream_opened(stream.fdv2);
@@ -182,6 +206,17 @@ impl Hub {
     /// Send `fdv1` to every FDv1 stream of `env` and `fdv2` to every FDv2 one.
     pub(crate) fn broadcast(&self, env: usize, fdv1: Frame, fdv2: Frame) {
         self.send(Command::Broadcast { env, fdv1, fdv2 });
+    }
+
+    /// Whether a client-side or mobile stream was ever opened (changes need evaluating).
+    pub(crate) fn has_evaluated_streams(&self) -> bool {
+        self.evaluating.load(Ordering::SeqCst)
+    }
+
+    /// Evaluate a change for every client-side and mobile stream of its environment:
+    /// on the hub's thread, off the server's lock, each stream its own events.
+    pub(crate) fn evaluate(&self, change: Evaluation) {
+        self.send(Command::Evaluate(Box::new(change)));
     }
 
     /// Tell the hub to end every stream; the receiver answers once they no longer
@@ -219,6 +254,8 @@ struct Conn {
     progress: Instant,
     /// When the stream is ended (its maximum lifetime).
     expires: Option<Instant>,
+    /// A client-side or mobile stream's context (it gets evaluated flags).
+    evaluated: Option<Box<EvalStream>>,
 }
 
 impl Conn {
@@ -366,7 +403,7 @@ impl Loop {
                 let tokens: Vec<usize> = self
                     .conns
                     .iter_mut()
-                    .filter(|(_, c)| c.env == env && !c.closing)
+                    .filter(|(_, c)| c.env == env && !c.closing && c.evaluated.is_none())
                     .map(|(t, c)| {
                         c.push(if c.fdv2 { &fdv2 } else { &fdv1 });
                         *t
@@ -376,6 +413,32 @@ impl Loop {
                     self.flush(t);
                 }
                 self.metrics.fanout_written(started.elapsed());
+            }
+            Command::Evaluate(change) => {
+                let tokens: Vec<(usize, bool)> = self
+                    .conns
+                    .iter_mut()
+                    .filter(|(_, c)| c.env == change.env && !c.closing)
+                    .filter_map(|(t, c)| {
+                        let stream = c.evaluated.as_deref()?;
+                        // Its events are its own (not shared): a client that does not
+                        // read is dropped before they hold more than this.
+                        let queued: usize = c.queue.iter().map(|(b, off)| b.len() - off).sum();
+                        if queued > MAX_EVALUATED_QUEUED_BYTES {
+                            return Some((*t, true));
+                        }
+                        let events = change_events(stream, &change);
+                        c.push(&Frame::new(events.into_bytes()));
+                        Some((*t, false))
+                    })
+                    .collect();
+                for (t, drop) in tokens {
+                    if drop {
+                        self.remove(t);
+                    } else {
+                        self.flush(t);
+                    }
+                }
             }
             Command::CloseAll { done } => {
                 let tokens: Vec<usize> = self
@@ -430,10 +493,15 @@ impl Loop {
                 // restart) do not all end together.
                 Instant::now() + l.mul_f64(0.75 + fastrand::f64() * 0.25)
             }),
+            evaluated: None,
         };
         conn.queue.push_back((Arc::from(new.head), 0));
         if let Some(first) = &new.first {
             conn.push(first);
+        }
+        if let Some(start) = new.evaluated {
+            conn.push(&Frame::new(start.put_event().into_bytes()));
+            conn.evaluated = Some(Box::new(start.stream));
         }
         if new.close_after {
             conn.end();
@@ -573,6 +641,7 @@ mod tests {
             head: head.to_vec(),
             first,
             close_after: false,
+            evaluated: None,
         }
     }
 
@@ -633,6 +702,58 @@ mod tests {
         );
         assert_eq!(read_until_closed(client), b"H\r\n\r\ndata: x\n\n");
         hub.shutdown();
+    }
+
+    #[test]
+    fn an_evaluated_stream_that_is_not_read_is_dropped() {
+        use crate::client_side::eval::{EvalStart, EvalStream, Evaluation, Sdk};
+        use flagsync_core::store::{ChangeSet, Kind, Store};
+        let hub = hub();
+        let (server, client) = pair();
+        // One client-side flag serving a 1 MB string: each `put` is that large.
+        let big = "x".repeat(1 << 20);
+        let flag = serde_json::json!({"key": "big", "version": 1, "on": true,
+            "variations": [big], "fallthrough": {"variation": 0},
+            "clientSideAvailability": {"usingEnvironmentId": true}});
+        let raw = bytes::Bytes::from(flag.to_string());
+        let mut store = Store::new();
+        let change = crate::evaluated::live_change(Kind::Flag, "big", 1, &raw);
+        store.apply(ChangeSet::fdv1_full(vec![change]));
+        let stream = EvalStream {
+            context: flagsync_eval::ContextBuilder::new("u").build().unwrap(),
+            sdk: Sdk::ClientSide,
+            with_reasons: false,
+        };
+        hub.add(NewStream {
+            evaluated: Some(Box::new(EvalStart {
+                stream,
+                snapshot: store.snapshot(),
+                version: 1,
+            })),
+            ..stream_of(server)
+        });
+        assert_eq!(hub.open(), 1);
+        for version in 2..60 {
+            hub.evaluate(Evaluation {
+                env: 0,
+                snapshot: store.snapshot(),
+                changed: None,
+                version,
+            });
+        }
+        // Before the write timeout would drop it as stalled.
+        let deadline = Instant::now() + WRITE_TIMEOUT / 2;
+        while hub.open() > 0 && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(hub.open(), 0, "dropped before it held 58 MB");
+        drop(client);
+        hub.shutdown();
+    }
+
+    /// A chunked stream of environment 0 on `socket` with no head or first payload.
+    fn stream_of(socket: StdStream) -> NewStream {
+        stream(socket, b"H\r\n\r\n", None)
     }
 
     #[test]

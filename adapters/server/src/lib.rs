@@ -35,6 +35,11 @@
 //! | `GET …/sdk/poll[?basis=S]` | FDv2 `{"events":[{"event":…,"data":{…}},…]}`: the same first payload as the stream, with an `ETag` naming the selector state; `If-None-Match` → `304`; gzip when accepted |
 //! | `POST …/bulk` | analytics events, a JSON array (optionally `Content-Encoding: gzip`): `202 Accepted`, empty body |
 //! | `POST …/diagnostic` | one diagnostic event object (optionally gzip): `202 Accepted`, empty body |
+//! | `GET /sdk/evalx/{id}/contexts/{ctx}`, `REPORT /sdk/evalx/{id}/context` (and `…/users/{user}`, `…/user`) | client-side (JavaScript) SDKs: every flag available to them evaluated for the context, `{"key":{"value","variation","version","flagVersion","trackEvents",…}}`; `?withReasons=true`, `?h=` (secure mode); CORS, `OPTIONS` preflights ([`Environment::client_side_id`]) |
+//! | `GET /eval/{id}/{ctx}`, `REPORT /eval/{id}` | client-side streams: a `put` of the same, then a `patch` or `delete` per changed flag |
+//! | `GET /msdk/evalx/contexts/{ctx}`, `REPORT /msdk/evalx/context`, `GET /meval/{ctx}`, `REPORT /meval` | the same for mobile SDKs, by mobile key ([`Environment::mobile_key`]) |
+//! | `POST /events/bulk/{id}`, `/events/diagnostic/{id}`, `GET /a/{id}.gif?d=…`; `POST /mobile/events/bulk`, `/mobile/events/diagnostic` (`/mobile`, `/mobile/events`) | browser and mobile events: `202` (the image: a 1×1 GIF), published with their [`EventOrigin`] |
+//! | `GET /sdk/goals/{id}` | the environment's goals ([`Environment::goals`]; `[]` unless set) |
 //! | `GET /status` | the health document (see above), `application/json` |
 //! | `GET /metrics` | the metrics, `text/plain; version=0.0.4` |
 //!
@@ -105,6 +110,7 @@
 #![warn(unreachable_pub, clippy::use_self, elided_lifetimes_in_paths)]
 
 mod builder;
+mod client_side;
 mod conn;
 mod crypto;
 mod data;
@@ -139,13 +145,14 @@ pub use crypto::crypto_provider_name;
 pub use data::FlagData;
 pub use env::{Environment, EnvironmentHandle};
 pub use error::ServerError;
-pub use events::{EventPayload, EventSubscription, PayloadKind};
+pub use events::{EventOrigin, EventPayload, EventSubscription, PayloadKind};
 pub use fault::{Endpoint, UnknownEndpoint};
 pub use handle::ServerHandle;
 pub use health::{ConnectionState, UpstreamError};
 pub use listen::{FdLimit, fd_limit, raise_fd_limit};
 pub use recorded::RecordedRequest;
 pub use relay_config::{
-    MAX_RELAY_CONFIG_BYTES, NetworkConfig, RelayConfig, RelayEnvironment, UpstreamProtocol,
+    DEFAULT_CLIENT_SIDE_URI, MAX_RELAY_CONFIG_BYTES, NetworkConfig, RelayConfig, RelayEnvironment,
+    UpstreamProtocol,
 };
 pub use tls::TlsSettings;

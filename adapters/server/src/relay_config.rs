@@ -36,6 +36,19 @@
 //! }
 //! ```
 //!
+//! Client-side (JavaScript) and mobile SDKs are served too: `envId` is the
+//! environment's client-side ID (in their paths), `mobileKey` its mobile key,
+//! `secureMode: true` requires their secure mode hash, `allowedOrigin` lists the
+//! origins browsers may call from (default: any). `clientSideUri` (file-wide or per
+//! environment; default `https://clientsdk.launchdarkly.com`) is where the relay
+//! fetches each environment's goals (`GET {clientSideUri}/sdk/goals/{envId}`).
+//!
+//! ```json
+//! {"upstream": "https://relay-upstream.example",
+//!  "environments": {"web": {"sdkKey": "sdk-…", "envId": "5f…", "mobileKey": "mob-…",
+//!                           "secureMode": true, "allowedOrigin": ["https://app.example"]}}}
+//! ```
+//!
 //! `upstream` is the base URI of both the streaming and the polling service (set them
 //! apart with `streamUri` and `pollingUri`), `eventsUri` the events service (no
 //! forwarding without one); each environment may override any of them. `protocol`
@@ -88,7 +101,19 @@ pub struct RelayEnvironment {
     pub redis_prefix: Option<String>,
     /// The payload filters served beside the whole environment (`payloadFilters`).
     pub payload_filters: Vec<String>,
+    /// The mobile key its mobile SDKs send (`mobileKey`); never logged.
+    pub mobile_key: Option<String>,
+    /// Client-side SDKs must send the secure mode hash (`secureMode`).
+    pub secure_mode: bool,
+    /// The origins browsers may call from (`allowedOrigin`); empty: any.
+    pub allowed_origins: Vec<String>,
+    /// The base URI goals are fetched from (`clientSideUri`).
+    pub client_side_uri: String,
 }
+
+/// Where a relay fetches goals when no `clientSideUri` is given: LaunchDarkly's
+/// client-side service.
+pub const DEFAULT_CLIENT_SIDE_URI: &str = "https://clientsdk.launchdarkly.com";
 
 impl std::fmt::Debug for RelayEnvironment {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -101,6 +126,13 @@ impl std::fmt::Debug for RelayEnvironment {
             .field("events_uri", &self.events_uri)
             .field("redis_prefix", &self.redis_prefix)
             .field("payload_filters", &self.payload_filters)
+            .field(
+                "mobile_key",
+                &self.mobile_key.as_ref().map(|_| "<redacted>"),
+            )
+            .field("secure_mode", &self.secure_mode)
+            .field("allowed_origins", &self.allowed_origins)
+            .field("client_side_uri", &self.client_side_uri)
             .finish()
     }
 }
@@ -197,6 +229,7 @@ struct File {
     stream_uri: Option<String>,
     polling_uri: Option<String>,
     events_uri: Option<String>,
+    client_side_uri: Option<String>,
     #[serde(default)]
     protocol: UpstreamProtocol,
     init_timeout_secs: Option<u64>,
@@ -224,6 +257,12 @@ struct FileEnv {
     redis_prefix: Option<String>,
     #[serde(default)]
     payload_filters: Vec<String>,
+    mobile_key: Option<String>,
+    #[serde(default)]
+    secure_mode: bool,
+    #[serde(default)]
+    allowed_origin: Vec<String>,
+    client_side_uri: Option<String>,
 }
 
 impl RelayConfig {
@@ -263,9 +302,26 @@ impl RelayConfig {
             let stream_uri = pick(&env.stream_uri, &file.stream_uri, "streamUri")?;
             let polling_uri = pick(&env.polling_uri, &file.polling_uri, "pollingUri")?;
             let events_uri = env.events_uri.or_else(|| file.events_uri.clone());
-            for uri in [Some(&stream_uri), Some(&polling_uri), events_uri.as_ref()]
-                .into_iter()
-                .flatten()
+            let client_side_uri = env
+                .client_side_uri
+                .or_else(|| file.client_side_uri.clone())
+                .unwrap_or_else(|| DEFAULT_CLIENT_SIDE_URI.to_owned());
+            if env.secure_mode && env.env_id.is_none() {
+                return Err(format!(
+                    "environment {name:?} has \"secureMode\" but no \"envId\" (its client-side ID)"
+                ));
+            }
+            if env.mobile_key.as_deref() == Some("") {
+                return Err(format!("environment {name:?} has an empty \"mobileKey\""));
+            }
+            for uri in [
+                Some(&stream_uri),
+                Some(&polling_uri),
+                events_uri.as_ref(),
+                Some(&client_side_uri),
+            ]
+            .into_iter()
+            .flatten()
             {
                 check_uri(&name, uri)?;
             }
@@ -291,6 +347,10 @@ impl RelayConfig {
                 events_uri,
                 redis_prefix: env.redis_prefix,
                 payload_filters: env.payload_filters,
+                mobile_key: env.mobile_key,
+                secure_mode: env.secure_mode,
+                allowed_origins: env.allowed_origin,
+                client_side_uri,
             });
         }
         let mut listen = Vec::with_capacity(file.listen.len());
@@ -364,6 +424,36 @@ fn valid_filter(key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn client_side_and_mobile_settings() {
+        let config = RelayConfig::parse(
+            br#"{"upstream": "http://up", "clientSideUri": "http://cs",
+                 "environments": {"a": {"sdkKey": "k1", "envId": "e1", "mobileKey": "mob-1",
+                                        "secureMode": true, "allowedOrigin": ["https://x"]},
+                                  "b": {"sdkKey": "k2"}}}"#,
+        )
+        .unwrap();
+        let a = &config.environments[0];
+        assert_eq!(a.mobile_key.as_deref(), Some("mob-1"));
+        assert!(a.secure_mode);
+        assert_eq!(a.allowed_origins, ["https://x"]);
+        assert_eq!(a.client_side_uri, "http://cs");
+        assert!(
+            !format!("{a:?}").contains("mob-1"),
+            "the mobile key is redacted"
+        );
+        let b = &config.environments[1];
+        assert_eq!((b.mobile_key.as_ref(), b.secure_mode), (None, false));
+        let no_id = br#"{"upstream": "http://up", "environments": {"a": {"sdkKey": "k", "secureMode": true}}}"#;
+        assert!(RelayConfig::parse(no_id).unwrap_err().contains("envId"));
+        let default = br#"{"upstream": "http://up", "environments": {"a": {"sdkKey": "k"}}}"#;
+        let default = RelayConfig::parse(default).unwrap();
+        assert_eq!(
+            default.environments[0].client_side_uri,
+            DEFAULT_CLIENT_SIDE_URI
+        );
+    }
 
     #[test]
     fn defaults_and_overrides() {

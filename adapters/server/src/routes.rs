@@ -327,6 +327,7 @@ pub(crate) fn serve_stream(
         head,
         first,
         close_after,
+        evaluated: None,
     });
     drop(inner);
     Ok(())

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use mio::Waker;
 
+use crate::client_side::settings::ClientSettings;
 use crate::data::Data;
 use crate::events::Subscribers;
 use crate::fault::Faults;
@@ -153,6 +154,8 @@ pub(crate) struct Env {
     /// `503`.
     pub(crate) starting_until: Option<Instant>,
     pub(crate) health: Health,
+    /// What its client-side and mobile SDKs need (see [`crate::client_side`]).
+    pub(crate) client: ClientSettings,
 }
 
 /// How an environment answers an SDK's stream or poll request now.

@@ -1,6 +1,8 @@
 //! A raw HTTP/1.1 test client's pieces, shared by the tests that post to the server.
 #![allow(dead_code)]
 
+pub mod client;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 
