@@ -461,7 +461,6 @@ impl Data {
 
     /// The current data as the evaluation engine reads it (an O(1) view; the store
     /// behind it is built on the first call and kept up to date after).
-    #[allow(dead_code)] // until the evaluating endpoints land
     pub(super) fn eval_snapshot(&mut self) -> flagsync_core::Snapshot {
         if self.evaluated.is_built() {
             return self.evaluated.snapshot(Vec::new);

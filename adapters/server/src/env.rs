@@ -205,6 +205,7 @@ pub(crate) fn replace_all(shared: &Shared, env: usize, data: FlagData) -> Result
     let put = e.data.rendered().put_event();
     let full = fdv2::full_transfer_frame(&e.data.fdv2_objects());
     shared.hub.broadcast(env, put, full);
+    crate::ofrep::notices::notify(shared, &inner, env);
     Ok(())
 }
 
@@ -243,6 +244,7 @@ fn fdv2_changes(inner: &Inner, env: usize, change: fdv2::Event) -> String {
 /// streams get the whole data set when it arrives.
 fn broadcast(shared: &Shared, inner: &Inner, env: usize, fdv1: String, fdv2: String) {
     if inner.envs[env].starting_until.is_none() {
+        crate::ofrep::notices::notify(shared, inner, env);
         shared.hub.broadcast(
             env,
             Frame::new(fdv1.into_bytes()),
