@@ -1,0 +1,92 @@
+//! OFREP with several environments: chosen by SDK key and payload filter, not ready
+//! yet, and the environment named on the analytics payloads.
+
+mod common;
+
+use common::{Response, read_response};
+
+use std::io::{BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use flagsync_server::{Environment, Server};
+use serde_json::{Value, json};
+
+fn post(addr: SocketAddr, path: &str, key: &str, body: &Value) -> Response {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let body = body.to_string();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-API-Key: {key}\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    read_response(&mut BufReader::new(s))
+}
+
+fn value(r: &Response) -> Value {
+    serde_json::from_slice::<Value>(&r.body).unwrap()["value"].clone()
+}
+
+#[test]
+fn environments_filters_readiness_and_event_names() {
+    let server = Server::builder()
+        .environment(
+            Environment::new("prod", "sdk-prod").data(json!({"flagValues": {"a": 1, "b": "x"}})),
+        )
+        .environment(
+            Environment::new("prod/mobile", "sdk-prod")
+                .payload_filter("mobile")
+                .data(json!({"flagValues": {"a": 2}})),
+        )
+        .environment(Environment::new("staging", "sdk-staging"))
+        .start()
+        .unwrap();
+    let a = server.addr();
+    let events = server.subscribe_events(8);
+    let ctx = json!({"context": {"targetingKey": "u1"}});
+    let single = "/ofrep/v1/evaluate/flags/a";
+    assert_eq!(value(&post(a, single, "sdk-prod", &ctx)), json!(1));
+    let filtered = post(
+        a,
+        "/ofrep/v1/evaluate/flags/a?filter=mobile",
+        "sdk-prod",
+        &ctx,
+    );
+    assert_eq!(value(&filtered), json!(2));
+    let r = post(
+        a,
+        "/ofrep/v1/evaluate/flags/b?filter=mobile",
+        "sdk-prod",
+        &ctx,
+    );
+    assert_eq!(r.status, 404);
+    let r = post(a, "/ofrep/v1/evaluate/flags?filter=other", "sdk-prod", &ctx);
+    assert_eq!(r.status, 403);
+    // No data yet.
+    let r = post(a, single, "sdk-staging", &ctx);
+    assert_eq!((r.status, r.header("retry-after")), (503, Some("1")));
+    let r = post(a, single, "sdk-unknown", &ctx);
+    assert_eq!(r.status, 401);
+    // The filtered environment's evaluations are its key's environment's events.
+    server.flush_ofrep_events();
+    let payload = events.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(payload.environment.as_deref(), Some("prod"));
+    let summary = payload
+        .events()
+        .iter()
+        .find(|e| e["kind"] == "summary")
+        .unwrap()
+        .clone();
+    // Both evaluations of `a` (its filtered data holds `a` at the same version and
+    // variation), and the filtered data's missing `b`.
+    let counters = &summary["features"]["a"]["counters"];
+    assert_eq!(counters[0]["count"], 2, "{summary}");
+    assert_eq!(
+        summary["features"]["b"]["counters"][0]["unknown"], true,
+        "{summary}"
+    );
+    assert!(events.recv_timeout(Duration::from_millis(100)).is_err());
+}
