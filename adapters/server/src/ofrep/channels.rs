@@ -32,6 +32,11 @@ impl Channels {
         token
     }
 
+    /// Whether environment `env` has a token (so its notice streams may be open).
+    pub(crate) fn issued(&self, env: usize) -> bool {
+        self.lock().iter().any(|(e, _)| *e == env)
+    }
+
     /// The environment whose token is `token`.
     pub(crate) fn env_of(&self, token: &str) -> Option<usize> {
         self.lock()
@@ -60,6 +65,7 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(a.len(), 32);
         assert_eq!(c.token(0), a);
+        assert!(c.issued(3) && !c.issued(1));
         assert_eq!(
             (c.env_of(&a), c.env_of(&b), c.env_of("nope")),
             (Some(0), Some(3), None)

@@ -41,7 +41,13 @@ fn notice(inner: &Inner, env: usize) -> Frame {
 
 /// Environment `env`'s data changed: tell its notice streams (called with the server's
 /// lock held, as its other streams are told, so notices follow the changes in order).
+/// Nothing is sent before a bulk evaluation handed out the environment's channel (no
+/// notice stream can be open then), so a server not asked for OFREP sends the hub
+/// nothing more.
 pub(crate) fn notify(shared: &Shared, inner: &Inner, env: usize) {
+    if !shared.ofrep.channels.issued(env) {
+        return;
+    }
     let frame = notice(inner, env);
     shared.hub.broadcast(hub_key(env), frame.clone(), frame);
 }
