@@ -90,3 +90,38 @@ fn environments_filters_readiness_and_event_names() {
     );
     assert!(events.recv_timeout(Duration::from_millis(100)).is_err());
 }
+
+#[test]
+fn expect_continue_and_keep_alive() {
+    let server = Server::builder()
+        .data(json!({"flagValues": {"a": 1}}))
+        .start()
+        .unwrap();
+    let mut s = TcpStream::connect(server.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    let body = json!({"context": {"targetingKey": "u1"}}).to_string();
+    write!(
+        s,
+        "POST /ofrep/v1/evaluate/flags/a HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\
+         Content-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    let (status, _) = common::read_head(&mut r);
+    assert_eq!(status, 100);
+    s.write_all(body.as_bytes()).unwrap();
+    let first = read_response(&mut r);
+    assert_eq!((first.status, value(&first)), (200, json!(1)));
+    // The same connection again.
+    write!(
+        s,
+        "POST /ofrep/v1/evaluate/flags HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let second = read_response(&mut r);
+    assert_eq!(second.status, 200);
+    let flags = serde_json::from_slice::<Value>(&second.body).unwrap()["flags"].clone();
+    assert_eq!(flags[0]["value"], 1);
+}

@@ -17,7 +17,7 @@
 //!   (`?filter=`) that is not served `403`. Keys are never logged.
 //! - **Not ready**: an environment without data yet answers `503` with `Retry-After: 1`
 //!   (as the LaunchDarkly endpoints do).
-//! - **The context**: see [`ofrep_context`](context::ofrep_context). A body without
+//! - **The context**: see [`ofrep_context`]. A body without
 //!   `context` is an empty context (`TARGETING_KEY_MISSING`).
 //! - **Bulk**: every live flag of the environment, by key (a server-side key sees all
 //!   flags, not only client-side ones). Its `ETag` is a hash of the `flags` answered,
