@@ -125,3 +125,63 @@ fn expect_continue_and_keep_alive() {
     let flags = serde_json::from_slice::<Value>(&second.body).unwrap()["flags"].clone();
     assert_eq!(flags[0]["value"], 1);
 }
+
+#[test]
+fn events_are_flushed_periodically_without_being_asked() {
+    let server = Server::builder()
+        .data(json!({"flagValues": {"a": 1}}))
+        .start()
+        .unwrap();
+    let events = server.subscribe_events(4);
+    let ctx = json!({"context": {"targetingKey": "u1"}});
+    assert_eq!(
+        post(server.addr(), "/ofrep/v1/evaluate/flags/a", "any", &ctx).status,
+        200
+    );
+    // The processor's flush interval is 5 s; the server's timer thread delivers.
+    let payload = events.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(
+        payload.events().iter().any(|e| e["kind"] == "summary"),
+        "{:?}",
+        payload.body
+    );
+}
+
+#[test]
+fn a_replaced_data_set_sends_a_notice_too() {
+    use std::io::BufRead;
+    let server = Server::builder()
+        .data(json!({"flagValues": {"a": 1}}))
+        .start()
+        .unwrap();
+    let ctx = json!({"context": {"targetingKey": "u1"}});
+    let bulk = post(server.addr(), "/ofrep/v1/evaluate/flags", "any", &ctx);
+    let body: Value = serde_json::from_slice(&bulk.body).unwrap();
+    let uri = body["eventStreams"][0]["endpoint"]["requestUri"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut s = TcpStream::connect(server.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {uri} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut r = BufReader::new(s);
+    assert_eq!(common::read_head(&mut r).0, 200);
+    assert!(server.wait_for_streams(1, Duration::from_secs(5)));
+    server
+        .replace_all(json!({"flagValues": {"a": 2, "b": 3}}))
+        .unwrap();
+    let mut seen = String::new();
+    let mut line = String::new();
+    while !seen.contains("refetchEvaluation") {
+        line.clear();
+        assert!(r.read_line(&mut line).unwrap() > 0, "stream ended: {seen}");
+        seen.push_str(&line);
+    }
+    // The re-fetch sees the new data.
+    let again = post(server.addr(), "/ofrep/v1/evaluate/flags", "any", &ctx);
+    let flags = serde_json::from_slice::<Value>(&again.body).unwrap()["flags"].clone();
+    assert_eq!(
+        (flags[0]["value"].clone(), flags[1]["key"].clone()),
+        (json!(2), json!("b"))
+    );
+}
