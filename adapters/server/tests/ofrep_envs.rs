@@ -1,5 +1,7 @@
-//! OFREP with several environments: chosen by SDK key and payload filter, not ready
-//! yet, and the environment named on the analytics payloads.
+//! More OFREP over raw HTTP (beside `ofrep.rs`): several environments (chosen by SDK
+//! key and payload filter, not ready yet, named on the analytics payloads), `Expect:
+//! 100-continue` and keep-alive, the periodic flush, notices of a replaced data set,
+//! Private Network Access preflights.
 
 mod common;
 
@@ -184,4 +186,35 @@ fn a_replaced_data_set_sends_a_notice_too() {
         (flags[0]["value"].clone(), flags[1]["key"].clone()),
         (json!(2), json!("b"))
     );
+}
+
+#[test]
+fn private_network_access_is_allowed_when_asked() {
+    let server = Server::builder()
+        .data(json!({"flagValues": {"a": 1}}))
+        .start()
+        .unwrap();
+    let preflight = |extra: &str| {
+        let mut s = TcpStream::connect(server.addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(
+            s,
+            "OPTIONS /ofrep/v1/evaluate/flags HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+             Origin: https://app.example\r\nAccess-Control-Request-Method: POST\r\n{extra}\r\n"
+        )
+        .unwrap();
+        read_response(&mut BufReader::new(s))
+    };
+    let r = preflight("Access-Control-Request-Private-Network: true\r\n");
+    assert_eq!(r.status, 204);
+    assert_eq!(
+        r.header("access-control-allow-private-network"),
+        Some("true")
+    );
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("https://app.example")
+    );
+    let r = preflight("");
+    assert_eq!(r.header("access-control-allow-private-network"), None);
 }

@@ -28,7 +28,9 @@
 //! - **CORS**: every answer to a request with an `Origin` allows that origin and
 //!   exposes `ETag`; a preflight allows `POST`, `GET`, `OPTIONS` and the headers
 //!   `Authorization`, `Content-Type`, `If-None-Match`, `X-API-Key` (and any others it
-//!   asks for), for 10 minutes. No rate limit, so no `429`.
+//!   asks for), for 10 minutes, and a private network when asked
+//!   (`Access-Control-Allow-Private-Network`, Chrome's Private Network Access). No rate
+//!   limit, so no `429`.
 //! - **Analytics**: every flag evaluated (single or bulk, a `304` included) is
 //!   reported as an SDK reports an evaluation ([`analytics`]).
 //! - The server's scripted faults and recorded requests do not apply to these
@@ -213,12 +215,21 @@ fn preflight(answer: &mut Answer<'_>) -> bool {
             }
         }
     }
-    let headers = [
+    let mut headers = vec![
         ("Access-Control-Allow-Methods", "POST, GET, OPTIONS"),
         ("Access-Control-Allow-Headers", allowed.as_str()),
         ("Access-Control-Max-Age", "600"),
         ("Allow", "POST, GET, OPTIONS"),
     ];
+    // Chrome's Private Network Access: a page of a public origin may call a server on
+    // the loopback or a private address only if the preflight allows it.
+    let private = answer
+        .req
+        .header("access-control-request-private-network")
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    if private {
+        headers.push(("Access-Control-Allow-Private-Network", "true"));
+    }
     answer.send(204, &headers, b"")
 }
 
