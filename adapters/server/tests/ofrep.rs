@@ -133,18 +133,14 @@ fn contexts() -> Vec<Value> {
     ]
 }
 
-/// The OFREP reason a LaunchDarkly reason must become for `flag` of the data set.
-fn ofrep_reason(flag: &str, reason: &Reason, has_value: bool) -> &'static str {
-    if !has_value {
-        return "DEFAULT";
-    }
+/// The OFREP reason a LaunchDarkly reason must become: `flagsync-openfeature`'s.
+fn ofrep_reason(reason: &Reason) -> &'static str {
     match reason {
         Reason::Off => "DISABLED",
         Reason::TargetMatch { .. } => "TARGETING_MATCH",
-        Reason::RuleMatch { .. } if flag == "rule-rollout-flag" => "SPLIT",
-        Reason::RuleMatch { .. } => "TARGETING_MATCH",
-        Reason::Fallthrough { .. } if flag == "rollout-flag" => "SPLIT",
-        Reason::Fallthrough { .. } | Reason::PrerequisiteFailed { .. } => "DEFAULT",
+        Reason::RuleMatch { .. } => "RULE_MATCH",
+        Reason::Fallthrough { .. } => "FALLTHROUGH",
+        Reason::PrerequisiteFailed { .. } => "PREREQUISITE_FAILED",
         Reason::Error { .. } => unreachable!(),
     }
 }
@@ -172,11 +168,7 @@ fn check_evaluation(
                 assert_eq!(got["value"].to_string(), v.to_string(), "{flag}");
             }
             assert_eq!(got["variant"].as_str(), variant.as_deref(), "{flag}: {got}");
-            assert_eq!(
-                got["reason"],
-                ofrep_reason(flag, reason, value.is_some()),
-                "{flag}: {got}"
-            );
+            assert_eq!(got["reason"], ofrep_reason(reason), "{flag}: {got}");
             let kind = serde_json::to_value(reason).unwrap()["kind"].clone();
             assert_eq!(got["metadata"]["ld.reason.kind"], kind, "{flag}: {got}");
             assert!(got.get("errorCode").is_none(), "{got}");
@@ -223,7 +215,13 @@ fn single_evaluations_match_the_engine_for_every_flag_and_context() {
         }
     }
     // The data set reaches every reason the mapping makes.
-    let all = ["DEFAULT", "DISABLED", "SPLIT", "TARGETING_MATCH"];
+    let all = [
+        "DISABLED",
+        "FALLTHROUGH",
+        "PREREQUISITE_FAILED",
+        "RULE_MATCH",
+        "TARGETING_MATCH",
+    ];
     assert_eq!(reasons.into_iter().collect::<Vec<_>>(), all);
     // Some pinned answers, in case the engine and the server agreed on something wrong.
     let r = json_of(&single(
@@ -233,7 +231,7 @@ fn single_evaluations_match_the_engine_for_every_flag_and_context() {
     ));
     assert_eq!(
         r,
-        json!({"key": "int-flag", "value": 2, "reason": "DEFAULT", "variant": "0",
+        json!({"key": "int-flag", "value": 2, "reason": "FALLTHROUGH", "variant": "0",
                          "metadata": {"ld.reason.kind": "FALLTHROUGH"}})
     );
     let r = json_of(&single(
@@ -243,7 +241,7 @@ fn single_evaluations_match_the_engine_for_every_flag_and_context() {
     ));
     assert_eq!(
         r,
-        json!({"key": "rule-flag", "value": "vip", "reason": "TARGETING_MATCH", "variant": "1",
+        json!({"key": "rule-flag", "value": "vip", "reason": "RULE_MATCH", "variant": "1",
                          "metadata": {"ld.reason.kind": "RULE_MATCH", "ld.reason.ruleIndex": 0,
                                       "ld.reason.ruleId": "rule-email"}})
     );
@@ -254,7 +252,7 @@ fn single_evaluations_match_the_engine_for_every_flag_and_context() {
     ));
     assert_eq!(
         r,
-        json!({"key": "off-no-variation-flag", "reason": "DEFAULT",
+        json!({"key": "off-no-variation-flag", "reason": "DISABLED",
                          "metadata": {"ld.reason.kind": "OFF"}})
     );
     let r = json_of(&single(
@@ -270,7 +268,7 @@ fn single_evaluations_match_the_engine_for_every_flag_and_context() {
     ));
     assert_eq!(
         (&r["value"], &r["reason"]),
-        (&json!("org-o1"), &json!("TARGETING_MATCH"))
+        (&json!("org-o1"), &json!("RULE_MATCH"))
     );
     // A key that needs escaping in a path.
     let r = single(

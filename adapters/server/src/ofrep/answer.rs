@@ -2,17 +2,25 @@
 //! code default (no `value`), or an evaluation failure `{key, errorCode,
 //! errorDetails}`.
 //!
-//! Reasons (OpenFeature's names, as OFREP's schema lists them, from LaunchDarkly's):
+//! Reasons as `flagsync-openfeature` gives them (its `resolve.rs`, after LaunchDarkly's
+//! Java provider), so that a flag resolves the same through OFREP and through the
+//! in-process provider:
 //!
 //! | LaunchDarkly | OFREP `reason` |
 //! | --- | --- |
 //! | `OFF` | `DISABLED` |
 //! | `TARGET_MATCH` | `TARGETING_MATCH` |
-//! | `RULE_MATCH` | `TARGETING_MATCH`; `SPLIT` when the rule serves a percentage rollout |
-//! | `FALLTHROUGH` | `DEFAULT`; `SPLIT` when the fallthrough is a percentage rollout |
-//! | `PREREQUISITE_FAILED` | `DEFAULT` (the off variation) |
-//! | no value (off, or a failed prerequisite, without an off variation) | `DEFAULT` and no `value`, no `variant`: OFREP's code default (ADR 0006), the caller's default applies |
+//! | `RULE_MATCH` | `RULE_MATCH` (a custom reason, as LaunchDarkly names it) |
+//! | `FALLTHROUGH` | `FALLTHROUGH` (custom) |
+//! | `PREREQUISITE_FAILED` | `PREREQUISITE_FAILED` (custom) |
 //! | `ERROR` | a failure: `FLAG_NOT_FOUND`, `PARSE_ERROR` (`MALFORMED_FLAG`), `GENERAL` (anything else) |
+//!
+//! OpenFeature allows custom reasons (OFREP's schema lists only the standard ones, but
+//! its providers pass any string on). No value (a flag off, or whose prerequisite
+//! failed, without an off variation) is OFREP's code default (ADR 0006): the reason as
+//! above, no `value` and no `variant`, and the caller's default applies
+//! (`flagsync-openfeature` answers an error there, which OpenFeature's Rust SDK needs
+//! for the caller's default to apply; OFREP has a way to say it without an error).
 //!
 //! LaunchDarkly's own reason goes into `metadata` under the keys `flagsync-openfeature`
 //! uses (`ld.reason.kind`, `ld.reason.ruleIndex`, `ld.reason.ruleId`,
@@ -23,16 +31,10 @@
 //! Values: a number that is whole (and within ±2^53) is written as an integer (`2`,
 //! not `2.0`), as LaunchDarkly's SDKs write values, so that an OFREP client resolving
 //! an integer reads it as one.
-//!
-//! Whether a rule or the fallthrough serves a rollout is not in the engine's reason
-//! (only an experiment's `inExperiment` is): it is read from the flag's JSON, only for
-//! those two reasons, skipping everything else in it.
 
 use std::io::Write;
 
 use flagsync_eval::{Detail, EvalError, FlagValue, Reason};
-use serde::Deserialize;
-use serde::de::IgnoredAny;
 use serde_json::Value;
 
 /// What an evaluation came to, for the single-flag endpoint's status.
@@ -66,13 +68,11 @@ pub(crate) const GENERAL: &str = "GENERAL";
 /// OFREP's `FLAG_NOT_FOUND`.
 pub(crate) const FLAG_NOT_FOUND: &str = "FLAG_NOT_FOUND";
 
-/// Write flag `key`'s evaluation as one OFREP evaluation object into `out`. `raw` is
-/// the flag's JSON (for telling a rollout; see the module docs).
+/// Write flag `key`'s evaluation as one OFREP evaluation object into `out`.
 pub(crate) fn write_evaluation(
     out: &mut Vec<u8>,
     key: &str,
     detail: &Detail<&FlagValue>,
-    raw: Option<&[u8]>,
 ) -> Outcome {
     out.extend_from_slice(b"{\"key\":");
     write_str(out, key);
@@ -103,16 +103,14 @@ pub(crate) fn write_evaluation(
         out.push(b'}');
         return outcome;
     }
-    match (detail.value, detail.variation_index) {
-        (Some(value), Some(index)) => {
-            out.extend_from_slice(b",\"value\":");
-            write_value(out, value);
-            out.extend_from_slice(b",\"reason\":\"");
-            out.extend_from_slice(reason(&detail.reason, raw).as_bytes());
-            let _ = write!(out, "\",\"variant\":\"{index}\"");
-        }
-        _ => out.extend_from_slice(b",\"reason\":\"DEFAULT\""),
+    if let (Some(value), Some(index)) = (detail.value, detail.variation_index) {
+        out.extend_from_slice(b",\"value\":");
+        write_value(out, value);
+        let _ = write!(out, ",\"variant\":\"{index}\"");
     }
+    out.extend_from_slice(b",\"reason\":\"");
+    out.extend_from_slice(reason(&detail.reason).as_bytes());
+    out.push(b'"');
     out.extend_from_slice(b",\"metadata\":");
     write_metadata(out, &detail.reason);
     out.push(b'}');
@@ -120,66 +118,15 @@ pub(crate) fn write_evaluation(
 }
 
 /// LaunchDarkly's reason as OFREP's (the module's table).
-pub(crate) fn reason(reason: &Reason, raw: Option<&[u8]>) -> &'static str {
+pub(crate) fn reason(reason: &Reason) -> &'static str {
     match reason {
         Reason::Off => "DISABLED",
         Reason::TargetMatch { .. } => "TARGETING_MATCH",
-        Reason::RuleMatch {
-            rule_index,
-            in_experiment,
-            ..
-        } => {
-            if *in_experiment || rollouts(raw).rule(*rule_index) {
-                "SPLIT"
-            } else {
-                "TARGETING_MATCH"
-            }
-        }
-        Reason::Fallthrough { in_experiment, .. } => {
-            if *in_experiment || rollouts(raw).fallthrough() {
-                "SPLIT"
-            } else {
-                "DEFAULT"
-            }
-        }
-        Reason::PrerequisiteFailed { .. } => "DEFAULT",
+        Reason::RuleMatch { .. } => "RULE_MATCH",
+        Reason::Fallthrough { .. } => "FALLTHROUGH",
+        Reason::PrerequisiteFailed { .. } => "PREREQUISITE_FAILED",
         Reason::Error { .. } => "ERROR",
     }
-}
-
-/// Which of a flag's serves are rollouts: only `rollout` is read.
-#[derive(Deserialize, Default)]
-struct Serves {
-    #[serde(default)]
-    fallthrough: Option<Serve>,
-    #[serde(default)]
-    rules: Option<Vec<Serve>>,
-}
-
-#[derive(Deserialize)]
-struct Serve {
-    #[serde(default)]
-    rollout: Option<IgnoredAny>,
-}
-
-impl Serves {
-    fn fallthrough(&self) -> bool {
-        self.fallthrough
-            .as_ref()
-            .is_some_and(|s| s.rollout.is_some())
-    }
-
-    fn rule(&self, index: usize) -> bool {
-        self.rules
-            .as_ref()
-            .and_then(|r| r.get(index))
-            .is_some_and(|s| s.rollout.is_some())
-    }
-}
-
-fn rollouts(raw: Option<&[u8]>) -> Serves {
-    raw.and_then(|raw| serde_json::from_slice(raw).ok())
-        .unwrap_or_default()
 }
 
 /// LaunchDarkly's reason, flattened (see the module docs).
@@ -274,9 +221,9 @@ fn whole(n: f64) -> Option<i64> {
 mod tests {
     use super::*;
 
-    fn render(detail: Detail<&FlagValue>, raw: Option<&str>) -> (Outcome, Value) {
+    fn render(detail: Detail<&FlagValue>) -> (Outcome, Value) {
         let mut out = Vec::new();
-        let outcome = write_evaluation(&mut out, "f", &detail, raw.map(str::as_bytes));
+        let outcome = write_evaluation(&mut out, "f", &detail);
         (outcome, serde_json::from_slice(&out).unwrap())
     }
 
@@ -288,7 +235,7 @@ mod tests {
             variation_index: Some(1),
             reason: Reason::Off,
         };
-        let (outcome, json) = render(detail, None);
+        let (outcome, json) = render(detail);
         assert_eq!(outcome, Outcome::Value);
         assert_eq!(json["value"].to_string(), "2");
         assert_eq!(json["variant"], "1");
@@ -302,45 +249,39 @@ mod tests {
     }
 
     #[test]
-    fn rollouts_are_splits() {
-        let raw = r#"{"rules":[{"variation":0},{"rollout":{"variations":[]}}],
-                      "fallthrough":{"rollout":{"variations":[]}}}"#;
-        let rule = |i| Reason::RuleMatch {
-            rule_index: i,
+    fn reasons_are_flagsync_openfeatures() {
+        let rule = Reason::RuleMatch {
+            rule_index: 0,
             rule_id: "r".into(),
-            in_experiment: false,
+            in_experiment: true,
             big_segments_status: None,
         };
-        assert_eq!(reason(&rule(0), Some(raw.as_bytes())), "TARGETING_MATCH");
-        assert_eq!(reason(&rule(1), Some(raw.as_bytes())), "SPLIT");
-        assert_eq!(
-            reason(&Reason::fallthrough(), Some(raw.as_bytes())),
-            "SPLIT"
-        );
-        assert_eq!(reason(&Reason::fallthrough(), Some(b"{}")), "DEFAULT");
-        assert_eq!(reason(&Reason::fallthrough(), Some(b"not json")), "DEFAULT");
+        assert_eq!(reason(&rule), "RULE_MATCH");
+        assert_eq!(reason(&Reason::fallthrough()), "FALLTHROUGH");
+        assert_eq!(reason(&Reason::target_match()), "TARGETING_MATCH");
+        assert_eq!(reason(&Reason::Off), "DISABLED");
     }
 
     #[test]
     fn no_value_is_a_code_default_and_errors_are_failures() {
-        let (outcome, json) = render(Detail::empty(Reason::Off), None);
+        let (outcome, json) = render(Detail::empty(Reason::Off));
         assert_eq!(outcome, Outcome::Value);
         assert_eq!(
             json,
-            serde_json::json!({"key": "f", "reason": "DEFAULT",
+            serde_json::json!({"key": "f", "reason": "DISABLED",
             "metadata": {"ld.reason.kind": "OFF"}})
         );
-        let (outcome, json) = render(Detail::err(EvalError::MalformedFlag), None);
+        let (outcome, json) = render(Detail::err(EvalError::MalformedFlag));
         assert_eq!(
             (outcome.status(), &json["errorCode"]),
             (400, &Value::from("PARSE_ERROR"))
         );
-        let (outcome, json) = render(Detail::err(EvalError::FlagNotFound), None);
+        let (outcome, json) = render(Detail::err(EvalError::FlagNotFound));
         assert_eq!(
             (outcome.status(), &json["errorCode"]),
             (404, &Value::from("FLAG_NOT_FOUND"))
         );
-        let (outcome, _) = render(Detail::err(EvalError::Exception), None);
+        let (outcome, _) = render(Detail::err(EvalError::Exception));
         assert_eq!(outcome.status(), 500);
     }
 }

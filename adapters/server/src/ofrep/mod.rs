@@ -4,7 +4,7 @@
 //!
 //! | Request | Answer |
 //! | --- | --- |
-//! | `POST …/ofrep/v1/evaluate/flags/{key}` `{"context":{…}}` | `200 {key, value, reason, variant, metadata}` (see [`answer`]); `404 FLAG_NOT_FOUND`; `400` `PARSE_ERROR` (a body that is not a JSON object, a malformed flag), `TARGETING_KEY_MISSING`, `INVALID_CONTEXT`; `500 GENERAL` |
+//! | `POST …/ofrep/v1/evaluate/flags/{key}` `{"context":{…}}` | `200 {key, value, reason, variant, metadata}` (reasons as `flagsync-openfeature` gives them: see [`answer`]); `404 FLAG_NOT_FOUND`; `400` `PARSE_ERROR` (a body that is not a JSON object, a malformed flag), `TARGETING_KEY_MISSING`, `INVALID_CONTEXT`; `500 GENERAL` |
 //! | `POST …/ofrep/v1/evaluate/flags` `{"context":{…}}` | `200 {flags: [...], metadata: {version}, eventStreams: [...]}` with an `ETag`; `If-None-Match` naming it → `304`; `400 {errorCode, errorDetails}` for the whole request |
 //! | `GET …/ofrep/v1/changes?channel=T` | the change notices of `eventStreams` ([`notices`]) |
 //! | `OPTIONS` any of them | `204`, CORS preflight |
@@ -390,8 +390,7 @@ fn evaluate_into(
         context,
         Options::default(),
         |flag, detail| {
-            let raw = snapshot.get(Kind::Flag, key).map(|item| &item.raw[..]);
-            let outcome = write_evaluation(out, key, &detail, raw);
+            let outcome = write_evaluation(out, key, &detail);
             if let Some(ec) = events_context {
                 let evaluated = Evaluated {
                     key,
