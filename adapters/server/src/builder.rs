@@ -396,6 +396,7 @@ impl ServerBuilder {
             metrics,
             disconnected_grace: self.disconnected_status_time,
             max_connections,
+            ofrep: Default::default(),
         });
         let requests = RequestLoop::new(
             poll,

@@ -19,13 +19,13 @@ use mio::{Interest, Registry, Token};
 use crate::client_side::path::classify;
 use crate::client_side::serve::serve as serve_client;
 use crate::fault::Endpoint;
-use crate::health;
 use crate::http::{Framing, Request, WRITE_TIMEOUT, write_response};
 use crate::reader::{ReadError, RequestReader};
 use crate::recorded::RecordedRequest;
 use crate::routes::{self, FALLBACK_HEADER, Routed, accepted, route};
 use crate::state::Shared;
 use crate::transport::Transport;
+use crate::{health, ofrep};
 
 /// How many requests [`ServerHandle::requests`](crate::ServerHandle::requests) remembers.
 pub(crate) const MAX_RECORDED: usize = 1000;
@@ -277,7 +277,9 @@ impl Conn {
         // connection.
         let endpoint = Endpoint::of_path(req.path());
         let client = classify(req.path()).is_some();
-        if req.expects_continue && !client && accepted(cx.shared, &req, endpoint).is_err() {
+        let ofrep = ofrep::Route::of_path(req.path()).is_some();
+        if req.expects_continue && !client && !ofrep && accepted(cx.shared, &req, endpoint).is_err()
+        {
             req.close = true;
             return self.answer(req, true, cx);
         }
@@ -307,6 +309,11 @@ impl Conn {
         };
         let (route_name, keep) = if let Some(operator) = operator_route(req.path()) {
             (operator, self.operator(&req, operator, cx))
+        } else if let Some(route) = ofrep::Route::of_path(req.path()) {
+            match self.ofrep(&req, route, cx) {
+                Some(keep) => (route.name(), keep),
+                None => return Some(Next::Handed),
+            }
         } else {
             let (fault, fallback) = {
                 let mut inner = shared.lock();
@@ -386,6 +393,34 @@ impl Conn {
         });
         self.progress = cx.now;
         None
+    }
+
+    /// An OFREP request (`crate::ofrep`); `None` when the connection became a stream.
+    fn ofrep(&mut self, req: &Request, route: ofrep::Route, cx: &Cx<'_>) -> Option<bool> {
+        let streams = route.streams();
+        if streams && let Some(io) = &mut self.io {
+            // The hub registers it with its own loop if it takes it.
+            let _ = cx.registry.deregister(io.socket());
+        }
+        match ofrep::serve(cx.shared, req, route, &mut self.out, &mut self.io) {
+            ofrep::Served::Streamed => {
+                cx.shared.metrics.request(route.name(), 200);
+                None
+            }
+            ofrep::Served::Done(keep) => {
+                if streams && let Some(io) = &mut self.io {
+                    let interest = Interest::READABLE | Interest::WRITABLE;
+                    if cx
+                        .registry
+                        .register(io.socket(), cx.token, interest)
+                        .is_err()
+                    {
+                        return Some(false);
+                    }
+                }
+                Some(keep)
+            }
+        }
     }
 
     /// `GET /status` and `GET /metrics`: no SDK key asked, none shown.

@@ -211,6 +211,7 @@ pub(crate) fn replace_all(shared: &Shared, env: usize, data: FlagData) -> Result
     let full = fdv2::full_transfer_frame(&e.data.fdv2_objects());
     evaluate_change(shared, e, env);
     shared.hub.broadcast(env, put, full);
+    crate::ofrep::notices::notify(shared, &inner, env);
     Ok(())
 }
 
@@ -250,6 +251,7 @@ fn fdv2_changes(inner: &Inner, env: usize, change: fdv2::Event) -> String {
 fn broadcast(shared: &Shared, inner: &mut Inner, env: usize, fdv1: String, fdv2: String) {
     if inner.envs[env].starting_until.is_none() {
         evaluate_change(shared, &mut inner.envs[env], env);
+        crate::ofrep::notices::notify(shared, inner, env);
         shared.hub.broadcast(
             env,
             Frame::new(fdv1.into_bytes()),

@@ -364,6 +364,7 @@ impl ServerHandle {
         };
         self.shared.shutting_down.store(true, Ordering::SeqCst);
         self.shared.hub.shutdown();
+        crate::ofrep::flusher::shutdown(&self.shared);
         self.shared.lock().event_subs.close();
         self.shared.wake_requests();
         let _ = requests.join();

@@ -129,6 +129,7 @@ mod http;
 mod hub;
 mod listen;
 mod metrics;
+mod ofrep;
 mod reader;
 mod recorded;
 mod relay_config;
@@ -150,6 +151,7 @@ pub use fault::{Endpoint, UnknownEndpoint};
 pub use handle::ServerHandle;
 pub use health::{ConnectionState, UpstreamError};
 pub use listen::{FdLimit, fd_limit, raise_fd_limit};
+pub use ofrep::context::{OfrepContextError, ofrep_context};
 pub use recorded::RecordedRequest;
 pub use relay_config::{
     DEFAULT_CLIENT_SIDE_URI, MAX_RELAY_CONFIG_BYTES, NetworkConfig, RelayConfig, RelayEnvironment,

@@ -36,6 +36,8 @@ pub(crate) struct Shared {
     pub(crate) disconnected_grace: Duration,
     /// The most connections served at once.
     pub(crate) max_connections: usize,
+    /// The OFREP endpoints' event processors and change channels.
+    pub(crate) ofrep: crate::ofrep::shared::OfrepState,
 }
 
 #[derive(Debug)]
