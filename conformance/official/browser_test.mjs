@@ -85,7 +85,11 @@ async function main() {
 
     // LaunchDarkly's browser SDK: values, then an edit seen by its change listener.
     out.ld = await page.evaluate((c) => window.flagsyncTest.ld(c), config.ld);
-    const t0 = await page.evaluate(() => performance.now());
+    // Only a change after the edit counts (starting may report changes of its own).
+    const t0 = await page.evaluate(() => {
+      window.flagsyncChangeAt = null;
+      return performance.now();
+    });
     edit(config.edits[0]);
     out.ld.changeMs = await waitFor(page, 'flagsyncChangeAt', t0);
     out.ld.valuesAfter = await page.evaluate((c) => window.flagsyncTest.ldAfter(c), config.ld);
@@ -118,7 +122,10 @@ async function main() {
     await page2.waitForFunction(() => window.flagsyncReady === true);
     out.ofrep = await page2.evaluate((c) => window.flagsyncTest.ofrep(c),
       { ...ofrep, changeDetection: 'sse', pollInterval: 0 });
-    const t1 = await page2.evaluate(() => performance.now());
+    const t1 = await page2.evaluate(() => {
+      window.flagsyncOfrepChangeAt = null;
+      return performance.now();
+    });
     edit(config.edits[1]);
     out.ofrepChangeMs = await waitFor(page2, 'flagsyncOfrepChangeAt', t1);
     out.ofrepAfter = await page2.evaluate((c) => window.flagsyncTest.ofrepDetails(c), ofrep);
