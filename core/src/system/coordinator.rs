@@ -2,11 +2,36 @@
 //! one yields a selector, then one synchronizer at a time with fallback, recovery,
 //! removal and the directed, terminal FDv1 fallback. Every timing rule is computed from
 //! `now`; the reference's threads and timers become one deadline.
+//!
+//! # Retry timing across synchronizer restarts
+//!
+//! The fallback check restarts a synchronizer that has not initialized for 10 s (or has
+//! been interrupted for a minute), and with one synchronizer, or two that both fail, a
+//! long outage restarts each of them every 10 or 20 s. LaunchDarkly's Python SDK (the
+//! FDv2 reference, `ldclient/impl/datasystem/fdv2.py` and
+//! `impl/datasourcev2/streaming.py`) builds a new synchronizer each time, with a new
+//! SSE client whose backoff starts again at 1 s and whose first attempt is immediate.
+//! flagsync did the same, and under a minute of `503` sent 25 stream requests where
+//! Python 9.20 sent 17 (`--fdv2 default`: 16 against 14).
+//!
+//! flagsync does better for the service: the coordinator keeps each synchronizer's
+//! [`RetryState`] (its backoff streak, and the retry or poll it had scheduled) when it
+//! stops it for a fallback or a recovery, and hands it to the next instance of the same
+//! source. That instance's first attempt waits for the pending one, and its next
+//! failure waits the next longer delay, as if the synchronizer had never been
+//! restarted; the streak ends only on success. A synchronizer removed for good, or left
+//! for the directed FDv1 fallback, drops its state. Nothing else changes: which
+//! synchronizer runs, and when the checks happen, is the reference's. Under `503` in
+//! virtual time (`conformance/scenarios/fdv2_outage_*`), the stream alone makes 7
+//! requests in the first minute and 10 in two (53 before), the `default` preset 10 and
+//! 13 (35 before: a polling initializer, then stream and polling taking turns every
+//! 10 s, the poller never polling sooner than its interval after its last poll).
 
 use std::time::Instant;
 
 use super::sources::{AnySource, Factory, Role};
 use super::{Command, Input, Output, Shared};
+use crate::backoff::RetryState;
 use crate::config::{Fdv2Config, SourceSpec};
 use crate::io::Action;
 use crate::source::SourceOutput;
@@ -57,6 +82,9 @@ pub(crate) struct Coordinator {
     fdv1: bool,
     /// An environment id seen on a response, recorded once its data is VALID.
     pending_env: Option<String>,
+    /// The retry timing of each synchronizer stopped for a fallback or a recovery, for
+    /// its next instance (one entry per distinct source, so bounded by the settings).
+    retry: Vec<(SourceSpec, RetryState)>,
 }
 
 impl Coordinator {
@@ -70,6 +98,7 @@ impl Coordinator {
             active: None,
             fdv1: false,
             pending_env: None,
+            retry: Vec::new(),
         }
     }
 
@@ -186,6 +215,11 @@ impl Coordinator {
         match self.factory.build(&spec, role) {
             Ok(mut source) => {
                 source.set_basis(shared.store.selector());
+                if role == Role::Synchronizer
+                    && let Some(i) = self.retry.iter().position(|(s, _)| *s == spec)
+                {
+                    source.resume(self.retry.swap_remove(i).1);
+                }
                 source.handle_start(now);
                 self.active = Some(Active {
                     spec,
@@ -349,10 +383,20 @@ impl Coordinator {
         let Phase::Synchronizing { index, .. } = self.phase else {
             return;
         };
+        if let Some(active) = &self.active
+            && matches!(d, Directive::Fallback | Directive::Recover)
+        {
+            // The next instance of this source goes on from its retry timing.
+            let state = active.source.retry_state(now);
+            let spec = active.spec.clone();
+            self.retry.retain(|(s, _)| *s != spec);
+            self.retry.push((spec, state));
+        }
         self.stop_active(now, shared);
         let next = match d {
             Directive::Fdv1 => {
                 self.fdv1 = true;
+                self.retry.clear();
                 if self.fdv2.fdv1_fallback.is_none() {
                     // Halted: the error goes with the OFF (PROTOCOL.md B §5.7).
                     shared.report(now, State::Off, error);
@@ -365,7 +409,10 @@ impl Coordinator {
             }
             Directive::Remove => {
                 if index < self.synchronizers.len() {
-                    self.synchronizers.remove(index);
+                    let spec = self.synchronizers.remove(index);
+                    if !self.synchronizers.contains(&spec) {
+                        self.retry.retain(|(s, _)| *s != spec);
+                    }
                 }
                 if self.synchronizers.is_empty() {
                     shared.report(now, State::Off, error);
