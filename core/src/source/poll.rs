@@ -177,13 +177,14 @@ impl Poller {
     }
 
     /// The retry timing to hand to the next instance of this poller if it stops at
-    /// `now`: its backoff, and the next poll it has scheduled (none while a poll is in
-    /// flight: the next instance polls at once, as it would have).
+    /// `now`: its backoff, and the next poll it has scheduled. A poll in flight counts
+    /// as made: the next one is due an interval after it started.
     pub fn retry_state(&self, now: Instant) -> RetryState {
-        let at = self
-            .next_poll
-            .filter(|_| self.running && self.in_flight.is_none());
-        RetryState::new(self.backoff.clone(), now, at)
+        let at = match (&self.in_flight, self.started_at) {
+            (Some(_), Some(started)) => Some(started + self.config.interval),
+            _ => self.next_poll,
+        };
+        RetryState::new(self.backoff.clone(), now, at.filter(|_| self.running))
     }
 
     /// Before the start: go on from the retry timing of an earlier instance of this

@@ -117,3 +117,24 @@ fn a_stream_that_recovers_starts_a_new_streak() {
     assert_eq!(at[..7], [0, 1, 3, 7, 15, 31, 61].map(secs));
     assert_eq!(at[7] - at[6], secs(90) + secs(1), "{at:?}");
 }
+
+#[test]
+fn a_poll_in_flight_when_its_turn_ends_counts_as_made() {
+    // The poll hangs past the 10 s check; polling's next turn (at 20 s, after the
+    // stream's) does not poll again before 30 s after the hanging one started.
+    let mut cfg = Fdv2Config::custom().synchronizers([
+        SourceSpec::Polling {
+            base_uri: None,
+            interval: Some(secs(30)),
+        },
+        SourceSpec::streaming(),
+    ]);
+    cfg.timing.initializing_fallback = secs(10);
+    let mut h = fdv2(cfg);
+    h.reply_to(POLL, Reply::Hang);
+    outage(&mut h, POLL, 10);
+    outage(&mut h, STREAM, 20);
+    h.start(secs(45));
+    let poll: Vec<Duration> = h.requests_to(POLL).iter().map(|r| r.at).collect();
+    assert_eq!(poll, [secs(0), secs(40)]);
+}
