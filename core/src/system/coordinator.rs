@@ -5,27 +5,55 @@
 //!
 //! # Retry timing across synchronizer restarts
 //!
-//! The fallback check restarts a synchronizer that has not initialized for 10 s (or has
-//! been interrupted for a minute), and with one synchronizer, or two that both fail, a
-//! long outage restarts each of them every 10 or 20 s. LaunchDarkly's Python SDK (the
-//! FDv2 reference, `ldclient/impl/datasystem/fdv2.py` and
-//! `impl/datasourcev2/streaming.py`) builds a new synchronizer each time, with a new
-//! SSE client whose backoff starts again at 1 s and whose first attempt is immediate.
-//! flagsync did the same, and under a minute of `503` sent 25 stream requests where
-//! Python 9.20 sent 17 (`--fdv2 default`: 16 against 14).
+//! What the reference does. LaunchDarkly's Python SDK (the FDv2 reference, 9.20:
+//! `ldclient/impl/datasystem/fdv2.py`, `impl/datasourcev2/streaming.py` and
+//! `polling.py`) runs a synchronizer under a condition timer that fires 10 s after the
+//! synchronizer's start and every 10 s after (`_consume_synchronizer_results`). When
+//! the fallback condition holds (INITIALIZING for more than 10 s, INTERRUPTED for more
+//! than a minute) or the recovery one (the same, or VALID for 5 minutes on the
+//! secondary), it stops the synchronizer and builds the next one from its builder: the
+//! other one, or the same again when it is alone. Each build starts from nothing: the
+//! streaming synchronizer's `sync()` makes a new SSE client (`create_sse_client`:
+//! first retry 1 s, doubling to 30 s, jitter 0.5, reset after a healthy minute) that
+//! connects at once, and the polling synchronizer's `sync()` polls at once, then every
+//! interval. Under a long outage the backoff therefore starts again at every restart,
+//! 10 or 20 s apart, each restart with an immediate request: in issue 42's minute of
+//! `503` Python 9.20 sent 17 stream requests (`default`: 14), and flagsync, which did
+//! the same, 25 (16).
 //!
-//! flagsync does better for the service: the coordinator keeps each synchronizer's
-//! [`RetryState`] (its backoff streak, and the retry or poll it had scheduled) when it
-//! stops it for a fallback or a recovery, and hands it to the next instance of the same
-//! source. That instance's first attempt waits for the pending one, and its next
-//! failure waits the next longer delay, as if the synchronizer had never been
-//! restarted; the streak ends only on success. A synchronizer removed for good, or left
-//! for the directed FDv1 fallback, drops its state. Nothing else changes: which
-//! synchronizer runs, and when the checks happen, is the reference's. Under `503` in
-//! virtual time (`conformance/scenarios/fdv2_outage_*`), the stream alone makes 7
-//! requests in the first minute and 10 in two (53 before), the `default` preset 10 and
-//! 13 (35 before: a polling initializer, then stream and polling taking turns every
-//! 10 s, the poller never polling sooner than its interval after its last poll).
+//! What flagsync does instead, never making more requests than that: the coordinator
+//! keeps a synchronizer's [`RetryState`] (its backoff streak, and the retry or poll it
+//! had scheduled; a poll still in flight counts as made) when it stops it for a
+//! fallback or a recovery, and hands it to the next instance of the same source. That
+//! instance's first attempt waits for the pending one (never later than the previous
+//! instance would have made it), and its next failure waits the next longer delay, as
+//! if the synchronizer had never been restarted; the streak ends only on success (a
+//! healthy minute, or a poll that succeeds). Only a synchronizer the coordinator
+//! stopped hands anything on: an initializer polls once, at once, and hands nothing to
+//! the synchronizers after it; a synchronizer removed for good, or left for the
+//! directed FDv1 fallback, drops its state. Which synchronizer runs, and the checks
+//! every 10 s, are the reference's. Under `503` in virtual time
+//! (`conformance/scenarios/fdv2_outage_*`), the stream alone makes 7 requests in the
+//! first minute and 10 in two (25 and 53 before), the `default` preset 10 and 13 (17
+//! and 35 before: a polling initializer, then stream and polling taking turns every
+//! 10 s).
+//!
+//! # Checks keep their grid
+//!
+//! A synchronizer started by a check has its turn counted from the check's due time,
+//! not from the moment the check ran: its checks stay on the 10 s grid and its A.4.6
+//! age counts from there. In virtual time the two are the same. On a real runtime a
+//! timer wakes a little late, and counting from the late wake-up moved every later
+//! check by the lateness, while a carried poll stayed on its own 30 s grid: the poll
+//! then fell due a fraction of a millisecond before the check that restarted its
+//! synchronizer, started, and was cut off by that check, its answer lost and the next
+//! poll a whole interval away (the live scenario
+//! `fdv2_polling_invalid_payload_is_invalid_data`, whose second poll was then never
+//! made or never applied, mostly on smol and async-std; in the `default` preset, polls
+//! cut off at the end of polling's turns, one more than in virtual time every two
+//! minutes). On the grid, a poll due with a check is due at the same instant or after
+//! it, and the check, which runs first, decides as it does in virtual time (tested with
+//! late timers: `Harness::timer_lateness`).
 
 use std::time::Instant;
 
@@ -66,6 +94,7 @@ enum Phase {
 struct Active {
     spec: SourceSpec,
     source: AnySource,
+    /// When its turn began: its start, or the due time of the check that started it.
     started: Instant,
 }
 
@@ -174,7 +203,7 @@ impl Coordinator {
             self.phase = Phase::Done;
             shared.set_ready();
         } else if self.fdv2.initializers.is_empty() {
-            self.start_synchronizer(now, 0, shared);
+            self.start_synchronizer(now, now, 0, shared);
         } else {
             self.start_initializer(now, 0, shared);
         }
@@ -182,13 +211,22 @@ impl Coordinator {
 
     fn start_initializer(&mut self, now: Instant, index: usize, shared: &mut Shared) {
         let Some(spec) = self.fdv2.initializers.get(index).cloned() else {
-            return self.start_synchronizer(now, 0, shared);
+            return self.start_synchronizer(now, now, 0, shared);
         };
         self.phase = Phase::Initializing { index };
-        self.launch(now, spec, Role::Initializer, shared);
+        self.launch(now, now, spec, Role::Initializer, shared);
     }
 
-    fn start_synchronizer(&mut self, now: Instant, index: usize, shared: &mut Shared) {
+    /// Start `synchronizers[index]` at `now`, its turn counted from `turn`: `now`, or
+    /// the due time of the check that started it (see "Checks keep their grid" in the
+    /// module documentation).
+    fn start_synchronizer(
+        &mut self,
+        now: Instant,
+        turn: Instant,
+        index: usize,
+        shared: &mut Shared,
+    ) {
         if self.fdv1 {
             // Directed fallback is terminal: only the FDv1 synchronizer runs from now on.
             match &self.fdv2.fdv1_fallback {
@@ -201,17 +239,25 @@ impl Coordinator {
         };
         self.phase = Phase::Synchronizing {
             index,
-            check_at: now + self.fdv2.timing.check_interval,
+            // `turn + check_interval`, unless the check ran that late.
+            check_at: super::next_on_grid(turn, self.fdv2.timing.check_interval, now),
         };
         tracing::debug!(
             synchronizer = spec.name(),
             index,
             "fdv2: starting synchronizer"
         );
-        self.launch(now, spec, Role::Synchronizer, shared);
+        self.launch(now, turn, spec, Role::Synchronizer, shared);
     }
 
-    fn launch(&mut self, now: Instant, spec: SourceSpec, role: Role, shared: &mut Shared) {
+    fn launch(
+        &mut self,
+        now: Instant,
+        turn: Instant,
+        spec: SourceSpec,
+        role: Role,
+        shared: &mut Shared,
+    ) {
         match self.factory.build(&spec, role) {
             Ok(mut source) => {
                 source.set_basis(shared.store.selector());
@@ -224,7 +270,7 @@ impl Coordinator {
                 self.active = Some(Active {
                     spec,
                     source,
-                    started: now,
+                    started: turn,
                 });
                 self.pump(now, shared);
             }
@@ -234,7 +280,9 @@ impl Coordinator {
                 tracing::warn!(error = %e, "fdv2: a source could not be built");
                 match self.phase {
                     Phase::Initializing { index } => self.start_initializer(now, index + 1, shared),
-                    Phase::Synchronizing { .. } => self.act(now, Directive::Remove, None, shared),
+                    Phase::Synchronizing { .. } => {
+                        self.act(now, now, Directive::Remove, None, shared)
+                    }
                     _ => {}
                 }
             }
@@ -302,7 +350,7 @@ impl Coordinator {
             }
         }
         if self.fdv1 || selector_defined {
-            self.start_synchronizer(now, 0, shared);
+            self.start_synchronizer(now, now, 0, shared);
         } else {
             self.start_initializer(now, index + 1, shared);
         }
@@ -345,7 +393,7 @@ impl Coordinator {
             }
         }
         if let Some(d) = directive {
-            self.act(now, d, last_error, shared);
+            self.act(now, now, d, last_error, shared);
         }
     }
 
@@ -358,7 +406,8 @@ impl Coordinator {
         if now < *check_at {
             return;
         }
-        *check_at = super::next_on_grid(*check_at, self.fdv2.timing.check_interval, now);
+        let due = *check_at;
+        *check_at = super::next_on_grid(due, self.fdv2.timing.check_interval, now);
         let index = *index;
         let Some(active) = &self.active else { return };
         let status = shared.status.status();
@@ -375,11 +424,21 @@ impl Coordinator {
         };
         if let Some(d) = directive {
             tracing::debug!(?d, state = ?status.state, ?age, "fdv2: condition met");
-            self.act(now, d, None, shared);
+            // The next turn counts from when this check was due, not from `now`.
+            self.act(now, due, d, None, shared);
         }
     }
 
-    fn act(&mut self, now: Instant, d: Directive, error: Option<ErrorInfo>, shared: &mut Shared) {
+    /// Carry out `d` at `now`; a synchronizer it starts has its turn counted from
+    /// `turn` (see [`Coordinator::start_synchronizer`]).
+    fn act(
+        &mut self,
+        now: Instant,
+        turn: Instant,
+        d: Directive,
+        error: Option<ErrorInfo>,
+        shared: &mut Shared,
+    ) {
         let Phase::Synchronizing { index, .. } = self.phase else {
             return;
         };
@@ -430,7 +489,7 @@ impl Coordinator {
             Directive::Recover => 0,
             Directive::Fallback => (index + 1) % self.synchronizers.len().max(1),
         };
-        self.start_synchronizer(now, next, shared);
+        self.start_synchronizer(now, turn, next, shared);
     }
 
     /// Nothing more will run: OFF (the last error kept), and waiting can end.

@@ -138,3 +138,63 @@ fn a_poll_in_flight_when_its_turn_ends_counts_as_made() {
     let poll: Vec<Duration> = h.requests_to(POLL).iter().map(|r| r.at).collect();
     assert_eq!(poll, [secs(0), secs(40)]);
 }
+
+/// The answer to a poll, its body `after` the head.
+fn slow_json(after: Duration, body: &str) -> Reply {
+    let mut r = Response::status(200, body).header("Content-Type", "application/json");
+    r.chunks[0].0 = after;
+    Reply::Respond(r)
+}
+
+#[test]
+fn a_restart_on_a_late_timer_does_not_cut_off_the_poll_due_with_it() {
+    // The live failure of `fdv2_polling_invalid_payload_is_invalid_data` on smol and
+    // async-std (issue 42): the poller alone, its first poll INVALID_DATA, so the checks
+    // at 10, 20 and 30 s restart it, and its carried next poll is due at 30 s, with the
+    // third check. Timers that fire 1 ms late must not move the checks later at every
+    // restart (to 30.002 s here): the poll would start first and the check would cut it
+    // off 1 ms later, its answer lost and the next poll 30 s away.
+    let mut h = fdv2(Fdv2Config::polling());
+    h.timer_lateness = Duration::from_millis(1);
+    h.reply_to(POLL, json(200, r#"{"events":[{"event":"put-object","data":{"version":1,"kind":"flag","key":"a","object":{}}}]}"#));
+    h.reply_to(
+        POLL,
+        slow_json(Duration::from_millis(5), &poll_full(&[("b", 1)], "s")),
+    );
+    h.start(secs(31));
+    let poll: Vec<Duration> = h.requests_to(POLL).iter().map(|r| r.at).collect();
+    assert_eq!(poll, [Duration::ZERO, secs(30) + Duration::from_millis(1)]);
+    assert_eq!(flags(&h), kv(&[("b", 1)]));
+    assert_eq!(states(&h), [State::Initializing, State::Valid]);
+}
+
+#[test]
+fn late_timers_make_no_more_requests_under_an_outage() {
+    // Two minutes of 503 to everything, each preset, timers exact and late: lateness
+    // moves requests a little later, never adds one (before the checks kept their grid,
+    // a 1 ms lateness let the default preset's poller poll just before the check that
+    // ended its turn, and again at its next turn).
+    let run = |cfg: Fdv2Config, late: Duration| {
+        let mut h = fdv2(cfg);
+        h.timer_lateness = late;
+        outage(&mut h, STREAM, 100);
+        outage(&mut h, POLL, 100);
+        h.start(secs(120));
+        let at = |path| -> Vec<Duration> { h.requests_to(path).iter().map(|r| r.at).collect() };
+        (at(STREAM), at(POLL))
+    };
+    for (name, cfg) in [
+        ("streaming", Fdv2Config::streaming()),
+        ("default", Fdv2Config::default()),
+        ("polling", Fdv2Config::polling()),
+    ] {
+        let exact = run(cfg.clone(), Duration::ZERO);
+        for ms in [1, 3, 7] {
+            let late = run(cfg.clone(), Duration::from_millis(ms));
+            assert!(
+                late.0.len() <= exact.0.len() && late.1.len() <= exact.1.len(),
+                "{name}, {ms} ms late: {late:?}, exact: {exact:?}"
+            );
+        }
+    }
+}
