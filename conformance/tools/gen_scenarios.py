@@ -880,6 +880,23 @@ add("fdv2_polling_invalid_payload_is_invalid_data", "fdv2",
     {"request_count": 2, "statuses": [st("initializing", "invalid_data", 0), st("valid", "invalid_data", 0)],
      "store": [{"at_ms": 31000, "flags": {"b": 1}, "exact": True}]}, 31000,
     config=v2(fdv2={"preset": "polling", "fdv1_fallback": False}))
+# Issue 42: two minutes of 503 to everything; a restarted synchronizer goes on from its
+# predecessor's backoff streak and pending retry or poll (core/src/system/coordinator.rs).
+OUTAGE_LIVE = {"skip": "an exact request count over two minutes of synchronizer restarts; the virtual runner pins it"}
+add("fdv2_outage_stream_backoff_survives_restarts", "fdv2",
+    "Two minutes of 503 on the stream alone: the 10 s fallback restarts the stream, and each new instance goes on "
+    "from the last one's backoff streak and pending retry (1, 2, 4, 8, 16, 30 s, each minus up to half), instead of "
+    "starting again at 1 s with an immediate request (issue 42; the Python SDK restarts the backoff).",
+    [status(503) for _ in range(60)],
+    {"request_count": 10, "max_requests": [{"by_ms": 59999, "max": 7}]}, 120000,
+    config=v2(fdv2={"preset": "streaming"}), live=OUTAGE_LIVE)
+add("fdv2_outage_default_preset_backoff_survives_restarts", "fdv2",
+    "Two minutes of 503 with the default preset (polling initializer, then streaming and polling alternating every "
+    "10 s): the stream keeps its backoff streak across restarts, and the poller its interval, so a restart sends "
+    "nothing before the pending retry or poll (issue 42).",
+    [status(503) for _ in range(60)],
+    {"request_count": 13, "max_requests": [{"by_ms": 59999, "max": 10}]}, 120000,
+    config=v2(fdv2={"preset": "default"}), live=OUTAGE_LIVE)
 add("fdv2_daemon_mode_makes_no_requests", "fdv2",
     "Daemon mode has no data source: no request, ready at once, availability CACHED (B 5.7, B 5.10).",
     [], {"request_count": 0, "availability": "cached"}, 5000, config=v2(fdv2={"preset": "daemon"}))

@@ -124,6 +124,18 @@ impl Backoff {
         self.base = initial.max(floor).min(self.config.max.max(floor));
     }
 
+    /// The connection that became healthy at the last [`Backoff::on_connected`] (if
+    /// any) ended at `now` without a failure (its owner was stopped): a healthy run of
+    /// `reset_after` resets the streak, and from now on the connection no longer counts,
+    /// so time spent stopped is never taken for a healthy connection.
+    pub fn settle(&mut self, now: Instant) {
+        if let Some(at) = self.connected_at.take()
+            && now.saturating_duration_since(at) >= self.config.reset_after
+        {
+            self.streak = None;
+        }
+    }
+
     /// Forget the streak.
     pub fn reset(&mut self) {
         self.streak = None;
@@ -148,6 +160,43 @@ impl Backoff {
         let base = initial.saturating_mul(1u32 << failures.min(31)).min(max);
         let jitter = self.config.jitter.clamp(0.0, 1.0) * self.rng.f64();
         base.mul_f64(1.0 - jitter)
+    }
+}
+
+/// A synchronizer's retry timing, handed from the instance the FDv2 coordinator stops
+/// to the one it starts later for the same source (see `system::coordinator`).
+///
+/// LaunchDarkly's Python SDK builds a new synchronizer, with a new SSE client and a
+/// fresh backoff, at every fallback, and its first attempt is immediate. Under a long
+/// outage the coordinator restarts a failing synchronizer every 10 s, so each restart
+/// began a new streak (1 s, 2 s, 4 s, …) and sent a request at once. flagsync keeps the
+/// streak and the time the next attempt was due instead: a restarted synchronizer waits
+/// until then, and its next failure waits the next longer delay. It never sends more
+/// requests than the reference; the streak still ends only on success (a healthy
+/// connection of `reset_after`, or a poll that succeeds).
+#[derive(Debug, Clone)]
+pub struct RetryState {
+    /// The backoff, its streak and jitter generator included.
+    pub(crate) backoff: Backoff,
+    /// No attempt before this instant (the retry or poll the stopped instance had
+    /// scheduled), if any.
+    pub(crate) not_before: Option<Instant>,
+}
+
+impl RetryState {
+    /// The state of `backoff` as its source stops at `now`, with the next attempt that
+    /// source had scheduled.
+    pub fn new(mut backoff: Backoff, now: Instant, not_before: Option<Instant>) -> Self {
+        backoff.settle(now);
+        Self {
+            backoff,
+            not_before,
+        }
+    }
+
+    /// No attempt before this instant, if any.
+    pub fn not_before(&self) -> Option<Instant> {
+        self.not_before
     }
 }
 
@@ -270,6 +319,29 @@ mod tests {
         );
         b.set_initial(Duration::ZERO);
         assert_eq!(b.next_delay(t, Regime::Normal), Duration::from_millis(10));
+    }
+
+    /// Time after the owner stopped does not count as a healthy connection; a healthy
+    /// minute before it stopped still ends the streak.
+    #[test]
+    fn settle_ends_the_connection_at_the_stop() {
+        let t = crate::testing::origin();
+        let mut b = no_jitter();
+        b.next_delay(t, Regime::Normal);
+        b.next_delay(t, Regime::Normal);
+        b.on_connected(t);
+        let mut state = RetryState::new(b.clone(), t + secs(10), None);
+        assert_eq!(
+            state.backoff.next_delay(t + secs(600), Regime::Normal),
+            secs(4)
+        );
+        b.on_connected(t);
+        let mut state = RetryState::new(b, t + secs(60), Some(t + secs(61)));
+        assert_eq!(state.not_before(), Some(t + secs(61)));
+        assert_eq!(
+            state.backoff.next_delay(t + secs(600), Regime::Normal),
+            secs(1)
+        );
     }
 
     /// A huge `retry:` is capped at the configured maximum: it never raises the cap.

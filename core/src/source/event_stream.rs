@@ -11,7 +11,7 @@ use bytes::Bytes;
 use super::exchange::{
     ConnIds, Exchange, Progress, StatusClass, TotalDeadline, classify, redirect_target,
 };
-use crate::backoff::{Backoff, BackoffConfig, Regime};
+use crate::backoff::{Backoff, BackoffConfig, Regime, RetryState};
 use crate::endpoint::Url;
 use crate::fdv1;
 use crate::http1::{self, Method, ResponseHead};
@@ -174,6 +174,8 @@ pub struct EventStream {
     read_ahead: bool,
     /// The `put` being read ahead: the pending event's first `data` line so far.
     prescan: Option<fdv1::PutPrescan>,
+    /// The first attempt waits until then (see [`EventStream::resume`]).
+    not_before: Option<Instant>,
 }
 
 /// A `data` line this long is read while it arrives (when reading ahead): past the
@@ -201,6 +203,7 @@ impl EventStream {
             progress: Vec::new(),
             read_ahead: false,
             prescan: None,
+            not_before: None,
             config,
         }
     }
@@ -252,10 +255,34 @@ impl EventStream {
         }
     }
 
-    /// Connect now (the first attempt has no delay). A no-op while running.
+    /// Connect now (the first attempt has no delay, unless [`EventStream::resume`] gave
+    /// it a later one). A no-op while running.
     pub fn handle_start(&mut self, now: Instant) {
         if !self.is_running() {
-            self.connect(now);
+            match self.not_before.take() {
+                Some(at) if at > now => self.phase = Phase::Waiting { at },
+                _ => self.connect(now),
+            }
+        }
+    }
+
+    /// The retry timing to hand to the next instance of this stream if it stops at
+    /// `now`: the backoff streak, and the reconnect it is waiting for, if any.
+    pub fn retry_state(&self, now: Instant) -> RetryState {
+        let at = match self.phase {
+            Phase::Waiting { at } => Some(at),
+            _ => None,
+        };
+        RetryState::new(self.backoff.clone(), now, at)
+    }
+
+    /// Before the start: go on from the retry timing of an earlier instance of this
+    /// stream (its streak, and its pending reconnect, which the first attempt waits for).
+    /// A server `retry:` the earlier instance saw is kept with the streak.
+    pub fn resume(&mut self, state: RetryState) {
+        if !self.is_running() {
+            self.backoff = state.backoff;
+            self.not_before = state.not_before;
         }
     }
 
@@ -644,6 +671,42 @@ mod tests {
         let now = crate::testing::origin() + Duration::from_secs(1);
         stream.handle_start(now);
         (stream, now)
+    }
+
+    /// A resumed stream waits for the retry its earlier instance had scheduled, and
+    /// its next failure waits the next delay of the same streak.
+    #[test]
+    fn resumed_stream_goes_on_from_the_earlier_retry_timing() {
+        let refused = || {
+            CloseCause::Io(crate::io::IoCause {
+                kind: std::io::ErrorKind::ConnectionRefused,
+                message: "refused".into(),
+            })
+        };
+        let t0 = crate::testing::origin();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut config = EventStreamConfig::new(Url::parse("http://sse.test/s").unwrap());
+        config.backoff.jitter = 0.0;
+        let mut first = EventStream::new(config.clone(), 1, 0);
+        first.handle_start(at(0));
+        // Attempts at 0, 1, 3 and 7 s, each refused: the next retry is due at 15 s.
+        for (now, due) in [(0, 1), (1, 3), (3, 7), (7, 15)] {
+            let conn = first.conn().expect("connecting");
+            first.handle_closed(at(now), conn, refused());
+            assert_eq!(first.poll_timeout(), Some(at(due)));
+            first.handle_timeout(at(due).min(at(7)));
+        }
+        let state = first.retry_state(at(10));
+        first.handle_stop();
+        let mut second = EventStream::new(config, 2, 100);
+        second.resume(state);
+        second.handle_start(at(10));
+        assert_eq!(second.conn(), None, "no attempt before the pending retry");
+        assert_eq!(second.poll_timeout(), Some(at(15)));
+        second.handle_timeout(at(15));
+        let conn = second.conn().expect("connecting at 15 s");
+        second.handle_closed(at(15), conn, refused());
+        assert_eq!(second.poll_timeout(), Some(at(31)));
     }
 
     #[test]

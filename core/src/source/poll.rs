@@ -12,7 +12,7 @@ use super::event_stream::UnrecoverablePolicy;
 use super::exchange::{
     ConnIds, Exchange, Progress, StatusClass, TotalDeadline, classify, redirect_target,
 };
-use crate::backoff::{Backoff, BackoffConfig, Regime};
+use crate::backoff::{Backoff, BackoffConfig, Regime, RetryState};
 use crate::endpoint::Url;
 use crate::fdv1;
 use crate::fdv2::{self, ChangeSetBuilder, PayloadLimits};
@@ -164,11 +164,36 @@ impl Poller {
         self.etag.as_deref()
     }
 
-    /// Poll now, then every interval.
+    /// Poll now, then every interval. After [`Poller::resume`] with a poll still due
+    /// later, the first poll waits for it.
     pub fn handle_start(&mut self, now: Instant) {
         if !self.running {
             self.running = true;
-            self.poll(now);
+            match self.next_poll.filter(|at| *at > now) {
+                Some(at) => self.next_poll = Some(at),
+                None => self.poll(now),
+            }
+        }
+    }
+
+    /// The retry timing to hand to the next instance of this poller if it stops at
+    /// `now`: its backoff, and the next poll it has scheduled. A poll in flight counts
+    /// as made: the next one is due an interval after it started.
+    pub fn retry_state(&self, now: Instant) -> RetryState {
+        let at = match (&self.in_flight, self.started_at) {
+            (Some(_), Some(started)) => Some(started + self.config.interval),
+            _ => self.next_poll,
+        };
+        RetryState::new(self.backoff.clone(), now, at.filter(|_| self.running))
+    }
+
+    /// Before the start: go on from the retry timing of an earlier instance of this
+    /// poller (its backoff, and its next scheduled poll, which the first poll waits
+    /// for). Ignored by an initializer, which polls once and at once.
+    pub fn resume(&mut self, state: RetryState) {
+        if !self.running && !self.config.once {
+            self.backoff = state.backoff;
+            self.next_poll = state.not_before;
         }
     }
 

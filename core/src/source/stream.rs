@@ -8,6 +8,7 @@ use super::SourceOutput;
 use super::event_stream::{EventStream, EventStreamConfig, StreamOutput};
 use super::fdv1_stream::Fdv1Events;
 use super::fdv2_stream::Fdv2Events;
+use crate::backoff::RetryState;
 use crate::fdv2::PayloadLimits;
 use crate::io::{CloseCause, ConnId};
 use crate::status::State;
@@ -86,7 +87,19 @@ impl StreamSource {
         }
     }
 
-    /// Connect.
+    /// The retry timing to hand to the next instance of this source if it stops at
+    /// `now` (see [`EventStream::retry_state`]).
+    pub fn retry_state(&self, now: Instant) -> RetryState {
+        self.stream.retry_state(now)
+    }
+
+    /// Before the start: go on from an earlier instance's retry timing (see
+    /// [`EventStream::resume`]).
+    pub fn resume(&mut self, state: RetryState) {
+        self.stream.resume(state);
+    }
+
+    /// Connect (at once, or when a resumed retry timing says).
     pub fn handle_start(&mut self, now: Instant) {
         self.stream.handle_start(now);
         self.pump(now);

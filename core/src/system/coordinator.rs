@@ -2,11 +2,64 @@
 //! one yields a selector, then one synchronizer at a time with fallback, recovery,
 //! removal and the directed, terminal FDv1 fallback. Every timing rule is computed from
 //! `now`; the reference's threads and timers become one deadline.
+//!
+//! # Retry timing across synchronizer restarts
+//!
+//! What the reference does. LaunchDarkly's Python SDK (the FDv2 reference, 9.20:
+//! `ldclient/impl/datasystem/fdv2.py`, `impl/datasourcev2/streaming.py` and
+//! `polling.py`) runs a synchronizer under a condition timer that fires 10 s after the
+//! synchronizer's start and every 10 s after (`_consume_synchronizer_results`). When
+//! the fallback condition holds (INITIALIZING for more than 10 s, INTERRUPTED for more
+//! than a minute) or the recovery one (the same, or VALID for 5 minutes on the
+//! secondary), it stops the synchronizer and builds the next one from its builder: the
+//! other one, or the same again when it is alone. Each build starts from nothing: the
+//! streaming synchronizer's `sync()` makes a new SSE client (`create_sse_client`:
+//! first retry 1 s, doubling to 30 s, jitter 0.5, reset after a healthy minute) that
+//! connects at once, and the polling synchronizer's `sync()` polls at once, then every
+//! interval. Under a long outage the backoff therefore starts again at every restart,
+//! 10 or 20 s apart, each restart with an immediate request: in issue 42's minute of
+//! `503` Python 9.20 sent 17 stream requests (`default`: 14), and flagsync, which did
+//! the same, 25 (16).
+//!
+//! What flagsync does instead, never making more requests than that: the coordinator
+//! keeps a synchronizer's [`RetryState`] (its backoff streak, and the retry or poll it
+//! had scheduled; a poll still in flight counts as made) when it stops it for a
+//! fallback or a recovery, and hands it to the next instance of the same source. That
+//! instance's first attempt waits for the pending one (never later than the previous
+//! instance would have made it), and its next failure waits the next longer delay, as
+//! if the synchronizer had never been restarted; the streak ends only on success (a
+//! healthy minute, or a poll that succeeds). Only a synchronizer the coordinator
+//! stopped hands anything on: an initializer polls once, at once, and hands nothing to
+//! the synchronizers after it; a synchronizer removed for good, or left for the
+//! directed FDv1 fallback, drops its state. Which synchronizer runs, and the checks
+//! every 10 s, are the reference's. Under `503` in virtual time
+//! (`conformance/scenarios/fdv2_outage_*`), the stream alone makes 7 requests in the
+//! first minute and 10 in two (25 and 53 before), the `default` preset 10 and 13 (17
+//! and 35 before: a polling initializer, then stream and polling taking turns every
+//! 10 s).
+//!
+//! # Checks keep their grid
+//!
+//! A synchronizer started by a check has its turn counted from the check's due time,
+//! not from the moment the check ran: its checks stay on the 10 s grid and its A.4.6
+//! age counts from there. In virtual time the two are the same. On a real runtime a
+//! timer wakes a little late, and counting from the late wake-up moved every later
+//! check by the lateness, while a carried poll stayed on its own 30 s grid: the poll
+//! then fell due a fraction of a millisecond before the check that restarted its
+//! synchronizer, started, and was cut off by that check, its answer lost and the next
+//! poll a whole interval away (the live scenario
+//! `fdv2_polling_invalid_payload_is_invalid_data`, whose second poll was then never
+//! made or never applied, mostly on smol and async-std; in the `default` preset, polls
+//! cut off at the end of polling's turns, one more than in virtual time every two
+//! minutes). On the grid, a poll due with a check is due at the same instant or after
+//! it, and the check, which runs first, decides as it does in virtual time (tested with
+//! late timers: `Harness::timer_lateness`).
 
 use std::time::Instant;
 
 use super::sources::{AnySource, Factory, Role};
 use super::{Command, Input, Output, Shared};
+use crate::backoff::RetryState;
 use crate::config::{Fdv2Config, SourceSpec};
 use crate::io::Action;
 use crate::source::SourceOutput;
@@ -41,6 +94,7 @@ enum Phase {
 struct Active {
     spec: SourceSpec,
     source: AnySource,
+    /// When its turn began: its start, or the due time of the check that started it.
     started: Instant,
 }
 
@@ -57,6 +111,9 @@ pub(crate) struct Coordinator {
     fdv1: bool,
     /// An environment id seen on a response, recorded once its data is VALID.
     pending_env: Option<String>,
+    /// The retry timing of each synchronizer stopped for a fallback or a recovery, for
+    /// its next instance (one entry per distinct source, so bounded by the settings).
+    retry: Vec<(SourceSpec, RetryState)>,
 }
 
 impl Coordinator {
@@ -70,6 +127,7 @@ impl Coordinator {
             active: None,
             fdv1: false,
             pending_env: None,
+            retry: Vec::new(),
         }
     }
 
@@ -145,7 +203,7 @@ impl Coordinator {
             self.phase = Phase::Done;
             shared.set_ready();
         } else if self.fdv2.initializers.is_empty() {
-            self.start_synchronizer(now, 0, shared);
+            self.start_synchronizer(now, now, 0, shared);
         } else {
             self.start_initializer(now, 0, shared);
         }
@@ -153,13 +211,22 @@ impl Coordinator {
 
     fn start_initializer(&mut self, now: Instant, index: usize, shared: &mut Shared) {
         let Some(spec) = self.fdv2.initializers.get(index).cloned() else {
-            return self.start_synchronizer(now, 0, shared);
+            return self.start_synchronizer(now, now, 0, shared);
         };
         self.phase = Phase::Initializing { index };
-        self.launch(now, spec, Role::Initializer, shared);
+        self.launch(now, now, spec, Role::Initializer, shared);
     }
 
-    fn start_synchronizer(&mut self, now: Instant, index: usize, shared: &mut Shared) {
+    /// Start `synchronizers[index]` at `now`, its turn counted from `turn`: `now`, or
+    /// the due time of the check that started it (see "Checks keep their grid" in the
+    /// module documentation).
+    fn start_synchronizer(
+        &mut self,
+        now: Instant,
+        turn: Instant,
+        index: usize,
+        shared: &mut Shared,
+    ) {
         if self.fdv1 {
             // Directed fallback is terminal: only the FDv1 synchronizer runs from now on.
             match &self.fdv2.fdv1_fallback {
@@ -172,25 +239,38 @@ impl Coordinator {
         };
         self.phase = Phase::Synchronizing {
             index,
-            check_at: now + self.fdv2.timing.check_interval,
+            // `turn + check_interval`, unless the check ran that late.
+            check_at: super::next_on_grid(turn, self.fdv2.timing.check_interval, now),
         };
         tracing::debug!(
             synchronizer = spec.name(),
             index,
             "fdv2: starting synchronizer"
         );
-        self.launch(now, spec, Role::Synchronizer, shared);
+        self.launch(now, turn, spec, Role::Synchronizer, shared);
     }
 
-    fn launch(&mut self, now: Instant, spec: SourceSpec, role: Role, shared: &mut Shared) {
+    fn launch(
+        &mut self,
+        now: Instant,
+        turn: Instant,
+        spec: SourceSpec,
+        role: Role,
+        shared: &mut Shared,
+    ) {
         match self.factory.build(&spec, role) {
             Ok(mut source) => {
                 source.set_basis(shared.store.selector());
+                if role == Role::Synchronizer
+                    && let Some(i) = self.retry.iter().position(|(s, _)| *s == spec)
+                {
+                    source.resume(self.retry.swap_remove(i).1);
+                }
                 source.handle_start(now);
                 self.active = Some(Active {
                     spec,
                     source,
-                    started: now,
+                    started: turn,
                 });
                 self.pump(now, shared);
             }
@@ -200,7 +280,9 @@ impl Coordinator {
                 tracing::warn!(error = %e, "fdv2: a source could not be built");
                 match self.phase {
                     Phase::Initializing { index } => self.start_initializer(now, index + 1, shared),
-                    Phase::Synchronizing { .. } => self.act(now, Directive::Remove, None, shared),
+                    Phase::Synchronizing { .. } => {
+                        self.act(now, now, Directive::Remove, None, shared)
+                    }
                     _ => {}
                 }
             }
@@ -268,7 +350,7 @@ impl Coordinator {
             }
         }
         if self.fdv1 || selector_defined {
-            self.start_synchronizer(now, 0, shared);
+            self.start_synchronizer(now, now, 0, shared);
         } else {
             self.start_initializer(now, index + 1, shared);
         }
@@ -311,7 +393,7 @@ impl Coordinator {
             }
         }
         if let Some(d) = directive {
-            self.act(now, d, last_error, shared);
+            self.act(now, now, d, last_error, shared);
         }
     }
 
@@ -324,7 +406,8 @@ impl Coordinator {
         if now < *check_at {
             return;
         }
-        *check_at = super::next_on_grid(*check_at, self.fdv2.timing.check_interval, now);
+        let due = *check_at;
+        *check_at = super::next_on_grid(due, self.fdv2.timing.check_interval, now);
         let index = *index;
         let Some(active) = &self.active else { return };
         let status = shared.status.status();
@@ -341,18 +424,38 @@ impl Coordinator {
         };
         if let Some(d) = directive {
             tracing::debug!(?d, state = ?status.state, ?age, "fdv2: condition met");
-            self.act(now, d, None, shared);
+            // The next turn counts from when this check was due, not from `now`.
+            self.act(now, due, d, None, shared);
         }
     }
 
-    fn act(&mut self, now: Instant, d: Directive, error: Option<ErrorInfo>, shared: &mut Shared) {
+    /// Carry out `d` at `now`; a synchronizer it starts has its turn counted from
+    /// `turn` (see [`Coordinator::start_synchronizer`]).
+    fn act(
+        &mut self,
+        now: Instant,
+        turn: Instant,
+        d: Directive,
+        error: Option<ErrorInfo>,
+        shared: &mut Shared,
+    ) {
         let Phase::Synchronizing { index, .. } = self.phase else {
             return;
         };
+        if let Some(active) = &self.active
+            && matches!(d, Directive::Fallback | Directive::Recover)
+        {
+            // The next instance of this source goes on from its retry timing.
+            let state = active.source.retry_state(now);
+            let spec = active.spec.clone();
+            self.retry.retain(|(s, _)| *s != spec);
+            self.retry.push((spec, state));
+        }
         self.stop_active(now, shared);
         let next = match d {
             Directive::Fdv1 => {
                 self.fdv1 = true;
+                self.retry.clear();
                 if self.fdv2.fdv1_fallback.is_none() {
                     // Halted: the error goes with the OFF (PROTOCOL.md B §5.7).
                     shared.report(now, State::Off, error);
@@ -365,7 +468,10 @@ impl Coordinator {
             }
             Directive::Remove => {
                 if index < self.synchronizers.len() {
-                    self.synchronizers.remove(index);
+                    let spec = self.synchronizers.remove(index);
+                    if !self.synchronizers.contains(&spec) {
+                        self.retry.retain(|(s, _)| *s != spec);
+                    }
                 }
                 if self.synchronizers.is_empty() {
                     shared.report(now, State::Off, error);
@@ -383,7 +489,7 @@ impl Coordinator {
             Directive::Recover => 0,
             Directive::Fallback => (index + 1) % self.synchronizers.len().max(1),
         };
-        self.start_synchronizer(now, next, shared);
+        self.start_synchronizer(now, turn, next, shared);
     }
 
     /// Nothing more will run: OFF (the last error kept), and waiting can end.

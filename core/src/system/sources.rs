@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::backoff::RetryState;
 use crate::config::{Config, ConfigError, SourceSpec};
 use crate::endpoint::Url;
 use crate::io::{CloseCause, ConnId};
@@ -60,6 +61,16 @@ impl AnySource {
 
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
         each!(self, s => s.poll_timeout())
+    }
+
+    /// The retry timing to hand to the next instance of this source.
+    pub(crate) fn retry_state(&self, now: Instant) -> RetryState {
+        each!(self, s => s.retry_state(now))
+    }
+
+    /// Go on from an earlier instance's retry timing (before the start).
+    pub(crate) fn resume(&mut self, state: RetryState) {
+        each!(self, s => s.resume(state))
     }
 
     /// FDv2 sources send the store's selector as `basis`; FDv1 ones ignore it.

@@ -15,6 +15,7 @@ mod fallback_directive;
 mod initializers;
 mod lifecycle;
 mod polling;
+mod retry;
 mod streaming;
 
 const STREAM: &str = "/sdk/stream";
