@@ -3,21 +3,25 @@
 //! running any hook costs the client: the hook machinery alone, issue 41's target
 //! ≤ 15 ns over no hook), a client whose hook reads everything it is offered (the
 //! default and the result as JSON, the environment id: what reading them costs) and a
-//! client without hooks, on the same flags.
+//! client without hooks, on the same flags. `floor` is the least a hook can cost in
+//! this design: the no-op hook's two stages called by hand through `&dyn Hook`, each in
+//! `catch_unwind`, around `bool_variation_detail` (against `floor_baseline`, that call
+//! alone); see `examples/count_hook.rs`.
 //!
 //! Run: `cargo bench -p flagsync-otel --bench hook`.
 
 use std::hint::black_box;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use flagsync::eval::ContextBuilder;
+use flagsync::eval::{ContextBuilder, Detail};
 use flagsync::hooks::{
     EvaluationDetail, EvaluationSeriesContext, EvaluationSeriesData, Hook, HookError, Metadata,
 };
 use flagsync_otel::TracingHook;
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// A hook whose stages do nothing.
 struct Noop;
@@ -98,6 +102,38 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("with_hook", |b| {
         b.iter(|| black_box(hooked.bool_variation(black_box("f"), &alice, false)))
+    });
+    let noop_hook: &dyn Hook = &Noop;
+    g.bench_function("floor", |b| {
+        b.iter(|| {
+            let key = black_box("f");
+            let series = EvaluationSeriesContext::new(
+                key,
+                &alice,
+                Value::Bool(false),
+                "bool_variation",
+                None,
+            );
+            let data = catch_unwind(AssertUnwindSafe(|| {
+                noop_hook.before_evaluation(&series, EvaluationSeriesData::new())
+            }))
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+            let detail = plain.bool_variation_detail(key, &alice, false);
+            let as_json = Detail {
+                value: detail.value.map(Value::Bool),
+                variation_index: detail.variation_index,
+                reason: detail.reason,
+            };
+            let _ = catch_unwind(AssertUnwindSafe(|| {
+                noop_hook.after_evaluation(&series, data, &EvaluationDetail::new(&as_json))
+            }));
+            as_json.value
+        });
+    });
+    g.bench_function("floor_baseline", |b| {
+        b.iter(|| plain.bool_variation_detail(black_box("f"), &alice, false));
     });
     g.finish();
 }

@@ -2,7 +2,9 @@
 //! without hooks, with a hook whose stages do nothing, with a hook reading everything
 //! the series offers, and with `TracingHook` (no active span); each case in a function
 //! of its own (`run_*`; their loops differ so that the linker cannot merge them),
-//! 10,000 evaluations each (plus 0, 1, 2, 3).
+//! 10,000 evaluations each (plus 0, 1, 2, 3). `run_floor` is the least a hook can
+//! cost in this design (its two stages through `dyn Hook`, each in `catch_unwind`),
+//! against `run_floor_baseline`, the same evaluation with no hook.
 //!
 //! ```sh
 //! cargo build --profile bench -p flagsync-otel --example count_hook
@@ -11,16 +13,17 @@
 //! ```
 
 use std::hint::black_box;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Duration;
 
 use flagsync::Client;
-use flagsync::eval::{Context, ContextBuilder};
+use flagsync::eval::{Context, ContextBuilder, Detail};
 use flagsync::hooks::{
     EvaluationDetail, EvaluationSeriesContext, EvaluationSeriesData, Hook, HookError, Metadata,
 };
 use flagsync_otel::TracingHook;
-use serde_json::json;
+use serde_json::{Value, json};
 
 const N: usize = 10_000;
 
@@ -84,6 +87,44 @@ fn run_tracing_hook(client: &Client, context: &Context) {
     }
 }
 
+/// The floor of the design: the least a hook can cost while it keeps the public hook API
+/// and containment (a hook's panic never reaches the caller) — the two stages called
+/// through `&dyn Hook`, each inside `catch_unwind`, around the evaluation, with a
+/// series context and a result built by hand (a `Value::Bool` default, no environment
+/// id), and nothing else: no hook list, no data slots, no laziness.
+#[inline(never)]
+fn run_floor(client: &Client, context: &Context, hook: &dyn Hook) {
+    for _ in 0..N + 4 {
+        let key = black_box("f");
+        let series =
+            EvaluationSeriesContext::new(key, context, Value::Bool(false), "bool_variation", None);
+        let data = catch_unwind(AssertUnwindSafe(|| {
+            hook.before_evaluation(&series, EvaluationSeriesData::new())
+        }))
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+        let detail = client.bool_variation_detail(key, context, false);
+        let as_json = Detail {
+            value: detail.value.map(Value::Bool),
+            variation_index: detail.variation_index,
+            reason: detail.reason,
+        };
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            hook.after_evaluation(&series, data, &EvaluationDetail::new(&as_json))
+        }));
+        black_box(as_json.value);
+    }
+}
+
+/// The floor's evaluation alone (`bool_variation_detail`, no hook), its baseline.
+#[inline(never)]
+fn run_floor_baseline(client: &Client, context: &Context) {
+    for _ in 0..N + 5 {
+        black_box(client.bool_variation_detail(black_box("f"), context, false));
+    }
+}
+
 fn main() {
     let server = flagsync::server::Server::builder()
         .data(
@@ -126,4 +167,6 @@ fn main() {
     run_noop_hook(&noop, &alice);
     run_reading_hook(&reader, &alice);
     run_tracing_hook(&tracing, &alice);
+    run_floor(&plain, &alice, &Noop);
+    run_floor_baseline(&plain, &alice);
 }

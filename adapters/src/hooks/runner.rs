@@ -100,6 +100,11 @@ pub(crate) fn run_evaluation<R, T>(
     view: impl FnOnce(&R) -> &Detail<T>,
     to_json: &dyn Fn(&T) -> Value,
 ) -> R {
+    if hooks.len() == 1
+        && let Some(hook) = hooks.get(0)
+    {
+        return run_one(hook, series, evaluate, view, to_json);
+    }
     if hooks.len() <= INLINE_HOOKS {
         let mut data: [EvaluationSeriesData; INLINE_HOOKS] = Default::default();
         run_with(hooks, &mut data, series, evaluate, view, to_json)
@@ -107,6 +112,30 @@ pub(crate) fn run_evaluation<R, T>(
         let mut data = vec![EvaluationSeriesData::new(); hooks.len()];
         run_with(hooks, &mut data, series, evaluate, view, to_json)
     }
+}
+
+/// [`run_evaluation`] for one hook (the common case): straight-line, its data in a
+/// local, no slots to set up, walk or drop.
+fn run_one<R, T>(
+    hook: &dyn Hook,
+    series: &EvaluationSeriesContext<'_>,
+    evaluate: impl FnOnce() -> R,
+    view: impl FnOnce(&R) -> &Detail<T>,
+    to_json: &dyn Fn(&T) -> Value,
+) -> R {
+    let data = contain(hook, "beforeEvaluation", EvaluationSeriesData::new, || {
+        hook.before_evaluation(series, EvaluationSeriesData::new())
+    });
+    let result = evaluate();
+    {
+        let typed = view(&result);
+        let value = || typed.value.as_ref().map_or(Value::Null, to_json);
+        let detail = EvaluationDetail::lazy(typed.variation_index, &typed.reason, &value);
+        contain(hook, "afterEvaluation", EvaluationSeriesData::new, || {
+            hook.after_evaluation(series, data, &detail)
+        });
+    }
+    result
 }
 
 /// [`run_evaluation`] with a slot of data per hook (at least as many as hooks).

@@ -22,7 +22,7 @@ struct Recorder {
     fail_track: Option<Failure>,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 enum Failure {
     Error,
     Panic,
@@ -188,6 +188,28 @@ fn an_error_or_panic_in_before_leaves_empty_data_and_the_evaluation_unaffected()
                 format!("b after f Some(2) Some(Number(7)) {r}"),
                 format!("a after f None Some(Number(7)) {r}"),
             ]
+        );
+    }
+}
+
+#[test]
+fn a_single_hook_gets_its_data_back_and_its_failures_are_contained() {
+    // One hook runs on a path of its own (no data slots): the same contract.
+    for failure in [None, Some(Failure::Error), Some(Failure::Panic)] {
+        let log = Log::default();
+        let mut a = Recorder::new("a", &log);
+        a.before_value = Some(5);
+        a.fail_before = failure;
+        a.fail_after = failure;
+        let client = client(vec![Arc::new(a)]);
+        let c = ContextBuilder::new("u").build().expect("context");
+        assert_eq!(client.int_variation_detail("f", &c, 7).value, Some(7));
+        let data = if failure.is_some() { "None" } else { "Some(5)" };
+        let r = not_ready();
+        assert_eq!(
+            log_of(&log)[1..],
+            [format!("a after f {data} Some(Number(7)) {r}")],
+            "{failure:?}"
         );
     }
 }
