@@ -195,6 +195,20 @@ impl Sink<DataSystem> for DataSink {
                 self.served = p.store_view().map(|v| ServedByStore::of(&v));
             }
         }
+        // FDv1 with a persistent store reads the store for good, through the view: the
+        // view takes what is written now, as the reference's caching wrapper fills its
+        // cache on `Init` and `Upsert`, so that a reader who sees the client ready (or a
+        // flag change) reads this data, not a store the writer has not reached yet. The
+        // writer corrects the view with what the store answers (an upsert it rejects).
+        if !self.published.hands_over
+            && let Some(view) = self.published.store_view()
+        {
+            match &request {
+                Persist::Init(items) => view.wrote_all(items),
+                Persist::Upsert(kind, key, item) => view.wrote(*kind, key, item),
+                _ => {}
+            }
+        }
         match &self.store {
             Some(link) => {
                 if matches!(request, Persist::CheckAvailable)
