@@ -5,7 +5,7 @@
 //! - [`path`]: which endpoint a path is, the context it carries.
 //! - [`serve`]: authorization (the client-side ID in the path, the mobile key in
 //!   `Authorization`), secure mode, CORS, and the answers.
-//! - [`eval`]: the evaluated flags as the SDKs read them.
+//! - [`eval`]: the evaluated flags as the SDKs read them, written by [`json`].
 //! - [`notify`]: a data change handed to the stream hub, which evaluates the changed
 //!   flags for each open client-side and mobile stream.
 //! - [`settings`], [`environment`]: the per-environment settings and their setters.
@@ -42,6 +42,7 @@
 pub(crate) mod cors;
 pub(crate) mod environment;
 pub(crate) mod eval;
+pub(crate) mod json;
 pub(crate) mod notify;
 pub(crate) mod path;
 pub(crate) mod serve;

@@ -224,7 +224,7 @@ pub(crate) fn serve(
                 if let Some(id) = &env_id {
                     more.push(("X-LD-EnvID", id));
                 }
-                answer(out, 200, &more, body.as_bytes())
+                answer(out, 200, &more, &body)
             }
         }
     }
