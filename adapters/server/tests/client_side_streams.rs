@@ -102,6 +102,46 @@ fn streams_put_then_patch_and_delete() {
 }
 
 #[test]
+fn many_changes_among_many_more_flags_go_as_patches() {
+    // 70 changed flags (more than 64) among 300: fewer than half, so patches (each
+    // evaluates one flag for the stream), not a put of all 300.
+    let cs_flag = |i: usize, v: usize| {
+        flag(
+            &format!("f{i}"),
+            json!([v, v + 1]),
+            json!({"clientSideAvailability": {"usingEnvironmentId": true, "usingMobileKey": true}}),
+            json!({}),
+        )
+    };
+    let mut data = sample();
+    for i in 0..300 {
+        data["flags"][format!("f{i}")] = cs_flag(i, i);
+    }
+    let server = Server::builder()
+        .client_side_id(Some(ENV_ID.into()))
+        .data(data.clone())
+        .start()
+        .unwrap();
+    let ctx = ctx_path(&json!({"kind": "user", "key": "u-out"}));
+    let mut cs = get_stream(server.addr(), &format!("/eval/{ENV_ID}/{ctx}"));
+    assert_eq!(cs.next_event().0, "put");
+    for i in 0..70 {
+        data["flags"][format!("f{i}")] = cs_flag(i, i + 1000);
+    }
+    server.replace_all(data).unwrap();
+    let mut patched = std::collections::BTreeSet::new();
+    while patched.len() < 70 {
+        let (name, patch) = cs.next_event();
+        assert_eq!(name, "patch", "{patch}");
+        let key = patch["key"].as_str().unwrap().to_owned();
+        let i: usize = key[1..].parse().unwrap();
+        assert_eq!(patch["value"], json!(i + 1000), "{key}");
+        patched.insert(key);
+    }
+    server.shutdown();
+}
+
+#[test]
 fn a_change_reaches_many_streams_quickly() {
     let _ = flagsync_server::raise_fd_limit();
     let limit = flagsync_server::fd_limit().soft.unwrap_or(1024);

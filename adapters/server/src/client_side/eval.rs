@@ -52,7 +52,11 @@ pub(crate) struct Evaluation {
     pub(crate) version: u64,
 }
 
-/// More changed flags than this go to a stream as a whole `put`.
+/// Up to this many changed flags always go to a stream as `patch`es; more go as
+/// `patch`es while they are fewer than half the environment's flags, else as a whole
+/// `put`. A patch evaluates one flag for the stream's context, a put every flag: for a
+/// change of a hundred flags among thousands, patches cost the hub (which evaluates for
+/// every open stream) a fraction of a put.
 const MAX_PATCHES: usize = 64;
 
 /// A flag value's JSON, integral numbers as integers.
@@ -313,7 +317,12 @@ fn put(snapshot: &Snapshot, stream: &EvalStream, version: u64) -> String {
 pub(crate) fn change_events(stream: &EvalStream, change: &Evaluation) -> String {
     let snapshot = &change.snapshot;
     let keys = match &change.changed {
-        Some(keys) if keys.len() <= MAX_PATCHES => keys,
+        Some(keys)
+            if keys.len() <= MAX_PATCHES
+                || keys.len() * 2 < snapshot.len(flagsync_core::Kind::Flag) =>
+        {
+            keys
+        }
         _ => return put(snapshot, stream, change.version),
     };
     let mut out = String::new();
