@@ -78,3 +78,23 @@ pub fn read_requests(data: &[u8], splits: &[u8], max_body: usize) -> (Vec<usize>
     }
     panic!("more requests than bytes");
 }
+
+/// A client-side or mobile request's path and body as the server reads them: which
+/// endpoint the path is (`None`: not one), and for those that carry a context (in the
+/// path as base64, or the body as JSON), the context read from them — its canonical key
+/// — or the message of the `400` it gets.
+pub fn client_side_request(path: &str, body: &[u8]) -> Option<Option<Result<String, String>>> {
+    use crate::client_side::path::{What, classify, context};
+    let route = classify(path)?;
+    let ctx = match route.what {
+        What::Poll(ctx) | What::Stream(ctx) => ctx,
+        _ => return Some(None),
+    };
+    let read = context(ctx, body).map(|c| c.canonical_key().to_owned());
+    Some(Some(read))
+}
+
+/// The base64 reading of client-side paths (either alphabet, padded or not).
+pub fn client_side_base64(text: &str) -> Option<Vec<u8>> {
+    crate::client_side::path::base64_decode(text)
+}
