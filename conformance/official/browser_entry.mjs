@@ -24,6 +24,24 @@ window.fetch = async (input, init) => {
   return response;
 };
 
+// The change-notice streams the OFREP provider opens: how many are open now.
+window.flagsyncStreamsOpen = 0;
+const RealEventSource = window.EventSource;
+window.EventSource = class extends RealEventSource {
+  constructor(url, init) {
+    super(url, init);
+    let open = false;
+    this.addEventListener('open', () => {
+      if (!open) window.flagsyncStreamsOpen += 1;
+      open = true;
+    });
+    this.addEventListener('error', () => {
+      if (open) window.flagsyncStreamsOpen -= 1;
+      open = false;
+    });
+  }
+};
+
 function ldOptions(config) {
   return {
     baseUri: config.url,

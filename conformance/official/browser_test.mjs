@@ -122,6 +122,9 @@ async function main() {
     await page2.waitForFunction(() => window.flagsyncReady === true);
     out.ofrep = await page2.evaluate((c) => window.flagsyncTest.ofrep(c),
       { ...ofrep, changeDetection: 'sse', pollInterval: 0 });
+    // The provider opens the bulk response's event stream: wait until it is open, so
+    // that the edit's notice comes through it.
+    await page2.waitForFunction(() => window.flagsyncStreamsOpen > 0, null, { timeout: CHANGE_TIMEOUT_MS });
     const t1 = await page2.evaluate(() => {
       window.flagsyncOfrepChangeAt = null;
       return performance.now();

@@ -364,7 +364,8 @@ def check_browser(flagsync, sdk_dir, bundle, serve, secure, tmp):
         raise Failure(f"browser SDK initialized in {ld['initMs']:.0f} ms, not under {INIT_LIMIT} s")
     compare("browser SDK values", ld["values"], want)
     if ld["changeMs"] is None or not 0 <= ld["changeMs"] < CHANGE_LIMIT * 1000:
-        raise Failure(f"the edit reached the browser SDK's change listener after {ld['changeMs']} ms")
+        raise Failure(f"the edit reached the browser SDK's change listener after {ld['changeMs']} ms; "
+                      f"page console: {out['console']}")
     compare("browser SDK values after the edit", ld["valuesAfter"], want_after)
     if out["secureGood"]["statuses"] != ["complete"] * len(single):
         raise Failure(f"secure mode, right hashes: {out['secureGood']['statuses']}")
@@ -377,7 +378,8 @@ def check_browser(flagsync, sdk_dir, bundle, serve, secure, tmp):
         raise Failure(f"OFREP polling: no bulk request got 304 on its ETag: {reqs}")
     compare_ofrep("OFREP", out["ofrep"], ofrep_expected(flagsync, after_path, CONTEXTS[0]))
     if out["ofrepChangeMs"] is None or not 0 <= out["ofrepChangeMs"] < CHANGE_LIMIT * 1000:
-        raise Failure(f"the edit reached the OFREP provider after {out['ofrepChangeMs']} ms")
+        raise Failure(f"the edit reached the OFREP provider after {out['ofrepChangeMs']} ms; "
+                      f"page console: {out['console']}")
     again = write_edited(tmp, edited_again())
     compare_ofrep("OFREP after the edit", out["ofrepAfter"], ofrep_expected(flagsync, again, CONTEXTS[0]))
     return out

@@ -759,16 +759,27 @@ fn change_notices_follow_data_changes() {
         header("access-control-allow-origin").as_deref(),
         Some(origin)
     );
+    // One notice at once, of the data as it is: a change made before the stream opened
+    // is never missed (the provider re-fetches; `304` when it already has it).
+    let read_notice = |r: &mut BufReader<TcpStream>| {
+        let mut seen = String::new();
+        let mut line = String::new();
+        while !seen.contains("refetchEvaluation") {
+            line.clear();
+            assert!(r.read_line(&mut line).unwrap() > 0, "stream ended: {seen}");
+            seen.push_str(&line);
+        }
+        seen
+    };
+    let first = read_notice(&mut r);
+    assert!(
+        first.contains(&format!("id: {}", server.payload_version())),
+        "{first}"
+    );
     let mut f = data()["flags"]["string-flag"].clone();
     f["fallthrough"]["variation"] = json!(1);
     server.set_flag("string-flag", f).unwrap();
-    let mut seen = String::new();
-    let mut line = String::new();
-    while !seen.contains("refetchEvaluation") {
-        line.clear();
-        assert!(r.read_line(&mut line).unwrap() > 0, "stream ended: {seen}");
-        seen.push_str(&line);
-    }
+    let seen = read_notice(&mut r);
     let data_line = seen.lines().find(|l| l.starts_with("data: ")).unwrap();
     let notice: Value = serde_json::from_str(&data_line["data: ".len()..]).unwrap();
     assert_eq!(notice["type"], "refetchEvaluation");

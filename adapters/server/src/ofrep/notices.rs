@@ -13,8 +13,10 @@
 //! streams get. `id` is the data version, `etag` the data state (OFREP's
 //! `flagConfigEtag` comes back with the re-fetch; the server answers from its current
 //! data whatever it says). The channel token comes with a bulk evaluation (see
-//! [`super::channels`]); a stream's `Last-Event-ID` is not replayed (the provider
-//! re-fetches on reconnect anyway, as ADR 0008 asks). The hub counts these streams
+//! [`super::channels`]). Every stream begins with a notice of the data as it is when it
+//! opens, so a change made between a provider's bulk evaluation and its connection (or
+//! while it reconnects) is never missed; a re-fetch with nothing new is a `304`, so
+//! `Last-Event-ID` needs no replay. The hub counts these streams
 //! with the FDv1 ones in `/metrics`.
 
 use std::io;
@@ -27,15 +29,12 @@ use crate::state::{Inner, Shared};
 use crate::transport::Transport;
 
 /// The notice of environment `env`'s current data.
-fn notice(inner: &Inner, env: usize) -> Frame {
+fn notice(inner: &Inner, env: usize) -> String {
     let data = &inner.envs[env].data;
     let etag = serde_json::to_string(&format!("\"{}\"", data.state())).unwrap_or_default();
-    Frame::new(
-        format!(
-            "id: {}\nevent: message\ndata: {{\"type\":\"refetchEvaluation\",\"etag\":{etag}}}\n\n",
-            data.version()
-        )
-        .into_bytes(),
+    format!(
+        "id: {}\nevent: message\ndata: {{\"type\":\"refetchEvaluation\",\"etag\":{etag}}}\n\n",
+        data.version()
     )
 }
 
@@ -48,7 +47,7 @@ pub(crate) fn notify(shared: &Shared, inner: &Inner, env: usize) {
     if !shared.ofrep.channels.issued(env) {
         return;
     }
-    let frame = notice(inner, env);
+    let frame = Frame::new(notice(inner, env).into_bytes());
     shared.hub.broadcast(hub_key(env), frame.clone(), frame);
 }
 
@@ -63,16 +62,23 @@ pub(crate) fn open(
     let socket = io.take().ok_or(io::ErrorKind::NotConnected)?;
     let chunked = !req.http10;
     let head = http::stream_head(chunked, cors);
+    // The first notice is of the data as it is when the stream opens, and the stream
+    // joins the hub under the same lock, so no change falls between them: a provider
+    // whose bulk evaluation came before a change it has not seen yet (the change came
+    // while it was connecting) re-fetches and gets it; otherwise its re-fetch names the
+    // current ETag and gets `304`.
+    let inner = shared.lock();
+    let first = format!(": ofrep change notices\n\n{}", notice(&inner, env));
     shared.hub.add(NewStream {
         socket,
         env: hub_key(env),
         fdv2: false,
         chunked,
         head,
-        // A comment, so that a client sees the stream open at once.
-        first: Some(Frame::new(&b": ofrep change notices\n\n"[..])),
+        first: Some(Frame::new(first.into_bytes())),
         close_after: false,
         evaluated: None,
     });
+    drop(inner);
     Ok(())
 }
