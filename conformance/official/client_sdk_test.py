@@ -44,7 +44,7 @@ import sys
 import tempfile
 import time
 
-from serve_harness import ROOT, SDK_KEY, Failure, Serve, flagsync_eval, write_json
+from serve_harness import ROOT, SDK_KEY, Failure, Serve, as_root, flagsync_eval, write_json
 
 PACKAGES = {
     "launchdarkly-node-client-sdk": "3.4.3",
@@ -141,17 +141,6 @@ def edited_again():
 
 
 # --- Node.js, the packages, the bundle, Chromium. ------------------------------------
-
-
-def as_root(cmd):
-    if os.geteuid() != 0:
-        if not shutil.which("sudo"):
-            raise Failure(f"`{' '.join(cmd)}` needs root, and there is no sudo")
-        cmd = ["sudo", *cmd]
-    r = subprocess.run(cmd, capture_output=True, text=True,
-                       env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
-    if r.returncode != 0:
-        raise Failure(f"`{' '.join(cmd)}` failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
 
 
 def ensure_tools():

@@ -46,6 +46,7 @@ import tempfile
 
 from serve_harness import (
     ROOT,
+    as_root,
     SDK_KEY,
     UNFILTERED_FLAG,
     Failure,
@@ -136,17 +137,6 @@ def edited():
 
 
 # --- Node.js and the SDK. -----------------------------------------------------------
-
-
-def as_root(cmd):
-    if os.geteuid() != 0:
-        if not shutil.which("sudo"):
-            raise Failure(f"`{' '.join(cmd)}` needs root, and there is no sudo")
-        cmd = ["sudo", *cmd]
-    r = subprocess.run(cmd, capture_output=True, text=True,
-                       env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
-    if r.returncode != 0:
-        raise Failure(f"`{' '.join(cmd)}` failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
 
 
 def ensure_node():

@@ -9,6 +9,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import socket
 import ssl
 import subprocess
@@ -39,6 +40,19 @@ UNFILTERED_FLAG = "unfiltered-only"
 
 class Failure(Exception):
     """A check failed; the message says which and why."""
+
+
+def as_root(cmd):
+    """Run `cmd` as root (through sudo when not root), non-interactively; Failure if
+    it fails."""
+    if os.geteuid() != 0:
+        if not shutil.which("sudo"):
+            raise Failure(f"`{' '.join(cmd)}` needs root, and there is no sudo")
+        cmd = ["sudo", *cmd]
+    r = subprocess.run(cmd, capture_output=True, text=True,
+                       env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    if r.returncode != 0:
+        raise Failure(f"`{' '.join(cmd)}` failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
 
 
 def add_relay_options(parser):

@@ -166,16 +166,8 @@ pub(crate) fn serve_events(
     out: &mut Vec<u8>,
 ) -> io::Result<()> {
     match events::accept(kind, req, shared.max_body, SystemTime::now()) {
-        Ok(mut payload) => {
-            shared
-                .metrics
-                .events_received(kind == PayloadKind::Diagnostic);
-            let mut inner = shared.lock();
-            if env > 0 {
-                payload.environment = Some(inner.envs[env].name.clone());
-            }
-            inner.event_subs.publish(&payload);
-            drop(inner);
+        Ok(payload) => {
+            shared.publish_received(env, payload);
             write_response(out, 202, &[], b"", req.close)
         }
         Err(refusal) => {

@@ -56,6 +56,19 @@ impl Shared {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// An events payload an SDK posted to environment `env`: counted, named with the
+    /// environment (all but the default one) and handed to the event subscriptions
+    /// (never waiting for them).
+    pub(crate) fn publish_received(&self, env: usize, mut payload: crate::events::EventPayload) {
+        self.metrics
+            .events_received(payload.kind == crate::events::PayloadKind::Diagnostic);
+        let mut inner = self.lock();
+        if env > 0 {
+            payload.environment = Some(inner.envs[env].name.clone());
+        }
+        inner.event_subs.publish(&payload);
+    }
+
     pub(crate) fn is_shutting_down(&self) -> bool {
         self.shutting_down.load(Ordering::SeqCst)
     }

@@ -262,14 +262,7 @@ fn publish(
         },
         Auth::Mobile => EventOrigin::Mobile,
     };
-    shared
-        .metrics
-        .events_received(kind == PayloadKind::Diagnostic);
-    let mut inner = shared.lock();
-    if env > 0 {
-        payload.environment = Some(inner.envs[env].name.clone());
-    }
-    inner.event_subs.publish(&payload);
+    shared.publish_received(env, payload);
     Ok(())
 }
 
