@@ -31,6 +31,7 @@ mod builder;
 mod intent;
 mod limits;
 mod poll;
+mod poll_reader;
 mod wire;
 
 use bytes::Bytes;
@@ -47,6 +48,7 @@ pub use poll::{
     parse_fdv1_fallback_poll, parse_poll, parse_poll_or_fdv1, parse_poll_or_fdv1_with,
     parse_poll_with,
 };
+pub use poll_reader::PollReader;
 
 /// One FDv2 event, parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,10 +2,12 @@
 
 use bytes::Bytes;
 
-use crate::store::{ApplyMode, ChangeSet, Selector, Transfer, split_all_data};
+use crate::store::{ApplyMode, ChangeSet, Selector, Snapshot, Transfer, split_all_data};
 
 use super::wire::{self, Name};
-use super::{Action, Error, PayloadLimits, Protocol, malformed_first, parse_event, slice_of};
+use super::{
+    Action, Error, Event, PayloadLimits, Protocol, malformed_first, parse_event, slice_of,
+};
 
 /// Parse an FDv2 polling response body `{"events":[{"event":…,"data":{…}},…]}` into the
 /// change set of its first complete payload.
@@ -59,30 +61,52 @@ pub fn parse_poll(body: &Bytes) -> Result<ChangeSet, Error> {
 /// # Errors
 /// As [`parse_poll`], with `limits`.
 pub fn parse_poll_with(body: &Bytes, limits: PayloadLimits) -> Result<ChangeSet, Error> {
-    let schema = Error::Schema { event: wire::POLL };
     let parsed: wire::PollBody<'_> = serde_json::from_slice(body)
         .map_err(|e| malformed_first(Error::from_json(wire::POLL, &e), body))?;
     let mut protocol = Protocol::with_limits(limits);
     for raw in parsed.events {
-        if !raw.get().starts_with('{') {
-            return Err(schema);
-        }
-        let element: wire::PollEvent<'_> = serde_json::from_str(raw.get()).map_err(|_| schema)?;
-        let Some(name) = element.event else { continue };
-        match Name::parse(&name) {
-            None | Some(Name::Heartbeat | Name::Goodbye) => continue,
-            Some(_) => {}
-        }
-        let data = element.data.ok_or(Error::Schema {
-            event: event_name(&name),
-        })?;
-        let event = parse_event(&name, &slice_of(body, data.get()))?;
-        match protocol.handle_event(event)? {
-            Action::Apply(change_set) => return Ok(change_set),
-            Action::Goodbye { .. } | Action::ServerError { .. } | Action::Ignore => {}
+        if let Some(change_set) = read_element(&mut protocol, &slice_of(body, raw.get()), None)? {
+            return Ok(change_set);
         }
     }
     Err(Error::IncompletePayload)
+}
+
+/// Run one element of a polling body's `events` (valid JSON, without surrounding
+/// whitespace) through `protocol`: the change set if it completes a payload.
+///
+/// Elements without an `event`, heartbeats, `goodbye` and unknown events are skipped
+/// unread. With `stored`, each object put is compacted as it is read
+/// ([`Change::compact_against`](crate::store::Change)): an item the store holds already
+/// takes the stored buffer, any other a buffer of its own, so `element` is not kept.
+pub(super) fn read_element(
+    protocol: &mut Protocol,
+    element: &Bytes,
+    stored: Option<&Snapshot>,
+) -> Result<Option<ChangeSet>, Error> {
+    let schema = Error::Schema { event: wire::POLL };
+    if element.first() != Some(&b'{') {
+        return Err(schema);
+    }
+    let parsed: wire::PollEvent<'_> = serde_json::from_slice(element).map_err(|_| schema)?;
+    let Some(name) = parsed.event else {
+        return Ok(None);
+    };
+    match Name::parse(&name) {
+        None | Some(Name::Heartbeat | Name::Goodbye) => return Ok(None),
+        Some(_) => {}
+    }
+    let data = parsed.data.ok_or(Error::Schema {
+        event: event_name(&name),
+    })?;
+    let mut event = parse_event(&name, &slice_of(element, data.get()))?;
+    if let (Some(stored), Event::PutObject(put)) = (stored, &mut event) {
+        put.change.compact_against(stored);
+    }
+    match protocol.handle_event(event)? {
+        Action::Apply(change_set) => Ok(Some(change_set)),
+        Action::Goodbye { .. } | Action::ServerError { .. } | Action::Ignore => Ok(None),
+    }
 }
 
 /// Parse an FDv2 polling body, or an FDv1-shaped one (`{"flags":…,"segments":…}`, no

@@ -15,11 +15,11 @@ use super::exchange::{
 use crate::backoff::{Backoff, BackoffConfig, Regime, RetryState};
 use crate::endpoint::Url;
 use crate::fdv1;
-use crate::fdv2::{self, ChangeSetBuilder, PayloadLimits};
+use crate::fdv2::{self, ChangeSetBuilder, PayloadLimits, PollReader};
 use crate::http1::{self, Method, ResponseHead};
 use crate::io::{Action, CloseCause, ConnId};
 use crate::status::{Cause, ErrorInfo, ErrorKind, State};
-use crate::store::{ChangeSet, Selector};
+use crate::store::{ChangeSet, Selector, Snapshot};
 
 /// Which payload a [`Poller`] asks for and how it reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -96,6 +96,8 @@ struct InFlight {
     head: Option<ResponseHead>,
     /// The decoded body so far; a `Vec` so that its growth is exact near the limit.
     body: Vec<u8>,
+    /// An FDv2 success body, read as it arrives instead of into `body`.
+    reader: Option<Box<PollReader>>,
     redirects: u8,
     url: Url,
 }
@@ -214,11 +216,25 @@ impl Poller {
 
     /// Bytes arrived on `conn`.
     pub fn handle_data(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) {
+        self.handle_data_against(now, conn, bytes, None);
+    }
+
+    /// Bytes arrived on `conn`; `stored` is the store's data as it is. An FDv2 body is
+    /// read as it arrives, and each object it puts that the store holds already takes
+    /// the stored buffer (see [`PollReader::feed`]): a repeated poll holds neither its
+    /// body nor a second copy of the data.
+    pub fn handle_data_against(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        bytes: &[u8],
+        stored: Option<&Snapshot>,
+    ) {
         let mut progress = Vec::new();
         if let Some(f) = self.in_flight.as_mut().filter(|f| f.ex.conn == conn) {
             f.ex.handle_data(now, bytes, &mut progress);
         }
-        self.apply(now, progress);
+        self.apply_against(now, progress, stored);
     }
 
     /// `conn` closed.
@@ -291,6 +307,7 @@ impl Poller {
             ex,
             head: None,
             body: Vec::new(),
+            reader: None,
             redirects,
             url,
         });
@@ -304,6 +321,10 @@ impl Poller {
     }
 
     fn apply(&mut self, now: Instant, progress: Vec<Progress>) {
+        self.apply_against(now, progress, None);
+    }
+
+    fn apply_against(&mut self, now: Instant, progress: Vec<Progress>, stored: Option<&Snapshot>) {
         for p in progress {
             let Some(f) = self.in_flight.as_mut() else {
                 return;
@@ -314,14 +335,26 @@ impl Poller {
                     // the limit: growing by doubling copies it and leaves the smaller
                     // buffers behind, up to as much again as the body.
                     let limit = self.config.http.max_body_len.unwrap_or(usize::MAX);
-                    if h.header("content-encoding").is_none()
-                        && let Some(len) = h
-                            .header("content-length")
-                            .and_then(|l| l.trim().parse::<usize>().ok())
+                    let len = h
+                        .header("content-length")
+                        .and_then(|l| l.trim().parse::<usize>().ok())
+                        .filter(|_| h.header("content-encoding").is_none())
+                        .map(|len| len.min(limit));
+                    if self.config.format == PollFormat::Fdv2
+                        && classify(h.status) == StatusClass::Success
                     {
-                        f.body.reserve_exact(len.min(limit));
+                        f.reader = Some(Box::new(
+                            PollReader::new(self.payload_limits).with_expected_len(len),
+                        ));
+                    } else if let Some(len) = len {
+                        f.body.reserve_exact(len);
                     }
                     f.head = Some(h);
+                }
+                Progress::Body(b) if f.reader.is_some() => {
+                    if let Some(reader) = f.reader.as_mut() {
+                        reader.feed(&b, stored);
+                    }
                 }
                 Progress::Body(b) => {
                     // Grow by doubling, but never past the body limit: what is kept is
@@ -381,8 +414,11 @@ impl Poller {
                 self.finish(now, State::Valid, None, Regime::Normal)
             }
             (_, StatusClass::Success) => {
-                let body = Bytes::from(f.body);
-                match self.parse(&body) {
+                let parsed = match f.reader {
+                    Some(reader) => reader.finish().map_err(|e| (e.kind(), Cause::Fdv2(e))),
+                    None => self.parse(&Bytes::from(f.body)),
+                };
+                match parsed {
                     Ok(change_set) => {
                         // A 200 without an ETag drops the cached one (PROTOCOL.md A.4.7).
                         self.etag = head.header("etag").map(str::to_owned);

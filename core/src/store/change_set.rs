@@ -90,6 +90,19 @@ impl Change {
     }
 }
 
+impl Change {
+    /// Give the item a buffer of its own, or the buffer of the same item `stored`
+    /// holds (same version, tombstone and JSON under the same kind and key): see
+    /// [`ChangeSet::compact_against`].
+    pub(crate) fn compact_against(&mut self, stored: &Snapshot) {
+        let item = &mut self.item;
+        item.raw = match stored.get_including_deleted(self.kind, &self.key) {
+            Some(old) if *old == *item => old.raw.clone(),
+            _ => Bytes::copy_from_slice(&item.raw),
+        };
+    }
+}
+
 /// A batch of writes with the rules to apply them by.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChangeSet {
@@ -162,11 +175,7 @@ impl ChangeSet {
     /// it: its buffer is freed once read, and the store keeps its entries.
     pub(crate) fn compact_against(&mut self, stored: &Snapshot) {
         for change in &mut self.changes {
-            let item = &mut change.item;
-            item.raw = match stored.get_including_deleted(change.kind, &change.key) {
-                Some(old) if *old == *item => old.raw.clone(),
-                _ => Bytes::copy_from_slice(&item.raw),
-            };
+            change.compact_against(stored);
         }
     }
 }

@@ -177,7 +177,9 @@ impl Coordinator {
             let s = &mut active.source;
             match input {
                 Input::Connected { conn } => s.handle_connected(now, conn),
-                Input::Data { conn, bytes } => s.handle_data(now, conn, bytes),
+                Input::Data { conn, bytes } => {
+                    s.handle_data(now, conn, bytes, shared.store.data());
+                }
                 Input::Closed { conn, cause } => s.handle_closed(now, conn, cause),
                 Input::Timeout => s.handle_timeout(now),
                 Input::Command(_)

@@ -263,7 +263,9 @@ impl DataSystem {
                         source.handle_stop(now);
                     }
                     Input::Connected { conn } => source.handle_connected(now, conn),
-                    Input::Data { conn, bytes } => source.handle_data(now, conn, bytes),
+                    Input::Data { conn, bytes } => {
+                        source.handle_data(now, conn, bytes, self.shared.store.data());
+                    }
                     Input::Closed { conn, cause } => source.handle_closed(now, conn, cause),
                     Input::Timeout => source.handle_timeout(now),
                     Input::StoreFailed

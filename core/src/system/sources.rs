@@ -11,7 +11,7 @@ use crate::source::{
     EventStreamConfig, PollConfig, PollFormat, Poller, SourceOutput, StreamSource,
     UnrecoverablePolicy,
 };
-use crate::store::Selector;
+use crate::store::{Selector, Snapshot};
 
 /// Any data source. Both are boxed: each is over a kilobyte (parser and reader state),
 /// and sources move when the coordinator swaps them.
@@ -43,8 +43,19 @@ impl AnySource {
         each!(self, s => s.handle_connected(now, conn))
     }
 
-    pub(crate) fn handle_data(&mut self, now: Instant, conn: ConnId, bytes: &[u8]) {
-        each!(self, s => s.handle_data(now, conn, bytes))
+    /// Bytes arrived on `conn`; a poller reads its body against `stored`, the store's
+    /// data as it is.
+    pub(crate) fn handle_data(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        bytes: &[u8],
+        stored: &Snapshot,
+    ) {
+        match self {
+            Self::Stream(s) => s.handle_data(now, conn, bytes),
+            Self::Poll(s) => s.handle_data_against(now, conn, bytes, Some(stored)),
+        }
     }
 
     pub(crate) fn handle_closed(&mut self, now: Instant, conn: ConnId, cause: CloseCause) {

@@ -4,10 +4,11 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::store::{ApplyMode, ChangeSet, Item, Store, Transfer};
+use crate::store::{ApplyMode, ChangeSet, Item, Snapshot, Store, Transfer};
 
 mod change_set_builder;
 mod event_shapes;
+mod poll_reading;
 mod polling;
 mod properties;
 mod protocol;
