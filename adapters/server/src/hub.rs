@@ -32,7 +32,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::client_side::eval::{EvalStart, EvalStream, Evaluation, change_events};
 use crate::http::{LAST_CHUNK, WRITE_TIMEOUT};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, StreamKind};
 use crate::transport::Transport;
 
 /// The most commands waiting for the hub: past it, whoever changes the data waits for
@@ -92,7 +92,8 @@ impl Frame {
 pub(crate) struct NewStream {
     pub(crate) socket: Transport,
     pub(crate) env: usize,
-    pub(crate) fdv2: bool,
+    /// What the stream carries: its frames (FDv2 or the rest) and its metrics label.
+    pub(crate) kind: StreamKind,
     /// Framed with the chunked transfer coding (HTTP/1.1) or bare (HTTP/1.0).
     pub(crate) chunked: bool,
     /// The response head.
@@ -198,7 +199,7 @@ impl Hub {
         }
         if !stream.close_after {
             self.open.fetch_add(1, Ordering::SeqCst);
-            self.metrics.stream_opened(stream.fdv2);
+            self.metrics.stream_opened(stream.kind);
         }
         self.send(Command::Add(Box::new(stream)));
     }
@@ -245,7 +246,7 @@ impl Hub {
 struct Conn {
     socket: Transport,
     env: usize,
-    fdv2: bool,
+    kind: StreamKind,
     chunked: bool,
     queue: VecDeque<(Arc<[u8]>, usize)>,
     /// Ending: close once the queue is written.
@@ -405,7 +406,7 @@ impl Loop {
                     .iter_mut()
                     .filter(|(_, c)| c.env == env && !c.closing && c.evaluated.is_none())
                     .map(|(t, c)| {
-                        c.push(if c.fdv2 { &fdv2 } else { &fdv1 });
+                        c.push(if c.kind.fdv2() { &fdv2 } else { &fdv1 });
                         *t
                     })
                     .collect();
@@ -483,7 +484,7 @@ impl Loop {
         let mut conn = Conn {
             socket,
             env: new.env,
-            fdv2: new.fdv2,
+            kind: new.kind,
             chunked: new.chunked,
             queue: VecDeque::new(),
             closing: false,
@@ -540,7 +541,7 @@ impl Loop {
         if let Some(mut conn) = self.conns.remove(&token) {
             if !conn.closing {
                 self.open.fetch_sub(1, Ordering::SeqCst);
-                self.metrics.stream_closed(conn.fdv2);
+                self.metrics.stream_closed(conn.kind);
             }
             let _ = self.poll.registry().deregister(conn.socket.socket());
             conn.socket.close();
@@ -554,7 +555,7 @@ impl Loop {
             .iter_mut()
             .filter(|(_, c)| c.queue.is_empty() && !c.closing)
             .map(|(t, c)| {
-                c.push(if c.fdv2 { fdv2 } else { fdv1 });
+                c.push(if c.kind.fdv2() { fdv2 } else { fdv1 });
                 *t
             })
             .collect();
@@ -587,7 +588,7 @@ impl Loop {
         for t in expired {
             self.open.fetch_sub(1, Ordering::SeqCst);
             if let Some(c) = self.conns.get(&t) {
-                self.metrics.stream_closed(c.fdv2);
+                self.metrics.stream_closed(c.kind);
             }
             self.flush(t);
         }
@@ -600,7 +601,7 @@ impl Loop {
                 if !c.closing {
                     c.end();
                     self.open.fetch_sub(1, Ordering::SeqCst);
-                    self.metrics.stream_closed(c.fdv2);
+                    self.metrics.stream_closed(c.kind);
                 }
                 let _ = c.flush();
             }
@@ -636,7 +637,7 @@ mod tests {
         NewStream {
             socket: Transport::Plain(mio::net::TcpStream::from_std(socket)),
             env: 0,
-            fdv2: false,
+            kind: StreamKind::Fdv1,
             chunked: true,
             head: head.to_vec(),
             first,
@@ -690,7 +691,7 @@ mod tests {
         let hub = hub();
         let (server, client) = pair();
         hub.add(NewStream {
-            fdv2: true,
+            kind: StreamKind::Fdv2,
             chunked: false,
             close_after: true,
             ..stream(server, b"H\r\n\r\n", Some(Frame::new(&b"data: x\n\n"[..])))

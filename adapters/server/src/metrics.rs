@@ -28,6 +28,39 @@ pub(crate) enum RefusedBy {
     Descriptors,
 }
 
+/// What an event stream carries, as `/metrics` labels it (`protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StreamKind {
+    /// A server-side FDv1 stream (`/all`, `/flags`).
+    Fdv1,
+    /// A server-side FDv2 stream (`/sdk/stream`).
+    Fdv2,
+    /// A client-side or mobile stream of evaluated flags (`/eval`, `/meval`).
+    Client,
+    /// An OFREP change-notice stream.
+    Ofrep,
+}
+
+impl StreamKind {
+    /// Every kind, in the order of the counters.
+    pub(crate) const ALL: [Self; 4] = [Self::Fdv1, Self::Fdv2, Self::Client, Self::Ofrep];
+
+    /// The `protocol` label.
+    pub(crate) const fn label(self) -> &'static str {
+        match self {
+            Self::Fdv1 => "fdv1",
+            Self::Fdv2 => "fdv2",
+            Self::Client => "client",
+            Self::Ofrep => "ofrep",
+        }
+    }
+
+    /// True for FDv2 streams, which get the FDv2 frames and heartbeats.
+    pub(crate) const fn fdv2(self) -> bool {
+        matches!(self, Self::Fdv2)
+    }
+}
+
 /// The server's counters.
 #[derive(Debug, Default)]
 pub(crate) struct Metrics {
@@ -36,8 +69,8 @@ pub(crate) struct Metrics {
     timed_out: AtomicU64,
     /// Connections the request loop holds now (not yet streams).
     pub(crate) request_conns: AtomicUsize,
-    streams_open: [AtomicUsize; 2],
-    streams_total: [AtomicU64; 2],
+    streams_open: [AtomicUsize; StreamKind::ALL.len()],
+    streams_total: [AtomicU64; StreamKind::ALL.len()],
     requests: Mutex<BTreeMap<(&'static str, u16), u64>>,
     events_received: [AtomicU64; 2],
     events_forwarded: AtomicU64,
@@ -61,13 +94,13 @@ impl Metrics {
         self.timed_out.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn stream_opened(&self, fdv2: bool) {
-        self.streams_open[usize::from(fdv2)].fetch_add(1, Ordering::Relaxed);
-        self.streams_total[usize::from(fdv2)].fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn stream_opened(&self, kind: StreamKind) {
+        self.streams_open[kind as usize].fetch_add(1, Ordering::Relaxed);
+        self.streams_total[kind as usize].fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn stream_closed(&self, fdv2: bool) {
-        self.streams_open[usize::from(fdv2)].fetch_sub(1, Ordering::Relaxed);
+    pub(crate) fn stream_closed(&self, kind: StreamKind) {
+        self.streams_open[kind as usize].fetch_sub(1, Ordering::Relaxed);
     }
 
     /// A request to `route` answered with `status`.
@@ -117,7 +150,7 @@ impl Metrics {
             "gauge",
             "Connections open now, by kind.",
         );
-        let streams = loadu(&self.streams_open[0]) + loadu(&self.streams_open[1]);
+        let streams: usize = self.streams_open.iter().map(loadu).sum();
         sample(
             &mut out,
             "connections_open",
@@ -179,36 +212,28 @@ impl Metrics {
             "gauge",
             "Event streams open now, by protocol.",
         );
-        sample(
-            &mut out,
-            "streams_open",
-            &[("protocol", "fdv1")],
-            loadu(&self.streams_open[0]),
-        );
-        sample(
-            &mut out,
-            "streams_open",
-            &[("protocol", "fdv2")],
-            loadu(&self.streams_open[1]),
-        );
+        for kind in StreamKind::ALL {
+            sample(
+                &mut out,
+                "streams_open",
+                &[("protocol", kind.label())],
+                loadu(&self.streams_open[kind as usize]),
+            );
+        }
         family(
             &mut out,
             "streams_opened_total",
             "counter",
             "Event streams opened, by protocol.",
         );
-        sample(
-            &mut out,
-            "streams_opened_total",
-            &[("protocol", "fdv1")],
-            load(&self.streams_total[0]),
-        );
-        sample(
-            &mut out,
-            "streams_opened_total",
-            &[("protocol", "fdv2")],
-            load(&self.streams_total[1]),
-        );
+        for kind in StreamKind::ALL {
+            sample(
+                &mut out,
+                "streams_opened_total",
+                &[("protocol", kind.label())],
+                load(&self.streams_total[kind as usize]),
+            );
+        }
         family(
             &mut out,
             "requests_total",

@@ -11,6 +11,7 @@ use crate::data::Encoded;
 use crate::events::PayloadKind;
 use crate::fault::Endpoint;
 use crate::hub::{Frame, NewStream};
+use crate::metrics::StreamKind;
 use crate::state::{EnvRefusal, Readiness, Shared};
 use crate::transport::Transport;
 use crate::{events, fdv2, http};
@@ -314,7 +315,11 @@ pub(crate) fn serve_stream(
     shared.hub.add(NewStream {
         socket,
         env,
-        fdv2,
+        kind: if fdv2 {
+            StreamKind::Fdv2
+        } else {
+            StreamKind::Fdv1
+        },
         chunked,
         head,
         first,

@@ -40,6 +40,12 @@ fn streams_put_then_patch_and_delete() {
     let (name, mput) = mobile.next_event();
     assert_eq!(name, "put");
     assert_eq!(mput["mobile-only"]["value"], "b");
+    // `/metrics` counts both as client streams, not as server-side SDKs' streams.
+    let text = String::from_utf8_lossy(&get(addr, "/metrics").body).into_owned();
+    for (protocol, open) in [("client", 2), ("fdv1", 0), ("fdv2", 0), ("ofrep", 0)] {
+        let line = format!("flagsync_server_streams_open{{protocol=\"{protocol}\"}} {open}\n");
+        assert!(text.contains(&line), "{line} in {text}");
+    }
     let v0 = put["cs"]["version"].as_u64().unwrap();
 
     // A segment change changes `cs` for this context: a patch, with a newer version.

@@ -776,6 +776,13 @@ fn change_notices_follow_data_changes() {
         first.contains(&format!("id: {}", server.payload_version())),
         "{first}"
     );
+    // `/metrics` counts it as an OFREP stream, not as a server-side SDK's.
+    let metrics = request(a, "GET", "/metrics", &[], b"");
+    let text = String::from_utf8_lossy(&metrics.body);
+    for (protocol, open) in [("ofrep", 1), ("fdv1", 0), ("fdv2", 0), ("client", 0)] {
+        let line = format!("flagsync_server_streams_open{{protocol=\"{protocol}\"}} {open}\n");
+        assert!(text.contains(&line), "{line} in {text}");
+    }
     let mut f = data()["flags"]["string-flag"].clone();
     f["fallthrough"]["variation"] = json!(1);
     server.set_flag("string-flag", f).unwrap();

@@ -22,6 +22,7 @@ use crate::client_side::path::{self, Auth, Ctx, Route, What};
 use crate::events::{self, EventOrigin, PayloadKind};
 use crate::http::{self, Request, write_response};
 use crate::hub::NewStream;
+use crate::metrics::StreamKind;
 use crate::routes::{Conn, Routed};
 use crate::state::{Inner, Readiness, Shared};
 
@@ -294,7 +295,7 @@ fn open_stream(
     shared.hub.add(NewStream {
         socket,
         env,
-        fdv2: false,
+        kind: StreamKind::Client,
         chunked,
         head,
         first: None,

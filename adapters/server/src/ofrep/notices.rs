@@ -25,6 +25,7 @@ use std::sync::Arc;
 use super::channels::hub_key;
 use crate::http::{self, Request};
 use crate::hub::{Frame, NewStream};
+use crate::metrics::StreamKind;
 use crate::state::{Inner, Shared};
 use crate::transport::Transport;
 
@@ -72,7 +73,7 @@ pub(crate) fn open(
     shared.hub.add(NewStream {
         socket,
         env: hub_key(env),
-        fdv2: false,
+        kind: StreamKind::Ofrep,
         chunked,
         head,
         first: Some(Frame::new(first.into_bytes())),
