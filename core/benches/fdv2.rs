@@ -8,6 +8,10 @@
 //!   then `Store::apply`, against `fdv2::parse_event` of each event, `Protocol` and
 //!   `Store::apply`; event data are slices of one buffer, as the SSE parser hands
 //!   them out;
+//! - `poll_body`: the same events as an FDv2 polling body, parsed whole
+//!   (`fdv2::parse_poll_or_fdv1_with`) against read as it arrives in 16 KiB pieces
+//!   (`fdv2::PollReader`), alone and against a store holding the same data (a repeated
+//!   poll: every object takes the stored buffer);
 //! - `sse_only`: the SSE parser alone over each stream (every event dropped), to show
 //!   how much of the difference is framing.
 //!
@@ -18,7 +22,8 @@
 //! --no-run` prints its path): `FDV2_BENCH_PAIRED=N` times FDv1 and FDv2 back to back
 //! for N rounds, so that both see the same load on a noisy machine, and prints medians
 //! and the median per-round ratio; `FDV2_BENCH_ONCE=MODE` (`system-fdv1`,
-//! `system-fdv2`, `events-fdv1`, `events-fdv2`) does one unit of work, for
+//! `system-fdv2`, `events-fdv1`, `events-fdv2`, `poll-whole`, `poll-reader`) does one
+//! unit of work, for
 //! `valgrind --tool=callgrind --toggle-collect='fdv2::to_ready'
 //! --toggle-collect='fdv2::fdv1_events_to_store' --toggle-collect='fdv2::fdv2_events_to_store'`.
 
@@ -226,8 +231,31 @@ fn event_data(inputs: &Inputs) -> (Bytes, Vec<(&'static str, Bytes)>) {
     (v1_data, v2_events)
 }
 
+/// The FDv2 polling body `{"events":[…]}` of `events`.
+fn poll_body(events: &[(&'static str, String)]) -> Bytes {
+    let mut body = br#"{"events":["#.to_vec();
+    for (i, (name, data)) in events.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(format!(r#"{{"event":"{name}","data":{data}}}"#).as_bytes());
+    }
+    body.extend_from_slice(b"]}");
+    Bytes::from(body)
+}
+
+/// `body` through a [`fdv2::PollReader`] in 16 KiB pieces.
+fn read_poll(body: &[u8], stored: Option<&flagsync_core::Snapshot>) -> ChangeSet {
+    let mut reader = fdv2::PollReader::new(fdv2::PayloadLimits::default());
+    for piece in body.chunks(16 << 10) {
+        reader.feed(piece, stored);
+    }
+    reader.finish().unwrap()
+}
+
 /// `FDV2_BENCH_ONCE=MODE`: one unit of work and exit, for instruction counts
-/// (BENCHMARKS.md): `system-fdv1`, `system-fdv2`, `events-fdv1`, `events-fdv2`.
+/// (BENCHMARKS.md): `system-fdv1`, `system-fdv2`, `events-fdv1`, `events-fdv2`,
+/// `poll-whole`, `poll-reader`.
 fn once(mode: &str) {
     let inputs = inputs();
     let t0 = origin();
@@ -237,6 +265,14 @@ fn once(mode: &str) {
         "system-fdv2" => drop(to_ready(&inputs.fdv2, t0, &inputs.v2)),
         "events-fdv1" => drop(fdv1_events_to_store(&v1_data)),
         "events-fdv2" => drop(fdv2_events_to_store(&v2_events)),
+        "poll-whole" => {
+            let body = poll_body(&inputs.events);
+            drop(fdv2::parse_poll_or_fdv1_with(
+                &body,
+                fdv2::PayloadLimits::default(),
+            ));
+        }
+        "poll-reader" => drop(read_poll(&poll_body(&inputs.events), None)),
         other => panic!("unknown FDV2_BENCH_ONCE mode {other}"),
     }
 }
@@ -288,6 +324,28 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("fdv2_parse_protocol_apply", |b| {
         b.iter_with_large_drop(|| fdv2_events_to_store(&v2_events))
+    });
+    g.finish();
+
+    // A polling body of the same events, read whole or as it arrives (issue 42).
+    let poll = poll_body(events);
+    let limits = fdv2::PayloadLimits::default();
+    let whole = fdv2::parse_poll_or_fdv1_with(&poll, limits).unwrap();
+    assert_eq!(read_poll(&poll, None), whole);
+    let mut stored = Store::new();
+    stored.apply(whole);
+    let stored = stored.snapshot();
+    let mut g = c.benchmark_group("poll_body");
+    g.sample_size(10).measurement_time(Duration::from_secs(15));
+    g.throughput(Throughput::Bytes(poll.len() as u64));
+    g.bench_function("whole", |b| {
+        b.iter_with_large_drop(|| fdv2::parse_poll_or_fdv1_with(&poll, limits).unwrap())
+    });
+    g.bench_function("as_it_arrives", |b| {
+        b.iter_with_large_drop(|| read_poll(&poll, None))
+    });
+    g.bench_function("as_it_arrives_against_the_same_store", |b| {
+        b.iter_with_large_drop(|| read_poll(&poll, Some(&stored)))
     });
     g.finish();
 

@@ -231,12 +231,22 @@ impl PollReader {
     /// A whole element was read: check it is JSON, then (until the outcome is known)
     /// run it through the protocol.
     fn read_element(&mut self, stored: Option<&Snapshot>) {
-        if serde_json::from_slice::<&RawValue>(&self.element).is_err() {
+        let json = |element: &[u8]| serde_json::from_slice::<&RawValue>(element).is_ok();
+        if self.outcome.is_some() {
+            if !json(&self.element) {
+                return self.malformed();
+            }
+        } else if std::str::from_utf8(&self.element).is_err() {
             return self.malformed();
-        }
-        if self.outcome.is_none() {
+        } else {
             let element = Bytes::copy_from_slice(&self.element);
+            // An element read without an error of its own shape is JSON: serde_json
+            // went through all of it (the UTF-8 of what it skips was checked above). So
+            // it is checked only on that error, which a syntax error may stand behind.
             match read_element(&mut self.protocol, &element, stored) {
+                Err(Error::Schema { event: wire::POLL }) if !json(&element) => {
+                    return self.malformed();
+                }
                 Ok(None) => {}
                 Ok(Some(change_set)) => self.outcome = Some(Ok(change_set)),
                 Err(e) => self.outcome = Some(Err(e)),

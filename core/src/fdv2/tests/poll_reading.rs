@@ -86,6 +86,33 @@ fn reading_as_it_arrives_answers_as_the_whole_body() {
 }
 
 #[test]
+fn bytes_that_are_not_utf8_are_malformed_wherever_they_are() {
+    // `~` stands for the byte 0xFF: in a skipped member, in the event name, in an object.
+    for element in [
+        r#"{"event":"heart-beat","x":"~"}"#,
+        r#"{"event":"x~"}"#,
+        r#"{"event":"put-object","data":{"version":1,"kind":"flag","key":"a","object":{"key":"a","version":1,"x":"~"}}}"#,
+    ] {
+        let body: Vec<u8> = events(&[INTENT_FULL, element, DONE])
+            .bytes()
+            .map(|b| if b == b'~' { 0xff } else { b })
+            .collect();
+        assert_eq!(
+            whole(&body),
+            Err(Error::MalformedJson { event: "poll" }),
+            "{element}"
+        );
+        for cut in [1, 5, body.len()] {
+            assert_eq!(
+                read_in(&body, cut, None),
+                whole(&body),
+                "{element} in pieces of {cut}"
+            );
+        }
+    }
+}
+
+#[test]
 fn a_payload_over_the_limits_fails_as_in_the_whole_body() {
     let body = events(&[INTENT_FULL, PUT_A, PUT_A, DONE]);
     let limits = PayloadLimits {
