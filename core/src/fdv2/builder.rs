@@ -99,13 +99,6 @@ impl ChangeSetBuilder {
             .held_bytes
             .saturating_add(change.key.len())
             .saturating_add(change.item.raw.len());
-        // The list grows by a quarter, not by doubling: a large transfer's list (about
-        // a hundred bytes a change) then holds at most a fifth more than it needs, not
-        // up to twice as much, while it is read and applied.
-        if self.changes.len() == self.changes.capacity() {
-            self.changes
-                .reserve_exact((self.changes.capacity() / 4).max(16));
-        }
         self.changes.push(change);
     }
 
