@@ -125,34 +125,27 @@ pub(crate) fn classify(path: &str) -> Option<Route<'_>> {
 /// Decode base64 in either alphabet (standard or URL-safe), padded or not, as the SDKs
 /// send contexts (js-core: URL-safe; older SDKs: standard). `None`: not base64.
 pub(crate) fn base64_decode(text: &str) -> Option<Vec<u8>> {
-    fn sextet(c: u8) -> Option<u32> {
-        Some(u32::from(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' | b'-' => 62,
-            b'/' | b'_' => 63,
-            _ => return None,
-        }))
-    }
+    use base64::Engine as _;
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    /// The standard alphabet, padded or not, unused bits not required to be zero.
+    const LENIENT: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new()
+            .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+            .with_decode_allow_trailing_bits(true),
+    );
     // A path segment may carry the padding percent-encoded.
     let text = text.trim_end_matches("%3D").trim_end_matches("%3d");
-    let text = text.trim_end_matches('=');
-    let bytes = text.as_bytes();
-    if bytes.len() % 4 == 1 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(bytes.len() / 4 * 3 + 2);
-    for chunk in bytes.chunks(4) {
-        let mut acc = 0u32;
-        for &c in chunk {
-            acc = acc << 6 | sextet(c)?;
-        }
-        acc <<= 6 * (4 - chunk.len() as u32);
-        let [_, a, b, c] = acc.to_be_bytes();
-        out.extend_from_slice(&[a, b, c][..chunk.len() - 1]);
-    }
-    Some(out)
+    // The URL-safe alphabet differs in two characters only.
+    let standard: Vec<u8> = text
+        .bytes()
+        .map(|b| match b {
+            b'-' => b'+',
+            b'_' => b'/',
+            b => b,
+        })
+        .collect();
+    LENIENT.decode(standard).ok()
 }
 
 /// The context of a request: from base64 in the path, or the body's JSON (a context or
