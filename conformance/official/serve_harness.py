@@ -200,6 +200,37 @@ class Serve:
                 argv += ["--payload-filters", self.payload_filter]
             argv += extra
             self.url = self._start(argv, r"relaying on (http://127\.0\.0\.1:\d+)")
+        if relay:
+            self._wait_for_the_relay()
+
+    def _wait_for_the_relay(self):
+        """Wait until every environment of the relay holds its upstream's data (its
+        `/status` says VALID): until then it answers SDKs `503` with `Retry-After: 1`,
+        as LaunchDarkly's Relay Proxy does, and an SDK that comes first initializes a
+        second later. The SDK checks time the SDK, not the relay's own start."""
+        handlers = [urllib.request.ProxyHandler({})]
+        if self.ca is not None:
+            handlers.append(urllib.request.HTTPSHandler(
+                context=ssl.create_default_context(cafile=self.ca)))
+        opener = urllib.request.build_opener(*handlers)
+        deadline = time.monotonic() + 30
+        said = None
+        while time.monotonic() < deadline:
+            try:
+                with opener.open(self.url + "/status", timeout=REQUEST_TIMEOUT) as r:
+                    said = r.read().decode()
+                envs = json.loads(said)["environments"]
+                if envs and all(e["connectionStatus"]["state"] == "VALID"
+                                for e in envs.values()):
+                    return
+            except urllib.error.HTTPError as e:
+                said = f"{e.code}: {e.read().decode(errors='replace')}"
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                said = repr(e)
+            time.sleep(0.05)
+        self.stop()
+        raise Failure(f"the relay's environments were not all VALID within 30 s: {said}\n"
+                      + self.stderr())
 
     def _start_tls_relay(self, flagsync, folder, host):
         """The relay as `flagsync serve` with no argument: upstream, SDK key, events,
